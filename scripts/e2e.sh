@@ -1,0 +1,324 @@
+#!/usr/bin/env bash
+# End-to-end check of the release binary against real upstreams on 127.0.0.1:
+# python3's http.server (HTTP/1.0, closes every connection) and a small
+# HTTP/1.1 keep-alive server (to see the upstream pool reuse a connection).
+#
+# Usage: scripts/e2e.sh        (from any directory; exits non-zero on failure)
+# Env:   SLUICE_BIN=path       skip the build and test this binary instead
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+log() { printf 'e2e: %s\n' "$*"; }
+die() { printf 'e2e: FATAL: %s\n' "$*" >&2; exit 1; }
+
+for tool in cargo python3 curl sha256sum timeout; do
+    command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found in PATH"
+done
+
+# --- processes and cleanup ---------------------------------------------------
+PIDS=()
+TMP=""
+stop_pid() { # stop one process we started: TERM, up to 5 s, then KILL
+    local pid=$1 i
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+    if [[ -n "$TMP" && -d "$TMP" ]]; then rm -rf -- "$TMP"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() {
+    python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()'
+}
+
+# wait_http PID URL NAME [LOGFILE]: poll up to 50 x 0.1 s until URL answers
+wait_http() {
+    local pid=$1 url=$2 name=$3 logfile=${4:-} i
+    for ((i = 0; i < 50; i++)); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            [[ -z "$logfile" ]] || tail -n 20 "$logfile" >&2 || true
+            die "$name (pid $pid) exited during startup"
+        fi
+        if curl -s -o /dev/null --max-time 1 "$url"; then return 0; fi
+        sleep 0.1
+    done
+    die "$name did not answer $url within 5 s"
+}
+
+# --- build -------------------------------------------------------------------
+if [[ -n "${SLUICE_BIN:-}" ]]; then
+    BIN="$SLUICE_BIN"
+else
+    log "building release binary (cargo build --release)"
+    cargo build --release --quiet || die "cargo build --release failed"
+    BIN="${CARGO_TARGET_DIR:-target}/release/sluice"
+fi
+[[ -x "$BIN" ]] || die "binary not found or not executable: $BIN"
+BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
+
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/sluice-e2e.XXXXXX")"
+mkdir -p "$TMP/www"
+head -c 10485760 /dev/urandom >"$TMP/www/big.bin"
+printf 'hello from the upstream\n' >"$TMP/www/small.txt"
+BIG_SUM="$(sha256sum <"$TMP/www/big.bin" | cut -d' ' -f1)"
+
+# --- checks bookkeeping ------------------------------------------------------
+PASSED=0
+FAILED=0
+pass() { PASSED=$((PASSED + 1)); printf 'e2e: ok   %s\n' "$1"; }
+fail() { FAILED=$((FAILED + 1)); printf 'e2e: FAIL %s\n' "$1" >&2; shift; [[ $# -eq 0 ]] || printf '       %s\n' "$@" >&2; }
+
+# start_sluice LOGFILE UPSTREAM_PORT -> sets SLUICE_PID, SLUICE_PORT (not waited for)
+start_sluice() {
+    local logfile=$1 up=$2
+    SLUICE_PORT="$(free_port)"
+    RUST_LOG=info "$BIN" --listen "127.0.0.1:$SLUICE_PORT" --upstream "127.0.0.1:$up" \
+        </dev/null >/dev/null 2>"$logfile" &
+    SLUICE_PID=$!
+    PIDS+=("$SLUICE_PID")
+}
+
+# wait_access LOGFILE N: up to 30 x 0.1 s for N access lines (logged after the response)
+wait_access() {
+    local logfile=$1 n=$2 i
+    for ((i = 0; i < 30; i++)); do
+        [[ "$(grep -c 'access client=' "$logfile" || true)" -ge "$n" ]] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# --- 0. command line (each run bounded by timeout 5) ----------------------------
+# run_cli ARGS...: sets CLI_RC and CLI_OUT (stdout+stderr)
+run_cli() {
+    set +e
+    CLI_OUT="$(timeout 5 "$BIN" "$@" 2>&1 </dev/null)"
+    CLI_RC=$?
+    set -e
+}
+LP="127.0.0.1:$(free_port)"
+run_cli --help
+if [[ $CLI_RC -eq 0 && "$CLI_OUT" == *--upstream* ]]; then pass "--help exits 0 and lists --upstream"
+else fail "--help" "exit $CLI_RC, output: ${CLI_OUT:0:300}"; fi
+run_cli --version
+if [[ $CLI_RC -eq 0 && "$CLI_OUT" == *sluice* ]]; then pass "--version exits 0: $CLI_OUT"
+else fail "--version" "exit $CLI_RC, output: ${CLI_OUT:0:300}"; fi
+run_cli --listen "$LP" --upstream 127.0.0.1:9 --no-such-flag
+if [[ $CLI_RC -eq 2 && "$CLI_OUT" == *no-such-flag* ]]; then pass "unknown flag: exit 2, names the flag"
+else fail "unknown flag" "expected exit 2 and a message naming --no-such-flag; got exit $CLI_RC (124 = still running after 5 s): ${CLI_OUT:0:300}"; fi
+run_cli --listen "$LP" --upstream 127.0.0.1:9 --keepalive-timeout soon
+if [[ $CLI_RC -eq 2 && "$CLI_OUT" == *keepalive-timeout* ]]; then pass "bad duration: exit 2, names the flag"
+else fail "bad duration" "expected exit 2 and a message naming --keepalive-timeout; got exit $CLI_RC (124 = still running after 5 s): ${CLI_OUT:0:300}"; fi
+run_cli --listen "$LP" --upstream 127.0.0.1:9 --high-watermark 1024 --low-watermark 4096
+if [[ $CLI_RC -eq 2 && "$CLI_OUT" == *watermark* ]]; then pass "low >= high watermark: exit 2, names the flag"
+else fail "watermarks" "expected exit 2 and a message naming the watermark; got exit $CLI_RC (124 = still running after 5 s): ${CLI_OUT:0:300}"; fi
+
+# --- start upstream (python http.server, HTTP/1.0) and sluice ----------------
+UP_PORT="$(free_port)"
+python3 -m http.server --bind 127.0.0.1 --directory "$TMP/www" "$UP_PORT" \
+    </dev/null >"$TMP/upstream.log" 2>&1 &
+UP_PID=$!
+PIDS+=("$UP_PID")
+wait_http "$UP_PID" "http://127.0.0.1:$UP_PORT/small.txt" "python3 http.server" "$TMP/upstream.log"
+
+SLOG="$TMP/sluice.log"
+start_sluice "$SLOG" "$UP_PORT"
+MAIN_PID=$SLUICE_PID
+P=$SLUICE_PORT
+BASE="http://127.0.0.1:$P"
+wait_http "$MAIN_PID" "$BASE/small.txt" "sluice" "$SLOG"
+log "upstream 127.0.0.1:$UP_PORT (pid $UP_PID), sluice 127.0.0.1:$P (pid $MAIN_PID)"
+# wait_http's probes went through the proxy too: count access lines from here
+wait_access "$SLOG" 1 || true
+BASE_LINES="$(grep -c 'access client=' "$SLOG" || true)"
+EXPECTED=0
+
+# --- 1. 10 MiB download, checksum ----------------------------------------------
+set +e
+out="$(curl -sS --max-time 60 -o "$TMP/big.out" -w '%{http_code} %{size_download}' "$BASE/big.bin" 2>&1)"; rc=$?
+set -e
+EXPECTED=$((EXPECTED + 1))
+got_sum="$( [[ -f "$TMP/big.out" ]] && sha256sum <"$TMP/big.out" | cut -d' ' -f1 || echo none)"
+if [[ $rc -eq 0 && "$out" == "200 10485760" && "$got_sum" == "$BIG_SUM" ]]; then
+    pass "GET /big.bin (10 MiB) through the proxy: sha256 matches"
+else
+    fail "GET /big.bin" "curl exit $rc, status/size: $out" "sha256 expected $BIG_SUM" "sha256 got      $got_sum"
+fi
+rm -f "$TMP/big.out"
+
+# --- 2. several requests on one downstream connection ---------------------------
+set +e
+out="$(curl -sS --max-time 30 -w '%{http_code} %{num_connects}\n' \
+    -o /dev/null "$BASE/small.txt?ka=1" -o /dev/null "$BASE/small.txt?ka=2" \
+    -o /dev/null "$BASE/small.txt?ka=3" -o /dev/null "$BASE/small.txt?ka=4" 2>&1)"; rc=$?
+set -e
+EXPECTED=$((EXPECTED + 4))
+# curl's num_connects: 1 when the transfer opened a connection, 0 when it reused one
+want=$'200 1\n200 0\n200 0\n200 0'
+if [[ $rc -eq 0 && "$out" == "$want" ]]; then
+    pass "4 GETs in one curl: all 200, connection reused (num_connects 1 0 0 0)"
+else
+    fail "keep-alive downstream" "curl exit $rc; expected lines '200 1','200 0','200 0','200 0'; got:" "$(printf '%s' "$out" | tr '\n' '|')"
+fi
+
+# --- 3. Content-Length + Transfer-Encoding -> 400, close, nothing upstream ----
+set +e
+out="$(python3 - "$P" <<'PY' 2>&1
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"POST /smuggle-cl-te HTTP/1.1\r\nHost: e2e\r\nContent-Length: 5\r\n"
+          b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+data = b""
+closed = False
+try:
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            closed = True
+            break
+        data += chunk
+except socket.timeout:
+    pass
+status = data.split(b"\r\n", 1)[0].decode("latin-1")
+print(status + (" closed" if closed else " open"))
+PY
+)"; rc=$?
+set -e
+EXPECTED=$((EXPECTED + 1))
+re_400='^HTTP/1\.[01] 400( .*)? closed$'
+sleep 0.2
+if grep -q 'smuggle-cl-te' "$TMP/upstream.log"; then
+    fail "CL+TE request" "the request reached the upstream:" "$(grep 'smuggle-cl-te' "$TMP/upstream.log")"
+elif [[ $rc -eq 0 && "$out" =~ $re_400 ]]; then
+    pass "Content-Length + Transfer-Encoding: 400, connection closed, upstream untouched"
+else
+    fail "CL+TE request" "expected 'HTTP/1.1 400 ... closed'; got (exit $rc): $out"
+fi
+
+# --- 4. HEAD, then GET on the same connection ---------------------------------
+set +e
+out="$(python3 - "$P" <<'PY' 2>&1
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=10)
+c.request("HEAD", "/big.bin?head=1")
+r = c.getresponse()
+body = r.read()
+print(r.status, r.getheader("Content-Length"), len(body))
+c.request("GET", "/small.txt?after-head=1")
+r = c.getresponse()
+print(r.status, r.read().decode().strip())
+PY
+)"; rc=$?
+set -e
+EXPECTED=$((EXPECTED + 2))
+want=$'200 10485760 0\n200 hello from the upstream'
+if [[ $rc -eq 0 && "$out" == "$want" ]]; then
+    pass "HEAD /big.bin: 200, Content-Length 10485760, no body; next GET on that connection OK"
+else
+    fail "HEAD" "expected:" "$(printf '%s' "$want" | tr '\n' '|')" "got (exit $rc):" "$(printf '%s' "$out" | tr '\n' '|')"
+fi
+
+# --- 5. one access line per request -------------------------------------------
+if wait_access "$SLOG" $((BASE_LINES + EXPECTED)); then :; fi
+n="$(grep -c 'access client=' "$SLOG" || true)"
+if [[ "$n" -eq $((BASE_LINES + EXPECTED)) ]]; then
+    pass "access log: $EXPECTED lines for $EXPECTED requests"
+else
+    fail "access log count" "expected $((BASE_LINES + EXPECTED)) access lines ($BASE_LINES from readiness probes), found $n"
+fi
+
+A="access client=127\.0\.0\.1:[0-9]+"
+U="upstream=127\.0\.0\.1:$UP_PORT"
+T="resp_bytes=[0-9]+ ms=[0-9]+(\.[0-9]+)?"
+check_line() { # check_line NAME REGEX
+    if grep -Eq "$2" "$SLOG"; then pass "access line: $1"
+    else fail "access line: $1" "no line matches: $2"; fi
+}
+check_line "GET /big.bin" "$A \"GET /big\.bin HTTP/1\.1\" status=200 $U upconn=new:[0-9]+ req_body=0 resp_bytes=[0-9]+ ms="
+check_line "POST CL+TE answered by the proxy" "$A \"POST /smuggle-cl-te HTTP/1\.1\" status=400 upstream=[^ ]+ upconn=none req_body=[0-9]+ $T"
+check_line "HEAD /big.bin" "$A \"HEAD /big\.bin\?head=1 HTTP/1\.1\" status=200 $U upconn=(new|reused):[0-9]+ req_body=0 $T"
+# the four keep-alive requests share one client port
+ports="$(grep -E "\"GET /small\.txt\?ka=[1-4] HTTP/1\.1\" status=200" "$SLOG" | grep -oE 'client=127\.0\.0\.1:[0-9]+' | sort -u)"
+if [[ "$(grep -c . <<<"$ports" || true)" -eq 1 ]] && \
+   [[ "$(grep -cE "\"GET /small\.txt\?ka=[1-4] HTTP/1\.1\" status=200" "$SLOG" || true)" -eq 4 ]]; then
+    pass "access lines: 4 keep-alive GETs from one client port (${ports#client=})"
+else
+    fail "access lines for keep-alive GETs" "expected 4 lines with one client port; ports: $(tr '\n' ' ' <<<"$ports")"
+fi
+big_bytes="$(grep -E '"GET /big\.bin HTTP/1\.1"' "$SLOG" | grep -oE 'resp_bytes=[0-9]+' | head -n1 | cut -d= -f2)"
+if [[ -n "$big_bytes" && "$big_bytes" -ge 10485760 ]]; then pass "access line: resp_bytes=$big_bytes for the 10 MiB body"
+else fail "access line resp_bytes" "expected resp_bytes >= 10485760 for /big.bin, got '${big_bytes:-none}'"; fi
+
+# --- 6. upstream keep-alive pool with an HTTP/1.1 upstream --------------------
+UP11_PORT="$(free_port)"
+python3 - "$UP11_PORT" "$TMP/www" >"$TMP/upstream11.log" 2>&1 <<'PY' &
+import functools, http.server, sys
+class H(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+handler = functools.partial(H, directory=sys.argv[2])
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), handler).serve_forever()
+PY
+UP11_PID=$!
+PIDS+=("$UP11_PID")
+wait_http "$UP11_PID" "http://127.0.0.1:$UP11_PORT/small.txt" "python3 HTTP/1.1 upstream"
+SLOG11="$TMP/sluice11.log"
+start_sluice "$SLOG11" "$UP11_PORT"
+wait_http "$SLUICE_PID" "http://127.0.0.1:$SLUICE_PORT/small.txt" "sluice (HTTP/1.1 upstream)" "$SLOG11"
+wait_access "$SLOG11" 1 || true
+set +e
+out="$(curl -sS --max-time 30 -w '%{http_code}\n' \
+    -o /dev/null "http://127.0.0.1:$SLUICE_PORT/small.txt?pool=1" \
+    -o /dev/null "http://127.0.0.1:$SLUICE_PORT/small.txt?pool=2" 2>&1)"; rc=$?
+set -e
+wait_access "$SLOG11" 3 || true
+if [[ $rc -eq 0 && "$out" == $'200\n200' ]] && \
+   grep -Eq "\"GET /small\.txt\?pool=2 HTTP/1\.1\" status=200 upstream=127\.0\.0\.1:$UP11_PORT upconn=reused:[0-9]+ " "$SLOG11"; then
+    pass "HTTP/1.1 upstream: second request reused a pooled upstream connection"
+else
+    fail "upstream pool reuse" "curl exit $rc, statuses: $(tr '\n' ' ' <<<"$out")" "access lines:" \
+        "$(grep 'access client=' "$SLOG11" || echo '(none)')"
+fi
+
+# --- 7. upstream down -> 502 ---------------------------------------------------
+DEAD_PORT="$(free_port)"
+SLOGD="$TMP/sluice-dead.log"
+start_sluice "$SLOGD" "$DEAD_PORT"
+wait_http "$SLUICE_PID" "http://127.0.0.1:$SLUICE_PORT/" "sluice (dead upstream)" "$SLOGD"
+set +e
+out="$(curl -sS --max-time 20 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$SLUICE_PORT/down" 2>&1)"; rc=$?
+set -e
+if [[ $rc -eq 0 && "$out" == 502 ]]; then pass "upstream refusing connections: 502"
+else fail "dead upstream" "expected 502, got (curl exit $rc): $out"; fi
+
+# --- 8. the proxies are still up and did not panic -----------------------------
+for f in "$SLOG" "$SLOG11" "$SLOGD"; do
+    if grep -q 'panicked' "$f"; then fail "no panic in $(basename "$f")" "$(grep -m3 -A2 'panicked' "$f")"; fi
+done
+if kill -0 "$MAIN_PID" 2>/dev/null; then pass "sluice still running after all checks"
+else fail "sluice still running" "it exited; last log lines:" "$(tail -n 5 "$SLOG")"; fi
+
+if [[ $FAILED -ne 0 ]]; then
+    printf '\ne2e: sluice log (%s):\n' "$SLOG" >&2
+    tail -n 40 "$SLOG" >&2 || true
+fi
+printf 'e2e: %d passed, %d failed\n' "$PASSED" "$FAILED"
+[[ $FAILED -eq 0 ]]

@@ -1,0 +1,339 @@
+//! One direction's pending bytes, with high and low watermarks (DESIGN §4).
+//!
+//! Why: the proxy relays each direction of an exchange through one buffer of
+//! bytes read from the source and not yet written to the sink. The buffer
+//! tells its owner when to stop reading the source (the *high* watermark) and
+//! when to read again (the *low* watermark), so the slow side sets the pace
+//! for the fast one and memory stays flat. A [`BufferPool`] hands out and
+//! takes back the storage, so idle connections hold no buffers.
+//!
+//! What it must not know: sockets, mio, HTTP. Reads come in through a
+//! closure ([`WatermarkBuffer::fill_with`]); writes are reported back with
+//! [`WatermarkBuffer::consume`]. Crossings are returned, never called back,
+//! so the owner turns read interest off or on without borrow tangles.
+//!
+//! Invariants kept:
+//! - `start <= end <= storage.len()`; `start..end` are the pending bytes,
+//!   oldest first; when pending reaches 0, `start = end = 0` (no copy).
+//! - Hysteresis: `paused` turns true once when pending reaches `>= high`
+//!   ([`Crossing::High`]) and false once when pending drains to `<= low`
+//!   ([`Crossing::Low`]); in between, nothing is reported.
+//! - Not paused implies `pending < high`.
+//! - `low < high` and `high >= 1` (clamped in [`WatermarkBuffer::new`]), so a
+//!   resume always needs bytes to leave and a read can always make progress.
+//! - Reads never take pending past `high` ([`WatermarkBuffer::room`]); only
+//!   [`WatermarkBuffer::extend_from_slice`] (heads the proxy encodes) may.
+
+use std::io;
+
+/// Which watermark a change crossed (the caller turns read interest off/on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Crossing {
+    /// No watermark was crossed: keep read interest as it is.
+    None,
+    /// Pending bytes reached the high watermark: stop reading the source.
+    High,
+    /// A paused buffer drained to the low watermark: read the source again
+    /// (at once: mio is edge-triggered, no new event will come by itself).
+    Low,
+}
+
+/// One direction's pending bytes: read from a source, not yet written to the
+/// sink.
+///
+/// Storage is a `Vec<u8>` whose `len()` is its full capacity in bytes (zeroed
+/// once when allocated, reused after), with `start..end` the pending bytes.
+///
+/// Hysteresis: `paused` becomes true when pending reaches `>= high`
+/// ([`Crossing::High`], once); it becomes false only when pending drains to
+/// `<= low` ([`Crossing::Low`], once).
+#[derive(Debug)]
+pub struct WatermarkBuffer {
+    /// Backing bytes; `len()` is the usable capacity.
+    storage: Vec<u8>,
+    /// Index of the oldest pending byte.
+    start: usize,
+    /// One past the newest pending byte.
+    end: usize,
+    /// Pending bytes at or above which reads pause.
+    high: usize,
+    /// Pending bytes at or below which a paused buffer resumes.
+    low: usize,
+    /// True between a `High` crossing and the next `Low` crossing.
+    paused: bool,
+}
+
+impl WatermarkBuffer {
+    /// A buffer over `storage` (from [`BufferPool::get`]) with no pending
+    /// bytes, not paused.
+    ///
+    /// `high` and `low` are pending byte counts. `high` is raised to at least
+    /// 1 byte (a zero high watermark would never let a read happen) and `low`
+    /// is lowered to at most `high - 1` bytes (so that a resume needs bytes
+    /// to leave the buffer).
+    pub fn new(storage: Vec<u8>, high: usize, low: usize) -> Self {
+        let high = high.max(1);
+        let low = low.min(high.saturating_sub(1));
+        WatermarkBuffer {
+            storage,
+            start: 0,
+            end: 0,
+            high,
+            low,
+            paused: false,
+        }
+    }
+
+    /// Bytes read from the source and not yet written to the sink.
+    pub fn pending(&self) -> usize {
+        self.end.saturating_sub(self.start)
+    }
+
+    /// True when no bytes are pending.
+    pub fn is_empty(&self) -> bool {
+        self.pending() == 0
+    }
+
+    /// The pending bytes, oldest first: what to write to the sink next.
+    pub fn as_slice(&self) -> &[u8] {
+        match self.storage.get(self.start..self.end) {
+            Some(bytes) => bytes,
+            None => {
+                debug_assert!(false, "start <= end <= storage.len() broken");
+                &[]
+            }
+        }
+    }
+
+    /// True while reads of the source must stop: from the `High` crossing
+    /// until the `Low` crossing.
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// The high watermark, in pending bytes (after clamping by
+    /// [`WatermarkBuffer::new`]).
+    pub fn high(&self) -> usize {
+        self.high
+    }
+
+    /// The low watermark, in pending bytes (after clamping by
+    /// [`WatermarkBuffer::new`]).
+    pub fn low(&self) -> usize {
+        self.low
+    }
+
+    /// Bytes a read from the source may add now: 0 while paused, else
+    /// `high - pending` (saturating).
+    pub fn room(&self) -> usize {
+        if self.paused {
+            0
+        } else {
+            self.high.saturating_sub(self.pending())
+        }
+    }
+
+    /// Storage bytes held (the storage's `len()`, pending or not).
+    pub fn capacity(&self) -> usize {
+        self.storage.len()
+    }
+
+    /// Offers `f` one contiguous writable slice of `min(max, room())` bytes
+    /// right after the pending bytes (compacting pending bytes to the front
+    /// first if the tail space is too small, growing storage if still too
+    /// small), and records the `n` bytes `f` reports it filled (read from the
+    /// source into the buffer). Returns `(n, crossing)`.
+    ///
+    /// `f`'s error is returned unchanged and nothing is recorded. If
+    /// `min(max, room()) == 0`, `f` is not called and `Ok((0,
+    /// Crossing::None))` is returned. An `n` larger than the slice is a bug
+    /// in `f`; it is clamped to the slice length.
+    pub fn fill_with<F>(&mut self, max: usize, f: F) -> io::Result<(usize, Crossing)>
+    where
+        F: FnOnce(&mut [u8]) -> io::Result<usize>,
+    {
+        let want = max.min(self.room());
+        if want == 0 {
+            return Ok((0, Crossing::None));
+        }
+        self.make_tail_room(want);
+        let Some(stop) = self.end.checked_add(want) else {
+            debug_assert!(false, "end + want overflowed");
+            return Ok((0, Crossing::None));
+        };
+        let Some(slice) = self.storage.get_mut(self.end..stop) else {
+            debug_assert!(false, "make_tail_room left too little room");
+            return Ok((0, Crossing::None));
+        };
+        let filled = f(slice)?;
+        debug_assert!(
+            filled <= want,
+            "fill_with closure reported more than it was given"
+        );
+        let filled = filled.min(want);
+        self.end = self.end.saturating_add(filled);
+        Ok((filled, self.after_grow()))
+    }
+
+    /// Appends `bytes` after the pending bytes (used for heads the proxy
+    /// encodes toward the sink); grows storage if needed, even past `high`.
+    /// Returns the crossing ([`Crossing::High`] if this reached `high`).
+    pub fn extend_from_slice(&mut self, bytes: &[u8]) -> Crossing {
+        if bytes.is_empty() {
+            return Crossing::None;
+        }
+        self.make_tail_room(bytes.len());
+        let Some(stop) = self.end.checked_add(bytes.len()) else {
+            debug_assert!(false, "end + bytes.len() overflowed");
+            return Crossing::None;
+        };
+        let Some(slice) = self.storage.get_mut(self.end..stop) else {
+            debug_assert!(false, "make_tail_room left too little room");
+            return Crossing::None;
+        };
+        slice.copy_from_slice(bytes);
+        self.end = stop;
+        self.after_grow()
+    }
+
+    /// Removes the `n` oldest pending bytes (they were written to the sink).
+    /// `n > pending` is clamped. Returns [`Crossing::Low`] when this drains a
+    /// paused buffer to `<= low`.
+    pub fn consume(&mut self, n: usize) -> Crossing {
+        let n = n.min(self.pending());
+        self.start = self.start.saturating_add(n);
+        self.after_shrink()
+    }
+
+    /// Removes the `n` newest pending bytes (bytes read from the source past
+    /// the end of a body, which belong elsewhere). `n > pending` is clamped.
+    /// Returns [`Crossing::Low`] if that un-pauses the buffer.
+    pub fn unfill(&mut self, n: usize) -> Crossing {
+        let n = n.min(self.pending());
+        self.end = self.end.saturating_sub(n);
+        self.after_shrink()
+    }
+
+    /// Drops every pending byte and un-pauses, without reporting a crossing
+    /// (the caller resets read interest itself).
+    pub fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+        self.paused = false;
+    }
+
+    /// Gives the storage back (to [`BufferPool::put`]); pending bytes are
+    /// lost.
+    pub fn into_storage(self) -> Vec<u8> {
+        self.storage
+    }
+
+    /// Makes `storage[end..end + want]` exist: compacts pending bytes to the
+    /// front if the tail is too short, then grows storage (zero-filled) if it
+    /// is still too short.
+    fn make_tail_room(&mut self, want: usize) {
+        if self.storage.len().saturating_sub(self.end) >= want {
+            return;
+        }
+        if self.start > 0 && self.start <= self.end && self.end <= self.storage.len() {
+            let pending = self.pending();
+            self.storage.copy_within(self.start..self.end, 0);
+            self.start = 0;
+            self.end = pending;
+        }
+        let need = self.end.saturating_add(want);
+        if self.storage.len() < need {
+            self.storage.resize(need, 0);
+        }
+    }
+
+    /// Reports `High` once when pending reaches the high watermark.
+    fn after_grow(&mut self) -> Crossing {
+        if !self.paused && self.pending() >= self.high {
+            self.paused = true;
+            Crossing::High
+        } else {
+            Crossing::None
+        }
+    }
+
+    /// Resets offsets when empty; reports `Low` once when a paused buffer
+    /// drains to the low watermark.
+    fn after_shrink(&mut self) -> Crossing {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        if self.paused && self.pending() <= self.low {
+            self.paused = false;
+            Crossing::Low
+        } else {
+            Crossing::None
+        }
+    }
+}
+
+/// A bounded free list of equal-sized storages for [`WatermarkBuffer`], so
+/// idle connections hold no buffers (DESIGN §4) and busy ones do not
+/// allocate per request.
+///
+/// At most `max_free` storages of exactly `buf_size` bytes are kept, so the
+/// free list never holds more than `max_free * buf_size` bytes. Storages are
+/// not zeroed again on reuse: a [`WatermarkBuffer`] only exposes bytes
+/// written into it since.
+#[derive(Debug)]
+pub struct BufferPool {
+    /// Bytes per storage.
+    buf_size: usize,
+    /// Most storages kept on the free list.
+    max_free: usize,
+    /// Storages ready for reuse, each `len() == capacity() == buf_size`.
+    free: Vec<Vec<u8>>,
+}
+
+impl BufferPool {
+    /// A pool handing out storages of `buf_size` bytes and keeping at most
+    /// `max_free` of them on its free list. Allocates nothing up front.
+    pub fn new(buf_size: usize, max_free: usize) -> Self {
+        BufferPool {
+            buf_size,
+            max_free,
+            free: Vec::new(),
+        }
+    }
+
+    /// A storage of `len() == buf_size` bytes, from the free list if it has
+    /// one, else freshly allocated and zeroed.
+    pub fn get(&mut self) -> Vec<u8> {
+        match self.free.pop() {
+            Some(storage) => storage,
+            None => vec![0; self.buf_size],
+        }
+    }
+
+    /// Takes a storage back (from [`WatermarkBuffer::into_storage`]). It is
+    /// kept if its `len()` and `capacity()` are both `buf_size` bytes and the
+    /// free list has room; otherwise (it grew, or the list is full) it is
+    /// dropped.
+    pub fn put(&mut self, storage: Vec<u8>) {
+        let fits = storage.len() == self.buf_size && storage.capacity() == self.buf_size;
+        if fits && self.free.len() < self.max_free {
+            self.free.push(storage);
+        }
+    }
+
+    /// Storages on the free list now.
+    pub fn free_count(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Bytes per storage handed out by [`BufferPool::get`].
+    pub fn buf_size(&self) -> usize {
+        self.buf_size
+    }
+
+    /// Most storages the free list keeps.
+    pub fn max_free(&self) -> usize {
+        self.max_free
+    }
+}

@@ -1,0 +1,130 @@
+//! Socket helpers shared by both sides: readiness flags, interest updates,
+//! and one read or write between a socket and a `WatermarkBuffer`.
+//!
+//! mio is edge-triggered: a flag is set by an event and cleared only by
+//! `WouldBlock`, so a source paused by its watermark keeps `readable` and is
+//! read again as soon as its sink has room, without waiting for an event
+//! that would never come. `Interrupted` is retried; `Ok(0)` from a read is
+//! EOF, a normal input.
+
+use std::io::{self, Read, Write};
+
+use mio::event::Source;
+use mio::{Interest, Registry, Token};
+
+use crate::buffer::WatermarkBuffer;
+
+/// Readiness last reported for one socket and the interest registered now.
+#[derive(Debug, Default)]
+pub(crate) struct Io {
+    /// A read may succeed (set by an event, cleared by `WouldBlock`).
+    pub readable: bool,
+    /// A write may succeed (set by an event, cleared by `WouldBlock`).
+    pub writable: bool,
+    /// What the poll watches now; `None` when deregistered.
+    pub interest: Option<Interest>,
+}
+
+impl Io {
+    /// Records what an event reported. Error and hang-up count as both:
+    /// the next read or write tells what happened.
+    pub(crate) fn on_event(&mut self, event: &mio::event::Event) {
+        if event.is_readable() || event.is_read_closed() || event.is_error() {
+            self.readable = true;
+        }
+        if event.is_writable() || event.is_write_closed() || event.is_error() {
+            self.writable = true;
+        }
+    }
+
+    /// Makes the poll watch `want`, with one syscall only if it changed.
+    pub(crate) fn set_interest<S: Source + ?Sized>(
+        &mut self,
+        source: &mut S,
+        registry: &Registry,
+        token: Token,
+        want: Option<Interest>,
+    ) -> io::Result<()> {
+        if self.interest == want {
+            return Ok(());
+        }
+        match (self.interest, want) {
+            (None, Some(i)) => registry.register(source, token, i)?,
+            (Some(_), Some(i)) => registry.reregister(source, token, i)?,
+            (Some(_), None) => registry.deregister(source)?,
+            (None, None) => {}
+        }
+        self.interest = want;
+        Ok(())
+    }
+}
+
+/// Result of one read attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Read1 {
+    /// This many bytes were appended to the buffer.
+    Data(usize),
+    /// The peer closed its sending side.
+    Eof,
+    /// Nothing now: `WouldBlock` (flag cleared), no room, or not readable.
+    Idle,
+}
+
+/// One read from `stream` into `buf`, at most `max` bytes and never past the
+/// buffer's room below its high watermark.
+pub(crate) fn read_into<R: Read>(
+    stream: &mut R,
+    io: &mut Io,
+    buf: &mut WatermarkBuffer,
+    max: usize,
+) -> io::Result<Read1> {
+    if !io.readable || max == 0 || buf.room() == 0 {
+        return Ok(Read1::Idle);
+    }
+    loop {
+        let mut eof = false;
+        let r = buf.fill_with(max, |space| {
+            let n = stream.read(space)?;
+            eof = n == 0;
+            Ok(n)
+        });
+        return match r {
+            Ok(_) if eof => Ok(Read1::Eof),
+            Ok((n, _)) => Ok(Read1::Data(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                io.readable = false;
+                Ok(Read1::Idle)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => Err(e),
+        };
+    }
+}
+
+/// One write of `buf`'s pending bytes to `stream`; the written bytes are
+/// consumed. Returns the count (0 if not writable, nothing pending, or
+/// `WouldBlock`).
+pub(crate) fn write_from<W: Write>(
+    stream: &mut W,
+    io: &mut Io,
+    buf: &mut WatermarkBuffer,
+) -> io::Result<usize> {
+    if !io.writable || buf.is_empty() {
+        return Ok(0);
+    }
+    loop {
+        return match stream.write(buf.as_slice()) {
+            Ok(0) => Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                buf.consume(n);
+                Ok(n)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                io.writable = false;
+                Ok(0)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => Err(e),
+        };
+    }
+}

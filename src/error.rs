@@ -1,0 +1,131 @@
+//! `ProxyError`: what went wrong in an exchange, on which side, and the one
+//! table (DESIGN.md §8) that turns it into what the client sees.
+//!
+//! Kind and side are separate fields (as pingora's `ErrorType` and
+//! `ErrorSource`): the side is set where the error enters the exchange. The
+//! retry rules (DESIGN.md §7) read the same facts in `conn::exchange`.
+
+use std::fmt;
+use std::io;
+
+use crate::http::ParseError;
+
+/// Which peer an error came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The client connection.
+    Downstream,
+    /// The upstream connection.
+    Upstream,
+}
+
+/// A timer that ran out (DESIGN.md §9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timeout {
+    /// No byte of a next request head within the keep-alive timeout.
+    KeepAlive,
+    /// A request head did not complete within the request head timeout.
+    Head,
+    /// A non-blocking connect to the upstream did not complete.
+    Connect,
+    /// No response byte from the upstream for the upstream read timeout.
+    UpstreamRead,
+    /// The upstream accepted no pending request byte for the write timeout.
+    UpstreamWrite,
+    /// No request body byte from the client for the client body timeout.
+    ClientBody,
+    /// The client accepted no pending response byte for the send timeout.
+    ClientSend,
+    /// A closing connection did not send EOF within the linger time.
+    Linger,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The peer's bytes are not valid HTTP/1.1 (head, framing, chunks).
+    Parse(ParseError),
+    /// The peer closed its side while more was expected.
+    Closed,
+    /// The connect to the upstream failed (refused, unreachable).
+    ConnectFailed(io::ErrorKind),
+    /// A read or write failed (reset, broken pipe).
+    Io(io::ErrorKind),
+    /// A timer ran out.
+    Timeout(Timeout),
+    /// The upstream answered 101 to a request that asked for no upgrade.
+    UnexpectedUpgrade,
+}
+
+/// An error that ends one exchange (never the loop).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyError {
+    /// Where it came from.
+    pub side: Side,
+    /// What it was.
+    pub kind: ErrorKind,
+}
+
+impl ProxyError {
+    /// An error on the client side.
+    pub fn downstream(kind: ErrorKind) -> Self {
+        ProxyError {
+            side: Side::Downstream,
+            kind,
+        }
+    }
+
+    /// An error on the upstream side.
+    pub fn upstream(kind: ErrorKind) -> Self {
+        ProxyError {
+            side: Side::Upstream,
+            kind,
+        }
+    }
+
+    /// What the client gets (DESIGN.md §8). `response_started`: a final
+    /// response head already went downstream. `head_bytes_seen`: some byte
+    /// of a request head arrived (for the head timeout: 408 or silence).
+    pub fn answer(&self, response_started: bool, head_bytes_seen: bool) -> Answer {
+        use ErrorKind as K;
+        if response_started {
+            return Answer::Close;
+        }
+        match (self.side, &self.kind) {
+            (Side::Downstream, K::Parse(e)) => Answer::Status(e.request_status()),
+            (Side::Downstream, K::Timeout(Timeout::Head)) if head_bytes_seen => Answer::Status(408),
+            (Side::Downstream, K::Timeout(Timeout::ClientBody)) => Answer::Status(408),
+            (Side::Downstream, _) => Answer::Close,
+            (Side::Upstream, K::Timeout(_)) => Answer::Status(504),
+            (Side::Upstream, _) => Answer::Status(502),
+        }
+    }
+}
+
+/// The client's side of an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Write a response with this status and `Connection: close`, then close.
+    Status(u16),
+    /// Write what is already pending, then close (no new bytes).
+    Close,
+}
+
+impl fmt::Display for ProxyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let side = match self.side {
+            Side::Downstream => "downstream",
+            Side::Upstream => "upstream",
+        };
+        match &self.kind {
+            ErrorKind::Parse(e) => write!(f, "{side}: {e}"),
+            ErrorKind::Closed => write!(f, "{side}: closed early"),
+            ErrorKind::ConnectFailed(k) => write!(f, "{side}: connect failed: {k}"),
+            ErrorKind::Io(k) => write!(f, "{side}: i/o error: {k}"),
+            ErrorKind::Timeout(t) => write!(f, "{side}: timeout: {t:?}"),
+            ErrorKind::UnexpectedUpgrade => write!(f, "{side}: 101 without upgrade"),
+        }
+    }
+}
+
+impl std::error::Error for ProxyError {}

@@ -1,0 +1,88 @@
+//! The user's hooks: [`Filter`], and what they return ([`Reply`], [`Peer`]).
+//!
+//! Hooks run synchronously on the loop thread (DESIGN.md §10): they must not
+//! block, and every connection of the process waits while one runs.
+
+use std::net::SocketAddr;
+
+use crate::http::{Headers, RequestHead, ResponseHead};
+
+/// Where a request goes: the upstream peer. The key of the upstream pool,
+/// so a later TLS/SNI field belongs here too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Peer {
+    /// The upstream's socket address.
+    pub addr: SocketAddr,
+}
+
+impl Peer {
+    /// A plain-TCP peer at `addr`.
+    pub fn new(addr: SocketAddr) -> Self {
+        Peer { addr }
+    }
+}
+
+/// A response the proxy writes itself, without contacting an upstream.
+///
+/// The proxy adds `Content-Length` (the body's length in bytes) and, when it
+/// will close the connection afterwards, `Connection: close`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// Status code, 200..=599.
+    pub status: u16,
+    /// Fields to send, in order; do not include `Content-Length`.
+    pub headers: Headers,
+    /// The whole body.
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// A reply with `status`, no fields and `body`.
+    pub fn new(status: u16, body: impl Into<Vec<u8>>) -> Self {
+        Reply {
+            status,
+            headers: Headers::new(),
+            body: body.into(),
+        }
+    }
+}
+
+/// The three hooks of a request's path (DESIGN.md §1, §10).
+pub trait Filter {
+    /// Sees (and may change) each request head before anything else happens
+    /// to it. `Some(reply)` answers the request without an upstream. If the
+    /// request has a body, the downstream connection is closed after the
+    /// reply (the body is never parsed as a next request).
+    fn request_filter(&self, _req: &mut RequestHead) -> Option<Reply> {
+        None
+    }
+
+    /// Chooses the upstream peer for `req`. Asked again for a retry.
+    fn upstream_peer(&self, req: &RequestHead) -> Peer;
+
+    /// Sees (and may change) each response head before it goes downstream,
+    /// 1xx interim heads included. Hop-by-hop fields are already removed.
+    fn response_filter(&self, _req: &RequestHead, _resp: &mut ResponseHead) {}
+}
+
+/// The default filter: every request goes to one upstream, unchanged.
+#[derive(Debug, Clone, Copy)]
+pub struct Forward {
+    /// The peer every request is sent to.
+    pub peer: Peer,
+}
+
+impl Forward {
+    /// Sends everything to `addr`.
+    pub fn new(addr: SocketAddr) -> Self {
+        Forward {
+            peer: Peer::new(addr),
+        }
+    }
+}
+
+impl Filter for Forward {
+    fn upstream_peer(&self, _req: &RequestHead) -> Peer {
+        self.peer
+    }
+}

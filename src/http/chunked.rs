@@ -1,0 +1,395 @@
+//! [`ChunkedScanner`]: finds where a chunked body ends (RFC 9112 §7.1),
+//! changing and copying nothing.
+//!
+//! Why it exists: the proxy relays chunked bodies byte for byte (DESIGN §5):
+//! chunk sizes, chunk extensions, the last-chunk and the trailer section go
+//! through as they came. It only has to know where the body ends, so that
+//! the bytes after it are the next message, and so that a truncated body is
+//! seen as one.
+//!
+//! What it must not know: sockets, time, what the bytes mean beyond the
+//! grammar, where the bytes go.
+//!
+//! Grammar followed (RFC 9112 §7.1, §7.1.1, §7.1.2; RFC 9110 §5.6):
+//!
+//! ```text
+//! chunked-body   = *chunk last-chunk trailer-section CRLF
+//! chunk          = chunk-size [ chunk-ext ] CRLF chunk-data CRLF
+//! chunk-size     = 1*HEXDIG
+//! last-chunk     = 1*("0") [ chunk-ext ] CRLF
+//! chunk-ext      = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+//! chunk-ext-val  = token / quoted-string
+//! trailer-section = *( field-line CRLF )
+//! ```
+//!
+//! Strictness, on purpose (request smuggling is a disagreement between two
+//! parsers about where a body ends, so this one accepts only what every
+//! parser reads the same way):
+//! - every line ends in CRLF; a bare LF or a bare CR anywhere is an error
+//!   (RFC 9112 §2.2 allows a recipient to accept LF, but it is the classic
+//!   smuggling vector for chunk lines);
+//! - BWS (SP / HTAB) is accepted after the size and around `;` and `=`,
+//!   nothing else outside the grammar;
+//! - trailer field lines must be `token ":" value` with no obs-fold and no
+//!   CTL in the value (RFC 9112 §5.1, §5.2);
+//! - the chunk size is summed with checked arithmetic: more than `u64::MAX`
+//!   is an error, not a wrap.
+//!
+//! Invariants: each byte is examined once; the state is one variant per
+//! grammar position; after an error every call returns the same error;
+//! after the end every call returns `Ok(0)`.
+
+use super::error::ParseError;
+use super::head::is_tchar;
+
+/// Longest chunk-size line accepted, in bytes, from the first hex digit to
+/// the LF included (size and chunk extensions). hyper and h11 do not bound
+/// extensions at all (hyper later capped their total); 4 KiB is far more
+/// than any real extension and bounds the work per chunk.
+pub const MAX_CHUNK_LINE: usize = 4 * 1024;
+
+/// Longest trailer section accepted, in bytes, from the byte after the
+/// last-chunk line to the final CRLF included. Same order as the default
+/// request head limit (64 KiB, DESIGN §9): trailers are a late header section.
+pub const MAX_TRAILER_SECTION: usize = 64 * 1024;
+
+/// Position inside a chunk-size line, after its first hex digit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LinePos {
+    /// In `chunk-size` (more HEXDIG may come).
+    Size,
+    /// BWS after the size: `;` or CR may come.
+    AfterSize,
+    /// After `;`: BWS, then the first tchar of `chunk-ext-name`.
+    ExtNameStart,
+    /// In `chunk-ext-name`.
+    ExtName,
+    /// BWS after a name: `=`, `;` or CR may come.
+    AfterExtName,
+    /// After `=`: BWS, then a token or a DQUOTE.
+    ExtValueStart,
+    /// In a token `chunk-ext-val`.
+    ExtToken,
+    /// Inside a quoted-string `chunk-ext-val`.
+    ExtQuoted,
+    /// After a backslash inside the quoted-string (quoted-pair).
+    ExtQuotedPair,
+    /// BWS after a value: `;` or CR may come.
+    AfterExtValue,
+}
+
+/// Where the scanner is in the chunked-body grammar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Start of a chunk: the first HEXDIG of `chunk-size`.
+    SizeStart,
+    /// Inside a chunk-size line; `size` is the chunk-size so far and `len`
+    /// the line's bytes so far.
+    Line { size: u64, len: usize, at: LinePos },
+    /// The CR that ends the chunk-size line came; LF must follow.
+    LineLf { size: u64 },
+    /// In `chunk-data`: `remaining` bytes (> 0) of the chunk still to come.
+    Data { remaining: u64 },
+    /// After chunk-data: CR must follow.
+    DataCr,
+    /// After chunk-data and CR: LF must follow.
+    DataLf,
+    /// Start of a trailer field line, or the CR of the final empty line;
+    /// `len` is the trailer section's bytes so far (also in the next four).
+    TrailerStart { len: usize },
+    /// In a trailer field name.
+    TrailerName { len: usize },
+    /// In a trailer field value (after the colon).
+    TrailerValue { len: usize },
+    /// The CR that ends a trailer field line came; LF must follow.
+    TrailerLf { len: usize },
+    /// The CR of the final empty line came; LF must follow.
+    FinalLf { len: usize },
+    /// The body ended.
+    Done,
+    /// The body was invalid; the reason repeats on every call.
+    Failed(&'static str),
+}
+
+/// Incremental scanner that finds where a chunked body ends (RFC 9112 §7.1).
+/// Every byte passes through unchanged; see the module doc for the grammar,
+/// the limits ([`MAX_CHUNK_LINE`], [`MAX_TRAILER_SECTION`]) and why bare LF
+/// is rejected.
+#[derive(Debug, Clone)]
+pub struct ChunkedScanner {
+    state: State,
+}
+
+impl Default for ChunkedScanner {
+    fn default() -> Self {
+        ChunkedScanner::new()
+    }
+}
+
+impl ChunkedScanner {
+    /// A scanner at the start of a chunked body.
+    pub fn new() -> Self {
+        ChunkedScanner {
+            state: State::SizeStart,
+        }
+    }
+
+    /// Feeds the next bytes of the stream. Returns how many leading bytes of
+    /// `bytes` belong to the body: all of them, unless the body ends inside
+    /// `bytes` (then the count up to and including the final CRLF). After the
+    /// end, [`ChunkedScanner::is_done`] is true and every call returns
+    /// `Ok(0)`.
+    ///
+    /// Errors: `ParseError::Chunk(reason)` at the first byte that breaks
+    /// RFC 9112 §7.1 (or the strictness rules of the module doc), whatever
+    /// way the stream was split; later calls return the same error.
+    pub fn scan(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
+        let mut used: usize = 0;
+        loop {
+            let rest = bytes.get(used..).unwrap_or_default();
+            let Some(&b) = rest.first() else {
+                break;
+            };
+            match self.state {
+                State::Done => break,
+                State::Failed(why) => return Err(ParseError::Chunk(why)),
+                State::Data { remaining } => {
+                    let avail = u64::try_from(rest.len()).unwrap_or(u64::MAX);
+                    let take = remaining.min(avail);
+                    let left = remaining.saturating_sub(take);
+                    used = used.saturating_add(usize::try_from(take).unwrap_or(usize::MAX));
+                    self.state = if left == 0 {
+                        State::DataCr
+                    } else {
+                        State::Data { remaining: left }
+                    };
+                }
+                state => {
+                    used = used.saturating_add(1);
+                    match step(state, b) {
+                        Ok(next) => self.state = next,
+                        Err(why) => {
+                            self.state = State::Failed(why);
+                            return Err(ParseError::Chunk(why));
+                        }
+                    }
+                }
+            }
+        }
+        if let State::Failed(why) = self.state {
+            return Err(ParseError::Chunk(why));
+        }
+        Ok(used)
+    }
+
+    /// True once the final CRLF of the trailer section was scanned.
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+}
+
+/// `SP / HTAB`: the bytes of OWS and BWS (RFC 9110 §5.6.3).
+fn is_ws(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+/// `qdtext` (RFC 9110 §5.6.4).
+fn is_qdtext(b: u8) -> bool {
+    matches!(b, b'\t' | b' ' | 0x21 | 0x23..=0x5b | 0x5d..=0x7e | 0x80..=0xff)
+}
+
+/// `HTAB / SP / VCHAR / obs-text`: what may follow a backslash in a
+/// quoted-pair (RFC 9110 §5.6.4) and what a field value holds
+/// (RFC 9110 §5.5).
+fn is_text(b: u8) -> bool {
+    matches!(b, b'\t' | b' ' | 0x21..=0x7e | 0x80..=0xff)
+}
+
+/// The value of a HEXDIG, upper or lower case (RFC 5234 B.1).
+fn hex_value(b: u8) -> Option<u64> {
+    char::from(b).to_digit(16).map(u64::from)
+}
+
+/// One byte of every state but `Data`, `Done` and `Failed` (which `scan`
+/// handles): the next state, or the reason the byte is invalid.
+fn step(state: State, b: u8) -> Result<State, &'static str> {
+    match state {
+        State::SizeStart => match hex_value(b) {
+            Some(d) => Ok(State::Line {
+                size: d,
+                len: 1,
+                at: LinePos::Size,
+            }),
+            None if b == b'\n' => Err("bare LF where a chunk size was expected"),
+            None => Err("chunk size is not HEXDIG"),
+        },
+        State::Line { size, len, at } => {
+            let len = len.saturating_add(1);
+            if len > MAX_CHUNK_LINE {
+                return Err("chunk-size line too long");
+            }
+            if b == b'\r' {
+                // CR ends the line wherever a chunk-ext may end.
+                return match at {
+                    LinePos::Size
+                    | LinePos::AfterSize
+                    | LinePos::ExtName
+                    | LinePos::AfterExtName
+                    | LinePos::ExtToken
+                    | LinePos::AfterExtValue => Ok(State::LineLf { size }),
+                    LinePos::ExtQuoted | LinePos::ExtQuotedPair => {
+                        Err("CR inside a quoted chunk extension")
+                    }
+                    LinePos::ExtNameStart | LinePos::ExtValueStart => {
+                        Err("chunk extension ends before its name or value")
+                    }
+                };
+            }
+            if b == b'\n' {
+                return Err("bare LF in chunk-size line");
+            }
+            let at = line_step(at, b)?;
+            let size = if at == LinePos::Size {
+                let d = hex_value(b).ok_or("chunk size is not HEXDIG")?;
+                size.checked_mul(16)
+                    .and_then(|s| s.checked_add(d))
+                    .ok_or("chunk size overflows u64")?
+            } else {
+                size
+            };
+            Ok(State::Line { size, len, at })
+        }
+        State::LineLf { size } => match b {
+            b'\n' if size == 0 => Ok(State::TrailerStart { len: 0 }),
+            b'\n' => Ok(State::Data { remaining: size }),
+            _ => Err("bare CR in chunk-size line"),
+        },
+        State::DataCr => match b {
+            b'\r' => Ok(State::DataLf),
+            b'\n' => Err("bare LF after chunk data"),
+            _ => Err("chunk data longer than its size (no CRLF after it)"),
+        },
+        State::DataLf => match b {
+            b'\n' => Ok(State::SizeStart),
+            _ => Err("bare CR after chunk data"),
+        },
+        State::TrailerStart { len } => {
+            let len = trailer_len(len)?;
+            match b {
+                b'\r' => Ok(State::FinalLf { len }),
+                b'\n' => Err("bare LF in trailer section"),
+                b' ' | b'\t' => Err("whitespace at the start of a trailer line (obs-fold)"),
+                b if is_tchar(b) => Ok(State::TrailerName { len }),
+                _ => Err("invalid trailer field name"),
+            }
+        }
+        State::TrailerName { len } => {
+            let len = trailer_len(len)?;
+            match b {
+                b':' => Ok(State::TrailerValue { len }),
+                b if is_tchar(b) => Ok(State::TrailerName { len }),
+                b' ' | b'\t' => Err("whitespace before the colon of a trailer field"),
+                _ => Err("invalid trailer field name"),
+            }
+        }
+        State::TrailerValue { len } => {
+            let len = trailer_len(len)?;
+            match b {
+                b'\r' => Ok(State::TrailerLf { len }),
+                b'\n' => Err("bare LF in trailer section"),
+                b if is_text(b) => Ok(State::TrailerValue { len }),
+                _ => Err("invalid trailer field value"),
+            }
+        }
+        State::TrailerLf { len } => {
+            let len = trailer_len(len)?;
+            match b {
+                b'\n' => Ok(State::TrailerStart { len }),
+                _ => Err("bare CR in trailer section"),
+            }
+        }
+        State::FinalLf { len } => {
+            trailer_len(len)?;
+            match b {
+                b'\n' => Ok(State::Done),
+                _ => Err("bare CR at the end of the chunked body"),
+            }
+        }
+        // Handled by `scan`; kept total so no byte is ever mis-stepped.
+        State::Data { .. } | State::Done => Err("internal: byte stepped in a non-byte state"),
+        State::Failed(why) => Err(why),
+    }
+}
+
+/// The trailer section's length after one more byte, or the limit error.
+fn trailer_len(len: usize) -> Result<usize, &'static str> {
+    let len = len.saturating_add(1);
+    if len > MAX_TRAILER_SECTION {
+        Err("trailer section too long")
+    } else {
+        Ok(len)
+    }
+}
+
+/// One byte other than CR/LF inside a chunk-size line: the next position.
+fn line_step(at: LinePos, b: u8) -> Result<LinePos, &'static str> {
+    use LinePos::*;
+    match at {
+        Size => match b {
+            b';' => Ok(ExtNameStart),
+            b if is_ws(b) => Ok(AfterSize),
+            b if b.is_ascii_hexdigit() => Ok(Size),
+            _ => Err("chunk size is not HEXDIG"),
+        },
+        AfterSize => match b {
+            b';' => Ok(ExtNameStart),
+            b if is_ws(b) => Ok(AfterSize),
+            _ => Err("invalid byte after chunk size"),
+        },
+        ExtNameStart => match b {
+            b if is_ws(b) => Ok(ExtNameStart),
+            b if is_tchar(b) => Ok(ExtName),
+            _ => Err("invalid chunk extension name"),
+        },
+        ExtName => match b {
+            b'=' => Ok(ExtValueStart),
+            b';' => Ok(ExtNameStart),
+            b if is_ws(b) => Ok(AfterExtName),
+            b if is_tchar(b) => Ok(ExtName),
+            _ => Err("invalid chunk extension name"),
+        },
+        AfterExtName => match b {
+            b'=' => Ok(ExtValueStart),
+            b';' => Ok(ExtNameStart),
+            b if is_ws(b) => Ok(AfterExtName),
+            _ => Err("invalid byte after chunk extension name"),
+        },
+        ExtValueStart => match b {
+            b'"' => Ok(ExtQuoted),
+            b if is_ws(b) => Ok(ExtValueStart),
+            b if is_tchar(b) => Ok(ExtToken),
+            _ => Err("invalid chunk extension value"),
+        },
+        ExtToken => match b {
+            b';' => Ok(ExtNameStart),
+            b if is_ws(b) => Ok(AfterExtValue),
+            b if is_tchar(b) => Ok(ExtToken),
+            _ => Err("invalid chunk extension value"),
+        },
+        ExtQuoted => match b {
+            b'"' => Ok(AfterExtValue),
+            b'\\' => Ok(ExtQuotedPair),
+            b if is_qdtext(b) => Ok(ExtQuoted),
+            _ => Err("invalid byte in quoted chunk extension"),
+        },
+        ExtQuotedPair => match b {
+            b if is_text(b) => Ok(ExtQuoted),
+            _ => Err("invalid quoted-pair in chunk extension"),
+        },
+        AfterExtValue => match b {
+            b';' => Ok(ExtNameStart),
+            b if is_ws(b) => Ok(AfterExtValue),
+            _ => Err("invalid byte after chunk extension value"),
+        },
+    }
+}

@@ -1,0 +1,72 @@
+//! `ParseError`: everything the sans-IO codec can reject, as one value.
+//!
+//! Why it exists: the codec's callers (the connection state machines) turn a
+//! rejected request into a status code and a rejected response into a 502
+//! (DESIGN §8). This file only names the failure and maps a request failure
+//! to its status; it must not know sockets, time or who is at fault.
+//!
+//! Invariant: every reason is a `&'static str` (no allocation on the error
+//! path, values compare with `==` in tests).
+
+use std::fmt;
+
+/// Why the codec rejected a head or a body.
+///
+/// Request failures answer with [`ParseError::request_status`]; any failure
+/// in a response from an upstream means 502 (RFC 9112 §6.3 step 5, DESIGN §8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// Syntax error in a head: an httparse error, an invalid start line, an
+    /// invalid field name or value, an unsupported version (RFC 9112 §2-§5).
+    Malformed(&'static str),
+    /// The head is longer than the caller's limit in bytes (RFC 6585 §5: 431).
+    HeadTooLarge,
+    /// More fields than the caller's limit (httparse `TooManyHeaders`).
+    TooManyFields,
+    /// Invalid message framing (RFC 9112 §6.1, §6.3): Content-Length and
+    /// Transfer-Encoding together on a request, differing or non-1*DIGIT
+    /// Content-Length values, a request whose final transfer coding is not
+    /// chunked, chunked applied twice or not last.
+    Framing(&'static str),
+    /// A request's Transfer-Encoding names a coding the proxy does not know
+    /// (RFC 9112 §6.1: "SHOULD respond with 501 (Not Implemented)").
+    UnknownCoding,
+    /// Chunked body syntax error (RFC 9112 §7.1): bad hex, size overflow,
+    /// missing CRLF, bare LF, line or trailer section over its limit.
+    Chunk(&'static str),
+    /// The stream ended (EOF) before the body did (RFC 9112 §8).
+    Truncated,
+}
+
+impl ParseError {
+    /// The status code the proxy answers a *request* with when this error
+    /// came from the request: 400 for `Malformed`, `Framing`, `Chunk`,
+    /// `Truncated`; 431 for `HeadTooLarge` and `TooManyFields` (RFC 6585 §5);
+    /// 501 for `UnknownCoding` (RFC 9112 §6.1).
+    pub fn request_status(&self) -> u16 {
+        match self {
+            ParseError::Malformed(_)
+            | ParseError::Framing(_)
+            | ParseError::Chunk(_)
+            | ParseError::Truncated => 400,
+            ParseError::HeadTooLarge | ParseError::TooManyFields => 431,
+            ParseError::UnknownCoding => 501,
+        }
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::Malformed(why) => write!(f, "malformed head: {why}"),
+            ParseError::HeadTooLarge => f.write_str("head too large"),
+            ParseError::TooManyFields => f.write_str("too many header fields"),
+            ParseError::Framing(why) => write!(f, "invalid message framing: {why}"),
+            ParseError::UnknownCoding => f.write_str("unknown transfer coding"),
+            ParseError::Chunk(why) => write!(f, "invalid chunked body: {why}"),
+            ParseError::Truncated => f.write_str("body truncated by EOF"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}

@@ -1,0 +1,145 @@
+//! Hop-by-hop fields, keep-alive verdicts and the proxy's own forwarding
+//! fields (RFC 9110 §7.6, RFC 9112 §9.3, DESIGN §6).
+//!
+//! Why it exists: a proxy forwards end-to-end fields and drops the ones that
+//! describe only the connection they arrived on; it sets `Connection` on
+//! each side itself, and says who it is (`Via`) and whom it forwards for
+//! (`X-Forwarded-For`, `X-Forwarded-Proto`).
+//!
+//! What it must not know: sockets, time, configuration (the caller passes
+//! the switches), body framing.
+//!
+//! Invariants: fields that are not removed keep their order; fields the
+//! proxy adds go at the end (except `X-Forwarded-For`, which grows in
+//! place); `Transfer-Encoding`, `Content-Length`, `Trailer` and `Host`
+//! are never removed, even when `Connection` names them, because body
+//! framing and routing must reach the upstream exactly as the proxy read
+//! them.
+
+use std::net::IpAddr;
+
+use super::head::{Headers, list_elements};
+
+/// Fields that are hop-by-hop whatever `Connection` says (RFC 9110 §7.6.1;
+/// `Proxy-Connection` and `Keep-Alive` are the pre-standard ones it names).
+const HOP_BY_HOP: [&str; 5] = ["connection", "keep-alive", "proxy-connection", "te", "upgrade"];
+
+/// Fields kept even if `Connection` names them. RFC 9110 §7.6.1 forbids a
+/// sender to list a field meant for all recipients; honouring such a list
+/// would let a client strip the framing the proxy used (`Content-Length`,
+/// `Transfer-Encoding`: request smuggling), the `Trailer` announcement
+/// (RFC 9110 §6.6.2: end-to-end) or `Host` (routing).
+const NEVER_REMOVED: [&str; 4] = ["transfer-encoding", "content-length", "trailer", "host"];
+
+/// True if any `Connection` field lists `token` (a comma-separated list of
+/// tokens with OWS, compared ignoring ASCII case; RFC 9110 §7.6.1).
+pub fn connection_has(headers: &Headers, token: &str) -> bool {
+    headers
+        .get_all("connection")
+        .flat_map(list_elements)
+        .any(|t| t.eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// True if `Connection` lists `upgrade` and an `Upgrade` field is present
+/// (RFC 9110 §7.8: a sender of Upgrade must also send that option).
+pub fn is_upgrade_request(headers: &Headers) -> bool {
+    connection_has(headers, "upgrade") && headers.contains("upgrade")
+}
+
+/// Removes the hop-by-hop fields (RFC 9110 §7.6.1): `Connection`,
+/// `Keep-Alive`, `Proxy-Connection`, `TE`, `Upgrade`, and every field that
+/// `Connection` names, except `Transfer-Encoding`, `Content-Length`,
+/// `Trailer` and `Host` (see the module doc). The other fields keep their
+/// order.
+///
+/// If `keep_upgrade` (the caller decided to pass an upgrade through, e.g.
+/// [`is_upgrade_request`] was true before this call): the `Upgrade` field
+/// stays, and every `Connection` field is replaced by one
+/// `Connection: upgrade` at the end (DESIGN §6).
+pub fn remove_hop_by_hop(headers: &mut Headers, keep_upgrade: bool) {
+    // The names `Connection` lists, copied: `retain` borrows `headers`.
+    let named: Vec<Vec<u8>> = headers
+        .get_all("connection")
+        .flat_map(list_elements)
+        .map(<[u8]>::to_vec)
+        .collect();
+    headers.retain(|name, _| {
+        let is = |list: &[&str]| list.iter().any(|n| n.eq_ignore_ascii_case(name));
+        if is(&NEVER_REMOVED) {
+            return true;
+        }
+        if keep_upgrade && name.eq_ignore_ascii_case("upgrade") {
+            return true;
+        }
+        let listed = named.iter().any(|n| n.eq_ignore_ascii_case(name.as_bytes()));
+        !(is(&HOP_BY_HOP) || listed)
+    });
+    if keep_upgrade {
+        headers.append("Connection", b"upgrade");
+    }
+}
+
+/// Whether the client's connection may carry another request after this
+/// one (RFC 9112 §9.3): `close` listed → false; HTTP/1.1 (`version` 1) →
+/// true; HTTP/1.0 (`version` 0) → true only if `keep-alive` is listed.
+pub fn request_keep_alive(version: u8, headers: &Headers) -> bool {
+    if connection_has(headers, "close") {
+        return false;
+    }
+    version >= 1 || connection_has(headers, "keep-alive")
+}
+
+/// Whether an upstream connection may be reused after this response: only
+/// an HTTP/1.1 response (`version` 1) without `Connection: close`
+/// (RFC 9112 §9.3; sluice never reuses an HTTP/1.0 upstream, even with
+/// `keep-alive`). The body kind and leftover bytes are the caller's part of
+/// the verdict (DESIGN §6).
+pub fn response_keep_alive(version: u8, headers: &Headers) -> bool {
+    version == 1 && !connection_has(headers, "close")
+}
+
+/// Adds the proxy's own fields to a request going upstream (DESIGN §6).
+///
+/// - `via`: appends `Via: 1.1 sluice` as a new field at the end
+///   (RFC 9110 §7.6.3; received-protocol `1.1`, pseudonym `sluice`).
+/// - `xff`: appends `, <client_ip>` to the value of the last
+///   `X-Forwarded-For` field in place (or sets it if that value is empty),
+///   or adds `X-Forwarded-For: <client_ip>` at the end. An IPv4-mapped IPv6
+///   address (from a dual-stack listener) is written as IPv4; IPv6 without
+///   brackets (the de-facto XFF format).
+/// - `xfp`: replaces every `X-Forwarded-Proto` with one
+///   `X-Forwarded-Proto: http` at the end (sluice only speaks plain HTTP).
+///
+/// Every other field stays where it was; `Host` is untouched.
+pub fn add_forwarding_fields(
+    headers: &mut Headers,
+    client_ip: IpAddr,
+    via: bool,
+    xff: bool,
+    xfp: bool,
+) {
+    if via {
+        headers.append("Via", b"1.1 sluice");
+    }
+    if xff {
+        let ip = client_ip.to_canonical().to_string();
+        let last_is_empty = headers
+            .get_all("x-forwarded-for")
+            .last()
+            .map(|v| list_elements(v).next().is_none());
+        match last_is_empty {
+            None => headers.append("X-Forwarded-For", ip.as_bytes()),
+            Some(true) => {
+                headers.append_to_last("x-forwarded-for", ip.as_bytes());
+            }
+            Some(false) => {
+                let suffix = format!(", {ip}");
+                headers.append_to_last("x-forwarded-for", suffix.as_bytes());
+            }
+        }
+    }
+    if xfp {
+        headers.remove_all("x-forwarded-proto");
+        headers.append("X-Forwarded-Proto", b"http");
+    }
+}

@@ -1,0 +1,42 @@
+//! The sans-IO HTTP/1.1 codec: bytes in; heads, framing and body boundaries
+//! out (DESIGN §2, STYLE §4).
+//!
+//! Why it exists: everything the proxy must know about HTTP/1.1 syntax lives
+//! here, testable with byte strings alone, so the connection state machines
+//! only move bytes and ask this module what they mean.
+//!
+//! What it must not know: sockets (no `mio`, no `std::net` sockets), the
+//! clock, buffers' watermarks, the pool. `grep mio src/http` is empty.
+//!
+//! Parts:
+//! - [`head`]: [`RequestHead`], [`ResponseHead`], [`Headers`], and the
+//!   incremental end-of-head finder [`HeadScanner`] (RFC 9112 §2-§5).
+//! - [`hop`]: hop-by-hop removal, keep-alive verdicts, forwarding fields
+//!   (RFC 9110 §7.6, RFC 9112 §9.3).
+//! - [`framing`]: body length per role (RFC 9112 §6.3) and [`BodyDecoder`].
+//! - [`chunked`]: [`ChunkedScanner`], the chunked-body end finder
+//!   (RFC 9112 §7.1).
+//! - [`error`]: [`ParseError`].
+//!
+//! Invariants: no function panics on input (no `unwrap`, no indexing that
+//! can fail, checked arithmetic); every incremental parser gives the same
+//! answer whatever way its input is split; bodies are never copied or
+//! changed, only measured.
+
+pub mod chunked;
+pub mod error;
+pub mod framing;
+pub mod head;
+pub mod hop;
+
+pub use chunked::ChunkedScanner;
+pub use error::ParseError;
+pub use framing::{BodyDecoder, BodyKind, request_framing, response_framing};
+pub use head::{HeadScanner, Headers, RequestHead, ResponseHead, reason_phrase};
+pub use hop::{
+    add_forwarding_fields, connection_has, is_upgrade_request, remove_hop_by_hop,
+    request_keep_alive, response_keep_alive,
+};
+
+#[cfg(test)]
+mod tests;

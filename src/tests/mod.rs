@@ -1,0 +1,2 @@
+mod buffer;
+mod pool;

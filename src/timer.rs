@@ -1,0 +1,50 @@
+//! `Timers`: deadlines of slab entries, earliest first.
+//!
+//! A binary heap with lazy deletion: an entry is `(deadline, key, generation)`; the
+//! owner keeps the deadline it armed last and ignores a popped entry that is
+//! not that one (re-armed earlier, or freed: a different `generation`). Each owner
+//! arms only when its deadline moves earlier, so the heap holds about one
+//! entry per connection, not one per read.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+/// Heap of `(deadline, slab key, generation)`.
+#[derive(Debug, Default)]
+pub(crate) struct Timers {
+    heap: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+}
+
+impl Timers {
+    /// Adds a deadline for entry `key` of generation `generation`.
+    pub(crate) fn push(&mut self, at: Instant, key: usize, generation: u32) {
+        self.heap.push(Reverse((at, key, generation)));
+    }
+
+    /// Removes and returns the earliest entry due at `now`.
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<(Instant, usize, u32)> {
+        match self.heap.peek() {
+            Some(Reverse((at, _, _))) if *at <= now => self.heap.pop().map(|Reverse(e)| e),
+            _ => None,
+        }
+    }
+
+    /// The earliest deadline in the heap.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse((at, _, _))| *at)
+    }
+}
+
+/// Time from `now` until the earliest of `deadlines` (zero if one passed);
+/// `None` if there is none (poll may block).
+pub(crate) fn poll_timeout(
+    now: Instant,
+    deadlines: impl IntoIterator<Item = Option<Instant>>,
+) -> Option<Duration> {
+    deadlines
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|at| at.saturating_duration_since(now))
+}

@@ -1,0 +1,226 @@
+//! Body framing (DESIGN.md §5): bad request framing is refused before any
+//! upstream is contacted, bodiless responses stay bodiless, and chunked or
+//! until-close bodies pass byte for byte.
+
+mod util;
+
+use std::thread;
+use std::time::Duration;
+
+use util::*;
+
+/// Sends `request` through a proxy and expects the proxy's own `status`
+/// error, the connection closed, and no upstream connection at all.
+#[track_caller]
+fn assert_refused(request: &[u8], status: u16) {
+    let upstream = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send_lossy(request);
+    let resp = client.read_response();
+    assert_proxy_error(&resp, status);
+    client.assert_closed();
+    assert_stays(Duration::from_millis(100), "no upstream connection", || {
+        upstream.accepted() == 0
+    });
+}
+
+#[test]
+fn content_length_with_transfer_encoding_gets_400() {
+    assert_refused(
+        b"POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 5\r\n\
+          Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        400,
+    );
+}
+
+#[test]
+fn differing_content_length_values_get_400() {
+    assert_refused(
+        b"POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 5\r\n\
+          Content-Length: 6\r\n\r\nhello!",
+        400,
+    );
+}
+
+#[test]
+fn transfer_encoding_not_ending_in_chunked_gets_400() {
+    assert_refused(
+        b"POST / HTTP/1.1\r\nHost: example.test\r\nTransfer-Encoding: gzip\r\n\r\nxxxx",
+        400,
+    );
+}
+
+#[test]
+fn garbage_request_line_gets_400() {
+    assert_refused(b"this is not an http request line\r\n\r\n", 400);
+}
+
+#[test]
+fn request_head_over_max_size_gets_431() {
+    let mut request = b"GET / HTTP/1.1\r\nHost: example.test\r\nX-Big: ".to_vec();
+    request.extend(std::iter::repeat_n(b'a', 70 * 1024));
+    request.extend_from_slice(b"\r\n\r\n");
+    assert_refused(&request, 431);
+}
+
+/// An upstream that answers `/empty` (or any HEAD) with `empty_head` and
+/// everything else with 200 "hello".
+fn bodiless_upstream(empty_head: &'static str) -> Upstream {
+    Upstream::start(serve(move |req| {
+        if req.method == "HEAD" || req.target == "/empty" {
+            empty_head.as_bytes().to_vec()
+        } else {
+            ok_response("hello")
+        }
+    }))
+}
+
+#[test]
+fn head_response_with_content_length_has_no_body_and_next_request_works() {
+    let upstream = bodiless_upstream("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n");
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(b"HEAD /thing HTTP/1.1\r\nHost: example.test\r\n\r\n");
+    let head = client.read_head_response();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), Some("5"));
+    let next = client.round_trip(get("/thing"));
+    assert_eq!(next.status, 200, "{:?}", String::from_utf8_lossy(&next.raw()));
+    assert_eq!(next.body, b"hello");
+}
+
+#[test]
+fn status_204_with_content_length_has_no_body_and_next_request_works() {
+    let upstream = bodiless_upstream("HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n");
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    let empty = client.round_trip(get("/empty"));
+    assert_eq!(empty.status, 204);
+    let next = client.round_trip(get("/full"));
+    assert_eq!(next.status, 200, "{:?}", String::from_utf8_lossy(&next.raw()));
+    assert_eq!(next.body, b"hello");
+}
+
+#[test]
+fn status_304_with_content_length_has_no_body_and_next_request_works() {
+    let upstream = bodiless_upstream("HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n");
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    let empty = client.round_trip(get("/empty"));
+    assert_eq!(empty.status, 304);
+    let next = client.round_trip(get("/full"));
+    assert_eq!(next.status, 200, "{:?}", String::from_utf8_lossy(&next.raw()));
+    assert_eq!(next.body, b"hello");
+}
+
+const CHUNKED_REQUEST_BODY: &str = "5;ext=1\r\nhello\r\n\
+     7;name=\"quoted value\"\r\n, world\r\n\
+     0;last=yes\r\nX-Checksum: abc\r\nX-More: 1\r\n\r\n";
+
+#[test]
+fn chunked_request_with_extensions_and_trailers_arrives_byte_for_byte() {
+    let upstream = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    let resp = client.round_trip(format!(
+        "POST /up HTTP/1.1\r\nHost: example.test\r\nTransfer-Encoding: chunked\r\n\
+         Trailer: X-Checksum, X-More\r\n\r\n{CHUNKED_REQUEST_BODY}"
+    ));
+    assert_eq!(resp.status, 200);
+    let req = upstream.single_request();
+    assert_eq!(req.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(req.header("trailer"), Some("X-Checksum, X-More"));
+    assert_eq!(
+        String::from_utf8_lossy(&req.body),
+        CHUNKED_REQUEST_BODY,
+        "chunked body upstream"
+    );
+}
+
+#[test]
+fn chunked_request_sent_in_small_pieces_arrives_byte_for_byte() {
+    let upstream = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(b"POST /up HTTP/1.1\r\nHost: example.test\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for piece in CHUNKED_REQUEST_BODY.as_bytes().chunks(3) {
+        client.send(piece);
+        // Pacing so the pieces arrive as separate segments.
+        thread::sleep(Duration::from_millis(1));
+    }
+    let resp = client.read_response();
+    assert_eq!(resp.status, 200);
+    let req = upstream.single_request();
+    assert_eq!(String::from_utf8_lossy(&req.body), CHUNKED_REQUEST_BODY);
+}
+
+#[test]
+fn chunked_response_with_extensions_and_trailers_arrives_byte_for_byte() {
+    let body = "4;a=b\r\nwiki\r\n5\r\npedia\r\nE; note=\"x y\"\r\n in\r\n\r\nchunks.\r\n\
+                0\r\nX-Sum: 42\r\n\r\n";
+    let upstream = Upstream::start(respond_forever(
+        format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n{body}")
+            .into_bytes(),
+    ));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    let resp = client.round_trip(get("/chunks"));
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(resp.header("trailer"), Some("X-Sum"));
+    assert_eq!(String::from_utf8_lossy(&resp.body), body);
+    // The proxy found the end of the body: the connection still works.
+    let again = client.round_trip(get("/chunks"));
+    assert_eq!(String::from_utf8_lossy(&again.body), body);
+}
+
+#[test]
+fn content_length_request_body_arrives_byte_for_byte() {
+    let upstream = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let body: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
+    let mut request =
+        format!("PUT /blob HTTP/1.1\r\nHost: example.test\r\nContent-Length: {}\r\n\r\n", body.len())
+            .into_bytes();
+    request.extend_from_slice(&body);
+    let resp = proxy.client().round_trip(&request);
+    assert_eq!(resp.status, 200);
+    assert!(upstream.single_request().body == body, "request body changed on the way");
+}
+
+#[test]
+fn response_until_close_arrives_whole_then_client_connection_closes() {
+    let body: String = "0123456789abcdef".repeat(1024);
+    let upstream = Upstream::start(send_raw_and_close(
+        format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n{body}").into_bytes(),
+    ));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(get("/stream"));
+    let resp = client.read_response_head();
+    assert_eq!(resp.status, 200);
+    assert!(!resp.has("content-length"), "{:?}", String::from_utf8_lossy(&resp.head));
+    let got = client.read_until_closed(CLIENT_TIMEOUT);
+    assert_eq!(got.len(), body.len(), "until-close body length");
+    assert!(got == body.as_bytes(), "until-close body changed on the way");
+}
+
+#[test]
+fn interim_100_continue_and_final_response_arrive_in_order() {
+    let upstream = Upstream::start(|mut conn: UpConn| {
+        if conn.read_request().is_some() {
+            conn.send(b"HTTP/1.1 100 Continue\r\n\r\n");
+            conn.send(ok_response("final"));
+        }
+        conn.hold_until_closed();
+    });
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(get("/"));
+    let interim = client.read_response();
+    assert_eq!(interim.status, 100, "{:?}", String::from_utf8_lossy(&interim.raw()));
+    let last = client.read_response();
+    assert_eq!(last.status, 200);
+    assert_eq!(last.body, b"final");
+}

@@ -1,0 +1,311 @@
+//! Heads on their way through: what the upstream sees of a request (names,
+//! order, hop-by-hop removal, version, the proxy's own fields) and what the
+//! client sees of a response; `request_filter` replies. DESIGN.md §6, §10.
+
+mod util;
+
+use std::time::Duration;
+
+use util::*;
+
+/// Fields the proxy itself sets on requests going upstream.
+const PROXY_FIELDS: [&str; 4] = ["connection", "via", "x-forwarded-for", "x-forwarded-proto"];
+
+/// The request's fields minus those the proxy sets itself.
+fn client_fields(req: &Request) -> Vec<(String, String)> {
+    req.fields
+        .iter()
+        .filter(|(n, _)| !PROXY_FIELDS.iter().any(|p| n.eq_ignore_ascii_case(p)))
+        .map(|(n, v)| (n.clone(), String::from_utf8_lossy(v).into_owned()))
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+}
+
+/// Sends `request` through a proxy (configured by `tweak`) to an upstream
+/// answering 200 "ok"; returns what the upstream received and the response.
+#[track_caller]
+fn proxied(request: &[u8], tweak: impl FnOnce(&mut Config)) -> (Request, Response) {
+    let upstream = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_forward_proxy(upstream.addr, tweak);
+    let mut client = proxy.client();
+    let resp = client.round_trip(request);
+    assert_eq!(resp.status, 200, "response {:?}", String::from_utf8_lossy(&resp.raw()));
+    assert_eq!(resp.body, b"ok");
+    (upstream.single_request(), resp)
+}
+
+#[test]
+fn field_names_keep_their_case_and_order() {
+    let (req, _) = proxied(
+        b"GET /path?q=1 HTTP/1.1\r\n\
+          Host: example.test\r\n\
+          x-lower: a\r\n\
+          X-UPPER: b\r\n\
+          X-MiXeD-CaSe: c\r\n\
+          Accept: */*\r\n\
+          x-lower: a2\r\n\
+          User-Agent: raw-client\r\n\
+          \r\n",
+        |_| {},
+    );
+    assert_eq!(req.method, "GET");
+    assert_eq!(req.target, "/path?q=1");
+    assert_eq!(
+        client_fields(&req),
+        pairs(&[
+            ("Host", "example.test"),
+            ("x-lower", "a"),
+            ("X-UPPER", "b"),
+            ("X-MiXeD-CaSe", "c"),
+            ("Accept", "*/*"),
+            ("x-lower", "a2"),
+            ("User-Agent", "raw-client"),
+        ]),
+        "upstream head {:?}",
+        String::from_utf8_lossy(&req.head)
+    );
+}
+
+#[test]
+fn hop_by_hop_fields_do_not_reach_upstream() {
+    let (req, _) = proxied(
+        b"GET / HTTP/1.1\r\n\
+          Host: example.test\r\n\
+          Connection: keep-alive\r\n\
+          Keep-Alive: timeout=5, max=100\r\n\
+          Proxy-Connection: keep-alive\r\n\
+          TE: trailers\r\n\
+          Upgrade: h2c\r\n\
+          X-End-To-End: stays\r\n\
+          \r\n",
+        |_| {},
+    );
+    let head = String::from_utf8_lossy(&req.head).into_owned();
+    for name in ["keep-alive", "proxy-connection", "te", "upgrade"] {
+        assert!(!req.has(name), "{name} reached the upstream: {head:?}");
+    }
+    for value in req.header_all("connection") {
+        assert!(value.eq_ignore_ascii_case("keep-alive"), "Connection {value:?} upstream");
+    }
+    assert_eq!(
+        client_fields(&req),
+        pairs(&[("Host", "example.test"), ("X-End-To-End", "stays")]),
+        "{head:?}"
+    );
+}
+
+#[test]
+fn fields_named_by_connection_do_not_reach_upstream() {
+    let (req, _) = proxied(
+        b"GET / HTTP/1.1\r\n\
+          Host: example.test\r\n\
+          X-Private: one\r\n\
+          Connection: x-private, X-Other\r\n\
+          x-other: two\r\n\
+          Connection: X-THIRD\r\n\
+          X-Third: three\r\n\
+          X-Public: four\r\n\
+          \r\n",
+        |_| {},
+    );
+    let head = String::from_utf8_lossy(&req.head).into_owned();
+    for name in ["x-private", "x-other", "x-third"] {
+        assert!(!req.has(name), "{name} (named by Connection) reached the upstream: {head:?}");
+    }
+    for value in req.header_all("connection") {
+        assert!(value.eq_ignore_ascii_case("keep-alive"), "Connection {value:?} upstream");
+    }
+    assert_eq!(
+        client_fields(&req),
+        pairs(&[("Host", "example.test"), ("X-Public", "four")]),
+        "{head:?}"
+    );
+}
+
+#[test]
+fn http10_request_arrives_upstream_as_http11() {
+    let upstream = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(b"GET /old HTTP/1.0\r\nHost: example.test\r\n\r\n");
+    let resp = client.read_response();
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, b"ok");
+    let req = upstream.single_request();
+    assert_eq!(req.version, "HTTP/1.1", "upstream head {:?}", String::from_utf8_lossy(&req.head));
+    assert_eq!(req.target, "/old");
+    assert_eq!(req.header("host"), Some("example.test"));
+}
+
+#[test]
+fn proxy_appends_via_forwarded_for_and_proto_after_client_fields() {
+    let (req, _) = proxied(
+        b"GET / HTTP/1.1\r\nHost: example.test\r\nAccept: */*\r\n\r\n",
+        |_| {},
+    );
+    let head = String::from_utf8_lossy(&req.head).into_owned();
+    assert_eq!(req.header_all("via"), vec!["1.1 sluice"], "{head:?}");
+    assert_eq!(req.header_all("x-forwarded-for"), vec!["127.0.0.1"], "{head:?}");
+    assert_eq!(req.header_all("x-forwarded-proto"), vec!["http"], "{head:?}");
+    // Appended at the end: the client's fields keep the first places.
+    let names: Vec<String> = req.names().iter().map(|n| n.to_ascii_lowercase()).collect();
+    let without_connection: Vec<&str> =
+        names.iter().map(String::as_str).filter(|n| *n != "connection").collect();
+    assert_eq!(&without_connection[..2], ["host", "accept"], "{head:?}");
+    let mut appended = without_connection[2..].to_vec();
+    appended.sort();
+    assert_eq!(appended, ["via", "x-forwarded-for", "x-forwarded-proto"], "{head:?}");
+}
+
+#[test]
+fn existing_x_forwarded_for_gets_client_address_appended_in_place() {
+    let (req, _) = proxied(
+        b"GET / HTTP/1.1\r\n\
+          Host: example.test\r\n\
+          X-Forwarded-For: 10.0.0.1\r\n\
+          Accept: */*\r\n\
+          \r\n",
+        |_| {},
+    );
+    let head = String::from_utf8_lossy(&req.head).into_owned();
+    assert_eq!(req.header_all("x-forwarded-for"), vec!["10.0.0.1, 127.0.0.1"], "{head:?}");
+    assert_eq!(
+        client_fields(&req),
+        pairs(&[("Host", "example.test"), ("Accept", "*/*")]),
+        "{head:?}"
+    );
+    // In place: still between Host and Accept.
+    let names: Vec<String> = req.names().iter().map(|n| n.to_ascii_lowercase()).collect();
+    assert_eq!(&names[..3], ["host", "x-forwarded-for", "accept"], "{head:?}");
+}
+
+#[test]
+fn add_via_false_sends_no_via() {
+    let (req, _) = proxied(&get("/"), |c| c.add_via = false);
+    assert!(!req.has("via"), "{:?}", String::from_utf8_lossy(&req.head));
+    assert!(req.has("x-forwarded-for"));
+    assert!(req.has("x-forwarded-proto"));
+}
+
+#[test]
+fn add_x_forwarded_for_false_sends_no_x_forwarded_for() {
+    let (req, _) = proxied(&get("/"), |c| c.add_x_forwarded_for = false);
+    assert!(!req.has("x-forwarded-for"), "{:?}", String::from_utf8_lossy(&req.head));
+    assert!(req.has("via"));
+    assert!(req.has("x-forwarded-proto"));
+}
+
+#[test]
+fn add_x_forwarded_proto_false_sends_no_x_forwarded_proto() {
+    let (req, _) = proxied(&get("/"), |c| c.add_x_forwarded_proto = false);
+    assert!(!req.has("x-forwarded-proto"), "{:?}", String::from_utf8_lossy(&req.head));
+    assert!(req.has("via"));
+    assert!(req.has("x-forwarded-for"));
+}
+
+#[test]
+fn host_passes_unchanged() {
+    let (req, _) = proxied(
+        b"GET / HTTP/1.1\r\nHost: Example.TEST:8080\r\n\r\n",
+        |_| {},
+    );
+    assert_eq!(req.header_all("host"), vec!["Example.TEST:8080"]);
+}
+
+#[test]
+fn response_goes_downstream_without_hop_by_hop_fields() {
+    let upstream = Upstream::start(respond_forever(
+        b"HTTP/1.1 200 OK\r\n\
+          Server: up\r\n\
+          Connection: X-Hop\r\n\
+          Keep-Alive: timeout=5\r\n\
+          X-Hop: secret\r\n\
+          Proxy-Connection: keep-alive\r\n\
+          X-End: 1\r\n\
+          Content-Length: 5\r\n\
+          \r\n\
+          hello"
+            .to_vec(),
+    ));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let resp = proxy.client().round_trip(get("/"));
+    let head = String::from_utf8_lossy(&resp.head).into_owned();
+    assert_eq!(resp.version, "HTTP/1.1", "{head:?}");
+    assert_eq!(resp.status, 200);
+    for name in ["keep-alive", "x-hop", "proxy-connection"] {
+        assert!(!resp.has(name), "{name} reached the client: {head:?}");
+    }
+    for value in resp.header_all("connection") {
+        assert!(!value.to_ascii_lowercase().contains("x-hop"), "{head:?}");
+    }
+    assert_eq!(resp.header("server"), Some("up"));
+    assert_eq!(resp.header("x-end"), Some("1"));
+    assert_eq!(resp.header("content-length"), Some("5"));
+    assert_eq!(resp.body, b"hello");
+}
+
+#[test]
+fn http10_upstream_response_goes_downstream_as_http11() {
+    let upstream = Upstream::start(respond_n(
+        1,
+        b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec(),
+    ));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let resp = proxy.client().round_trip(get("/"));
+    assert!(resp.head.starts_with(b"HTTP/1.1 200"), "{:?}", String::from_utf8_lossy(&resp.head));
+    assert_eq!(resp.body, b"ok");
+}
+
+fn deny_filter(upstream: std::net::SocketAddr) -> impl Filter + Send + 'static {
+    ReplyFilter {
+        upstream,
+        on_request: |req: &mut RequestHead| {
+            req.target
+                .starts_with("/deny")
+                .then(|| Reply::new(403, "denied"))
+        },
+    }
+}
+
+#[test]
+fn request_filter_reply_then_next_request_reaches_upstream() {
+    let upstream = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_proxy(|_| {}, deny_filter(upstream.addr));
+    let mut client = proxy.client();
+
+    let denied = client.round_trip(get("/deny"));
+    assert_eq!(denied.status, 403, "{:?}", String::from_utf8_lossy(&denied.raw()));
+    assert_eq!(denied.header("content-length"), Some("6"));
+    assert_eq!(denied.body, b"denied");
+
+    let ok = client.round_trip(get("/fine"));
+    assert_eq!(ok.status, 200);
+    assert_eq!(ok.body, b"ok");
+    let req = upstream.single_request();
+    assert_eq!(req.target, "/fine");
+}
+
+#[test]
+fn request_filter_reply_to_request_with_body_closes_connection() {
+    let upstream = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_proxy(|_| {}, deny_filter(upstream.addr));
+    let mut client = proxy.client();
+    // The body looks like a request: it must never be parsed as one.
+    let body = "GET /smuggled HTTP/1.1\r\nHost: example.test\r\n\r\n";
+    client.send(format!(
+        "POST /deny HTTP/1.1\r\nHost: example.test\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    ));
+    let denied = client.read_response();
+    assert_eq!(denied.status, 403);
+    assert_eq!(denied.body, b"denied");
+    assert!(denied.says_close(), "{:?}", String::from_utf8_lossy(&denied.head));
+    client.assert_closed();
+    assert_stays(Duration::from_millis(100), "no upstream connection", || {
+        upstream.accepted() == 0
+    });
+    assert!(upstream.requests().is_empty());
+}

@@ -1,0 +1,115 @@
+//! Bodies in both directions at once, and backpressure (DESIGN.md §1, §4):
+//! an upstream may answer before the request body is complete, a client may
+//! send the rest only after it saw the start of the answer, and a slow
+//! reader sets the pace without the proxy buffering everything.
+
+mod util;
+
+use std::time::Duration;
+
+use util::*;
+
+#[test]
+fn bodies_flow_both_ways_at_once() {
+    let upstream = Upstream::start(|mut conn: UpConn| {
+        let Some(mut req) = conn.read_request_head() else { return };
+        let Ok(first) = conn.wire.read_exact_bytes(5) else { return };
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcde");
+        let Ok(rest) = conn.wire.read_exact_bytes(5) else { return };
+        req.body = [first, rest].concat();
+        conn.record(req);
+        conn.send(b"fghij");
+        conn.hold_until_closed();
+    });
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(b"POST /both HTTP/1.1\r\nHost: example.test\r\nContent-Length: 10\r\n\r\n01234");
+
+    let head = client.read_response_head();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), Some("10"));
+    assert_eq!(client.read_bytes(5), b"abcde", "first part of the response");
+
+    // Only now the rest of the request body.
+    client.send(b"56789");
+    assert_eq!(client.read_bytes(5), b"fghij", "rest of the response");
+    assert_eq!(upstream.single_request().body, b"0123456789");
+}
+
+#[test]
+fn early_upstream_answer_reaches_client_before_request_body_is_complete() {
+    let upstream = Upstream::start(answer_early(ok_response("early")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(b"POST /early HTTP/1.1\r\nHost: example.test\r\nContent-Length: 10\r\n\r\n01234");
+
+    let resp = client.read_response();
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, b"early");
+
+    client.send(b"56789");
+    assert_eq!(upstream.single_request().body, b"0123456789", "rest of the body still forwarded");
+}
+
+#[test]
+fn large_bodies_pass_byte_for_byte_both_ways() {
+    const SIZE: usize = 1024 * 1024;
+    let response_body: Vec<u8> = (0..SIZE).map(|i| (i * 7 % 251) as u8).collect();
+    let mut response =
+        format!("HTTP/1.1 200 OK\r\nContent-Length: {SIZE}\r\n\r\n").into_bytes();
+    response.extend_from_slice(&response_body);
+    let upstream = Upstream::start(respond_forever(response));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+
+    let request_body: Vec<u8> = (0..SIZE).map(|i| (i * 13 % 241) as u8).collect();
+    let mut request =
+        format!("POST /big HTTP/1.1\r\nHost: example.test\r\nContent-Length: {SIZE}\r\n\r\n")
+            .into_bytes();
+    request.extend_from_slice(&request_body);
+
+    let mut client = proxy.client();
+    let resp = client.round_trip(&request);
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body.len(), SIZE);
+    assert!(resp.body == response_body, "response body changed on the way");
+    let req = upstream.single_request();
+    assert_eq!(req.body.len(), SIZE);
+    assert!(req.body == request_body, "request body changed on the way");
+}
+
+#[test]
+fn slow_upstream_reader_keeps_proxy_buffering_bounded() {
+    // Larger than what the kernel's socket buffers absorb on loopback.
+    const SIZE: usize = 4 * 1024 * 1024;
+    const HIGH: usize = 32 * 1024;
+    let upstream = Upstream::start(read_slowly(
+        16 * 1024,
+        Duration::from_millis(1),
+        ok_response("done"),
+    ));
+    let proxy = start_forward_proxy(upstream.addr, |c| {
+        c.high_watermark = HIGH;
+        c.low_watermark = 8 * 1024;
+    });
+    let body: Vec<u8> = (0..SIZE).map(|i| (i % 253) as u8).collect();
+    let mut request =
+        format!("POST /slow HTTP/1.1\r\nHost: example.test\r\nContent-Length: {SIZE}\r\n\r\n")
+            .into_bytes();
+    request.extend_from_slice(&body);
+
+    let mut client = proxy.client();
+    let resp = client.round_trip(&request);
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, b"done");
+    assert!(upstream.single_request().body == body, "request body changed on the way");
+
+    let stats = proxy.stats.snapshot();
+    // DESIGN.md §4: at most the high watermark plus one read chunk per
+    // direction; 64 KiB is a generous read chunk.
+    assert!(
+        stats.buffered_bytes_peak <= (HIGH + 64 * 1024) as u64,
+        "proxy buffered {} bytes at peak with a {HIGH}-byte high watermark",
+        stats.buffered_bytes_peak
+    );
+    assert!(stats.read_pauses >= 1, "the slow upstream never paused the client: {stats:?}");
+}
