@@ -62,6 +62,12 @@ pub struct Config {
     /// Most downstream connections open at once; above it the listener stops
     /// accepting until one closes (default 10 000).
     pub max_connections: usize,
+    /// Longest time a graceful drain (SIGTERM) waits for in-flight exchanges
+    /// before the process exits anyway (default 30 s).
+    pub drain_timeout: Duration,
+    /// Worker processes to run (`--workers`); 0 means one per CPU. With 1
+    /// (the default) the loop runs in the process itself.
+    pub workers: usize,
     /// Append `Via: 1.1 sluice` to requests going upstream (RFC 9110 §7.6.3).
     pub add_via: bool,
     /// Append the client's address to `X-Forwarded-For`.
@@ -91,6 +97,8 @@ impl Default for Config {
             pool_max_idle_total: 4096,
             max_retries: 1,
             max_connections: 10_000,
+            drain_timeout: Duration::from_secs(30),
+            workers: 1,
             add_via: true,
             add_x_forwarded_for: true,
             add_x_forwarded_proto: true,
@@ -151,6 +159,7 @@ impl Config {
             ("upstream-read-timeout", self.upstream_read_timeout),
             ("upstream-write-timeout", self.upstream_write_timeout),
             ("pool-idle-timeout", self.pool_idle_timeout),
+            ("drain-timeout", self.drain_timeout),
         ];
         for (key, value) in timeouts {
             if value.is_zero() {

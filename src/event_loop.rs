@@ -35,6 +35,9 @@ use crate::timer::{Timers, poll_timeout};
 /// instead of spinning on a listener that stays readable.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
+/// Length of the accept queue asked of the kernel (capped by somaxconn).
+const LISTEN_BACKLOG: i32 = 1024;
+
 /// Most free body buffers kept for reuse (each `high_watermark` bytes).
 const MAX_FREE_BUFFERS: usize = 256;
 
@@ -48,22 +51,38 @@ pub struct Server {
     timers: Timers,
     sh: Shared,
     shutdown: Arc<AtomicBool>,
+    drain: Arc<AtomicBool>,
     waker: Arc<Waker>,
+    /// Set when a drain began: the time it must end by.
+    drain_deadline: Option<Instant>,
     accept_paused_until: Option<Instant>,
     at_capacity: bool,
 }
 
-/// Stops a running [`Server`] from another thread.
+/// Stops a running [`Server`] from another thread (a signal handler
+/// thread, a test).
 #[derive(Clone)]
 pub struct ServerHandle {
     shutdown: Arc<AtomicBool>,
+    drain: Arc<AtomicBool>,
     waker: Arc<Waker>,
 }
 
 impl ServerHandle {
-    /// Asks the loop to stop; `run` returns soon after.
+    /// Asks the loop to stop now: open connections are closed, `run`
+    /// returns soon after.
     pub fn shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
+    }
+
+    /// Asks for a graceful drain: the listener closes (connections already
+    /// queued on it are accepted first), idle keep-alive clients are
+    /// closed, in-flight exchanges finish with `Connection: close`, pooled
+    /// upstream connections are closed, and `run` returns when no client
+    /// connection is left or after `drain_timeout`.
+    pub fn drain(&self) {
+        self.drain.store(true, Ordering::SeqCst);
         let _ = self.waker.wake();
     }
 }
@@ -78,7 +97,7 @@ impl Server {
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let poll = Poll::new()?;
-        let mut listener = TcpListener::bind(config.listen)?;
+        let mut listener = bind_listener(config.listen)?;
         let local_addr = listener.local_addr()?;
         poll.registry()
             .register(&mut listener, token::LISTENER, Interest::READABLE)?;
@@ -107,7 +126,9 @@ impl Server {
             timers: Timers::default(),
             sh,
             shutdown: Arc::new(AtomicBool::new(false)),
+            drain: Arc::new(AtomicBool::new(false)),
             waker,
+            drain_deadline: None,
             accept_paused_until: None,
             at_capacity: false,
         })
@@ -127,6 +148,7 @@ impl Server {
     pub fn handle(&self) -> ServerHandle {
         ServerHandle {
             shutdown: self.shutdown.clone(),
+            drain: self.drain.clone(),
             waker: self.waker.clone(),
         }
     }
@@ -145,6 +167,7 @@ impl Server {
                         self.timers.next(),
                         self.sh.ups.next_deadline(),
                         self.accept_paused_until,
+                        self.drain_deadline,
                     ],
                 )
             } else {
@@ -172,6 +195,9 @@ impl Server {
             if self.accept_paused_until.is_some_and(|t| t <= now) {
                 self.accept_paused_until = None;
                 self.accept();
+            }
+            if self.drain.load(Ordering::SeqCst) && self.drain_step() {
+                break;
             }
         }
         self.stop();
@@ -326,6 +352,49 @@ impl Server {
         }
     }
 
+    /// One turn of a graceful drain; true when the loop may return.
+    fn drain_step(&mut self) -> bool {
+        let now = self.sh.now;
+        if self.drain_deadline.is_none() {
+            let timeout = self.sh.cfg.drain_timeout;
+            info!(
+                "draining: {} client connections, up to {timeout:?}",
+                self.sessions.len()
+            );
+            self.drain_deadline = Some(now + timeout);
+            // Serve what is already queued on the listener, then close it
+            // so new connections go to the other processes on the port.
+            self.accept_paused_until = None;
+            self.at_capacity = false;
+            self.accept();
+            if let Some(mut l) = self.listener.take() {
+                let _ = self.sh.registry.deregister(&mut l);
+            }
+            let keys: Vec<usize> = self.sessions.iter().map(|(k, _)| k).collect();
+            for key in keys {
+                if let Some(s) = self.sessions.get_mut(key) {
+                    s.begin_drain();
+                    queue(&mut self.runnable, s);
+                }
+            }
+            self.drive_runnable();
+        }
+        let sh = &mut self.sh;
+        sh.ups.close_idle(&sh.registry, &sh.stats);
+        if self.sessions.is_empty() {
+            info!("drained");
+            return true;
+        }
+        if self.drain_deadline.is_some_and(|t| t <= now) {
+            warn!(
+                "drain timeout: closing {} client connections",
+                self.sessions.len()
+            );
+            return true;
+        }
+        false
+    }
+
     fn stop(&mut self) {
         if let Some(mut l) = self.listener.take() {
             let _ = self.sh.registry.deregister(&mut l);
@@ -355,6 +424,20 @@ impl Server {
             sh.ups.open_count()
         );
     }
+}
+
+/// A listening socket with `SO_REUSEADDR` and `SO_REUSEPORT`, so several
+/// processes can share the port and the kernel spreads connections across
+/// them.
+fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(TcpListener::from_std(socket.into()))
 }
 
 fn queue(runnable: &mut Vec<(usize, u32)>, s: &mut Session) {

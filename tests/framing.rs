@@ -86,7 +86,12 @@ fn head_response_with_content_length_has_no_body_and_next_request_works() {
     assert_eq!(head.status, 200);
     assert_eq!(head.header("content-length"), Some("5"));
     let next = client.round_trip(get("/thing"));
-    assert_eq!(next.status, 200, "{:?}", String::from_utf8_lossy(&next.raw()));
+    assert_eq!(
+        next.status,
+        200,
+        "{:?}",
+        String::from_utf8_lossy(&next.raw())
+    );
     assert_eq!(next.body, b"hello");
 }
 
@@ -98,7 +103,12 @@ fn status_204_with_content_length_has_no_body_and_next_request_works() {
     let empty = client.round_trip(get("/empty"));
     assert_eq!(empty.status, 204);
     let next = client.round_trip(get("/full"));
-    assert_eq!(next.status, 200, "{:?}", String::from_utf8_lossy(&next.raw()));
+    assert_eq!(
+        next.status,
+        200,
+        "{:?}",
+        String::from_utf8_lossy(&next.raw())
+    );
     assert_eq!(next.body, b"hello");
 }
 
@@ -110,7 +120,12 @@ fn status_304_with_content_length_has_no_body_and_next_request_works() {
     let empty = client.round_trip(get("/empty"));
     assert_eq!(empty.status, 304);
     let next = client.round_trip(get("/full"));
-    assert_eq!(next.status, 200, "{:?}", String::from_utf8_lossy(&next.raw()));
+    assert_eq!(
+        next.status,
+        200,
+        "{:?}",
+        String::from_utf8_lossy(&next.raw())
+    );
     assert_eq!(next.body, b"hello");
 }
 
@@ -180,13 +195,18 @@ fn content_length_request_body_arrives_byte_for_byte() {
     let upstream = Upstream::start(respond_forever(ok_response("ok")));
     let proxy = start_forward_proxy(upstream.addr, |_| {});
     let body: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
-    let mut request =
-        format!("PUT /blob HTTP/1.1\r\nHost: example.test\r\nContent-Length: {}\r\n\r\n", body.len())
-            .into_bytes();
+    let mut request = format!(
+        "PUT /blob HTTP/1.1\r\nHost: example.test\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
     request.extend_from_slice(&body);
     let resp = proxy.client().round_trip(&request);
     assert_eq!(resp.status, 200);
-    assert!(upstream.single_request().body == body, "request body changed on the way");
+    assert!(
+        upstream.single_request().body == body,
+        "request body changed on the way"
+    );
 }
 
 #[test]
@@ -200,10 +220,17 @@ fn response_until_close_arrives_whole_then_client_connection_closes() {
     client.send(get("/stream"));
     let resp = client.read_response_head();
     assert_eq!(resp.status, 200);
-    assert!(!resp.has("content-length"), "{:?}", String::from_utf8_lossy(&resp.head));
+    assert!(
+        !resp.has("content-length"),
+        "{:?}",
+        String::from_utf8_lossy(&resp.head)
+    );
     let got = client.read_until_closed(CLIENT_TIMEOUT);
     assert_eq!(got.len(), body.len(), "until-close body length");
-    assert!(got == body.as_bytes(), "until-close body changed on the way");
+    assert!(
+        got == body.as_bytes(),
+        "until-close body changed on the way"
+    );
 }
 
 #[test]
@@ -219,8 +246,73 @@ fn interim_100_continue_and_final_response_arrive_in_order() {
     let mut client = proxy.client();
     client.send(get("/"));
     let interim = client.read_response();
-    assert_eq!(interim.status, 100, "{:?}", String::from_utf8_lossy(&interim.raw()));
+    assert_eq!(
+        interim.status,
+        100,
+        "{:?}",
+        String::from_utf8_lossy(&interim.raw())
+    );
     let last = client.read_response();
     assert_eq!(last.status, 200);
     assert_eq!(last.body, b"final");
+}
+
+#[test]
+fn content_length_not_digits_gets_400() {
+    assert_refused(
+        b"POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 5x\r\n\r\nhello",
+        400,
+    );
+}
+
+#[test]
+fn too_many_header_fields_get_431() {
+    let mut request = b"GET / HTTP/1.1\r\nHost: example.test\r\n".to_vec();
+    for i in 0..150 {
+        request.extend_from_slice(format!("X-Field-{i}: v\r\n").as_bytes());
+    }
+    request.extend_from_slice(b"\r\n");
+    assert_refused(&request, 431);
+}
+
+#[test]
+fn request_head_just_under_max_size_passes() {
+    let upstream = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let big = "b".repeat(60 * 1024);
+    let resp = proxy.client().round_trip(format!(
+        "GET / HTTP/1.1\r\nHost: example.test\r\nX-Big: {big}\r\n\r\n"
+    ));
+    assert_eq!(resp.status, 200);
+    assert_eq!(
+        upstream.single_request().header("x-big"),
+        Some(big.as_str())
+    );
+}
+
+#[test]
+fn response_with_transfer_encoding_and_content_length_never_reaches_client_with_both() {
+    let body = "5\r\nhello\r\n0\r\n\r\n";
+    let upstream = Upstream::start(respond_forever(
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n{body}"
+        )
+        .into_bytes(),
+    ));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    let resp = client.round_trip(get("/"));
+    if resp.status == 502 {
+        // Refusing it as a smuggling attempt is allowed (RFC 9112 §6.3).
+        return;
+    }
+    // Forwarding it is allowed only without Content-Length (RFC 9112 §6.3).
+    assert_eq!(resp.status, 200);
+    assert!(
+        !resp.has("content-length"),
+        "forwarded with both fields: {:?}",
+        String::from_utf8_lossy(&resp.head)
+    );
+    assert_eq!(String::from_utf8_lossy(&resp.body), body);
+    assert_eq!(client.round_trip(get("/")).status, 200);
 }

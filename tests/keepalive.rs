@@ -11,10 +11,15 @@ fn connection_close_from_client_closes_after_response() {
     let upstream = Upstream::start(respond_forever(ok_response("ok")));
     let proxy = start_forward_proxy(upstream.addr, |_| {});
     let mut client = proxy.client();
-    let resp = client.round_trip(b"GET / HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n");
+    let resp =
+        client.round_trip(b"GET / HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body, b"ok");
-    assert!(resp.says_close(), "{:?}", String::from_utf8_lossy(&resp.head));
+    assert!(
+        resp.says_close(),
+        "{:?}",
+        String::from_utf8_lossy(&resp.head)
+    );
     client.assert_closed();
 }
 
@@ -41,19 +46,33 @@ fn connection_close_from_upstream_keeps_client_connection_alive() {
     let first = client.round_trip(get("/1"));
     assert_eq!(first.status, 200);
     assert_eq!(first.body, b"ok");
-    assert!(!first.says_close(), "upstream's close leaked downstream: {:?}", String::from_utf8_lossy(&first.head));
+    assert!(
+        !first.says_close(),
+        "upstream's close leaked downstream: {:?}",
+        String::from_utf8_lossy(&first.head)
+    );
 
     let second = client.round_trip(get("/2"));
     assert_eq!(second.status, 200);
     assert_eq!(second.body, b"ok");
-    assert_eq!(upstream.accepted(), 2, "the second request needs a new upstream connection");
-    let targets: Vec<String> = upstream.wait_requests(2).into_iter().map(|r| r.target).collect();
+    assert_eq!(
+        upstream.accepted(),
+        2,
+        "the second request needs a new upstream connection"
+    );
+    let targets: Vec<String> = upstream
+        .wait_requests(2)
+        .into_iter()
+        .map(|r| r.target)
+        .collect();
     assert_eq!(targets, ["/1", "/2"]);
 }
 
 #[test]
 fn pipelined_requests_get_responses_in_order() {
-    let upstream = Upstream::start(serve(|req| ok_response(&format!("answer to {}", req.target))));
+    let upstream = Upstream::start(serve(|req| {
+        ok_response(&format!("answer to {}", req.target))
+    }));
     let proxy = start_forward_proxy(upstream.addr, |_| {});
     let mut client = proxy.client();
     client.send([get("/one"), get("/two"), get("/three")].concat());
@@ -76,4 +95,89 @@ fn many_sequential_requests_share_one_client_connection() {
         assert_eq!(resp.body_str(), target);
     }
     assert_eq!(proxy.stats.snapshot().downstream_accepted, 1);
+}
+
+#[test]
+fn http10_client_with_keep_alive_stays_open() {
+    let upstream = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    let request = b"GET / HTTP/1.0\r\nHost: example.test\r\nConnection: keep-alive\r\n\r\n";
+    let first = client.round_trip(request);
+    assert_eq!(first.status, 200);
+    // An HTTP/1.0 client assumes close unless the response says keep-alive.
+    assert!(
+        first
+            .header_all("connection")
+            .iter()
+            .any(|v| v.to_ascii_lowercase().contains("keep-alive")),
+        "{:?}",
+        String::from_utf8_lossy(&first.head)
+    );
+    assert_eq!(client.round_trip(request).body, b"ok");
+}
+
+#[test]
+fn pipelined_request_with_body_then_get_are_kept_apart() {
+    let upstream = Upstream::start(serve(|req| {
+        ok_response(&format!("{} {}", req.method, req.target))
+    }));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    let mut both =
+        b"POST /post HTTP/1.1\r\nHost: example.test\r\nContent-Length: 11\r\n\r\nhello world"
+            .to_vec();
+    both.extend_from_slice(&get("/after"));
+    client.send(both);
+    assert_eq!(client.read_response().body_str(), "POST /post");
+    assert_eq!(client.read_response().body_str(), "GET /after");
+    let reqs = upstream.wait_requests(2);
+    assert_eq!(reqs[0].body, b"hello world");
+    assert!(reqs[1].body.is_empty());
+}
+
+#[test]
+fn connection_above_max_connections_waits_until_one_closes() {
+    let upstream = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_forward_proxy(upstream.addr, |c| c.max_connections = 2);
+    let mut one = proxy.client();
+    let mut two = proxy.client();
+    assert_eq!(one.round_trip(get("/1")).status, 200);
+    assert_eq!(two.round_trip(get("/2")).status, 200);
+
+    let mut three = proxy.client();
+    three.send(get("/3"));
+    three.assert_open(std::time::Duration::from_millis(300));
+    drop(one);
+    assert_eq!(
+        three.read_response().status,
+        200,
+        "served once a slot is free"
+    );
+    assert_eq!(two.round_trip(get("/2b")).status, 200);
+}
+
+#[test]
+fn stats_gauges_return_to_zero_after_clients_close() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    for i in 0..3 {
+        let mut client = proxy.client();
+        let body = "z".repeat(100_000);
+        let resp = client.round_trip(format!(
+            "POST /{i} HTTP/1.1\r\nHost: example.test\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ));
+        assert_eq!(resp.status, 200);
+    }
+    assert_eventually("gauges back to zero", || {
+        let s = proxy.stats.snapshot();
+        s.downstream_active == 0
+            && s.downstream_idle == 0
+            && s.buffers_in_use == 0
+            && s.buffered_bytes == 0
+    });
+    let s = proxy.stats.snapshot();
+    assert_eq!(s.downstream_accepted, 3, "{s:?}");
+    assert_eq!(s.pool_idle, 1, "{s:?}");
 }

@@ -21,7 +21,9 @@ fn client_fields(req: &Request) -> Vec<(String, String)> {
 }
 
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
-    list.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+    list.iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect()
 }
 
 /// Sends `request` through a proxy (configured by `tweak`) to an upstream
@@ -32,7 +34,12 @@ fn proxied(request: &[u8], tweak: impl FnOnce(&mut Config)) -> (Request, Respons
     let proxy = start_forward_proxy(upstream.addr, tweak);
     let mut client = proxy.client();
     let resp = client.round_trip(request);
-    assert_eq!(resp.status, 200, "response {:?}", String::from_utf8_lossy(&resp.raw()));
+    assert_eq!(
+        resp.status,
+        200,
+        "response {:?}",
+        String::from_utf8_lossy(&resp.raw())
+    );
     assert_eq!(resp.body, b"ok");
     (upstream.single_request(), resp)
 }
@@ -88,7 +95,10 @@ fn hop_by_hop_fields_do_not_reach_upstream() {
         assert!(!req.has(name), "{name} reached the upstream: {head:?}");
     }
     for value in req.header_all("connection") {
-        assert!(value.eq_ignore_ascii_case("keep-alive"), "Connection {value:?} upstream");
+        assert!(
+            value.eq_ignore_ascii_case("keep-alive"),
+            "Connection {value:?} upstream"
+        );
     }
     assert_eq!(
         client_fields(&req),
@@ -113,10 +123,16 @@ fn fields_named_by_connection_do_not_reach_upstream() {
     );
     let head = String::from_utf8_lossy(&req.head).into_owned();
     for name in ["x-private", "x-other", "x-third"] {
-        assert!(!req.has(name), "{name} (named by Connection) reached the upstream: {head:?}");
+        assert!(
+            !req.has(name),
+            "{name} (named by Connection) reached the upstream: {head:?}"
+        );
     }
     for value in req.header_all("connection") {
-        assert!(value.eq_ignore_ascii_case("keep-alive"), "Connection {value:?} upstream");
+        assert!(
+            value.eq_ignore_ascii_case("keep-alive"),
+            "Connection {value:?} upstream"
+        );
     }
     assert_eq!(
         client_fields(&req),
@@ -135,7 +151,12 @@ fn http10_request_arrives_upstream_as_http11() {
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body, b"ok");
     let req = upstream.single_request();
-    assert_eq!(req.version, "HTTP/1.1", "upstream head {:?}", String::from_utf8_lossy(&req.head));
+    assert_eq!(
+        req.version,
+        "HTTP/1.1",
+        "upstream head {:?}",
+        String::from_utf8_lossy(&req.head)
+    );
     assert_eq!(req.target, "/old");
     assert_eq!(req.header("host"), Some("example.test"));
 }
@@ -148,16 +169,31 @@ fn proxy_appends_via_forwarded_for_and_proto_after_client_fields() {
     );
     let head = String::from_utf8_lossy(&req.head).into_owned();
     assert_eq!(req.header_all("via"), vec!["1.1 sluice"], "{head:?}");
-    assert_eq!(req.header_all("x-forwarded-for"), vec!["127.0.0.1"], "{head:?}");
-    assert_eq!(req.header_all("x-forwarded-proto"), vec!["http"], "{head:?}");
+    assert_eq!(
+        req.header_all("x-forwarded-for"),
+        vec!["127.0.0.1"],
+        "{head:?}"
+    );
+    assert_eq!(
+        req.header_all("x-forwarded-proto"),
+        vec!["http"],
+        "{head:?}"
+    );
     // Appended at the end: the client's fields keep the first places.
     let names: Vec<String> = req.names().iter().map(|n| n.to_ascii_lowercase()).collect();
-    let without_connection: Vec<&str> =
-        names.iter().map(String::as_str).filter(|n| *n != "connection").collect();
+    let without_connection: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| *n != "connection")
+        .collect();
     assert_eq!(&without_connection[..2], ["host", "accept"], "{head:?}");
     let mut appended = without_connection[2..].to_vec();
     appended.sort();
-    assert_eq!(appended, ["via", "x-forwarded-for", "x-forwarded-proto"], "{head:?}");
+    assert_eq!(
+        appended,
+        ["via", "x-forwarded-for", "x-forwarded-proto"],
+        "{head:?}"
+    );
 }
 
 #[test]
@@ -171,7 +207,11 @@ fn existing_x_forwarded_for_gets_client_address_appended_in_place() {
         |_| {},
     );
     let head = String::from_utf8_lossy(&req.head).into_owned();
-    assert_eq!(req.header_all("x-forwarded-for"), vec!["10.0.0.1, 127.0.0.1"], "{head:?}");
+    assert_eq!(
+        req.header_all("x-forwarded-for"),
+        vec!["10.0.0.1, 127.0.0.1"],
+        "{head:?}"
+    );
     assert_eq!(
         client_fields(&req),
         pairs(&[("Host", "example.test"), ("Accept", "*/*")]),
@@ -179,7 +219,11 @@ fn existing_x_forwarded_for_gets_client_address_appended_in_place() {
     );
     // In place: still between Host and Accept.
     let names: Vec<String> = req.names().iter().map(|n| n.to_ascii_lowercase()).collect();
-    assert_eq!(&names[..3], ["host", "x-forwarded-for", "accept"], "{head:?}");
+    assert_eq!(
+        &names[..3],
+        ["host", "x-forwarded-for", "accept"],
+        "{head:?}"
+    );
 }
 
 #[test]
@@ -193,7 +237,11 @@ fn add_via_false_sends_no_via() {
 #[test]
 fn add_x_forwarded_for_false_sends_no_x_forwarded_for() {
     let (req, _) = proxied(&get("/"), |c| c.add_x_forwarded_for = false);
-    assert!(!req.has("x-forwarded-for"), "{:?}", String::from_utf8_lossy(&req.head));
+    assert!(
+        !req.has("x-forwarded-for"),
+        "{:?}",
+        String::from_utf8_lossy(&req.head)
+    );
     assert!(req.has("via"));
     assert!(req.has("x-forwarded-proto"));
 }
@@ -201,17 +249,18 @@ fn add_x_forwarded_for_false_sends_no_x_forwarded_for() {
 #[test]
 fn add_x_forwarded_proto_false_sends_no_x_forwarded_proto() {
     let (req, _) = proxied(&get("/"), |c| c.add_x_forwarded_proto = false);
-    assert!(!req.has("x-forwarded-proto"), "{:?}", String::from_utf8_lossy(&req.head));
+    assert!(
+        !req.has("x-forwarded-proto"),
+        "{:?}",
+        String::from_utf8_lossy(&req.head)
+    );
     assert!(req.has("via"));
     assert!(req.has("x-forwarded-for"));
 }
 
 #[test]
 fn host_passes_unchanged() {
-    let (req, _) = proxied(
-        b"GET / HTTP/1.1\r\nHost: Example.TEST:8080\r\n\r\n",
-        |_| {},
-    );
+    let (req, _) = proxied(b"GET / HTTP/1.1\r\nHost: Example.TEST:8080\r\n\r\n", |_| {});
     assert_eq!(req.header_all("host"), vec!["Example.TEST:8080"]);
 }
 
@@ -255,7 +304,11 @@ fn http10_upstream_response_goes_downstream_as_http11() {
     ));
     let proxy = start_forward_proxy(upstream.addr, |_| {});
     let resp = proxy.client().round_trip(get("/"));
-    assert!(resp.head.starts_with(b"HTTP/1.1 200"), "{:?}", String::from_utf8_lossy(&resp.head));
+    assert!(
+        resp.head.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&resp.head)
+    );
     assert_eq!(resp.body, b"ok");
 }
 
@@ -277,7 +330,12 @@ fn request_filter_reply_then_next_request_reaches_upstream() {
     let mut client = proxy.client();
 
     let denied = client.round_trip(get("/deny"));
-    assert_eq!(denied.status, 403, "{:?}", String::from_utf8_lossy(&denied.raw()));
+    assert_eq!(
+        denied.status,
+        403,
+        "{:?}",
+        String::from_utf8_lossy(&denied.raw())
+    );
     assert_eq!(denied.header("content-length"), Some("6"));
     assert_eq!(denied.body, b"denied");
 
@@ -302,7 +360,11 @@ fn request_filter_reply_to_request_with_body_closes_connection() {
     let denied = client.read_response();
     assert_eq!(denied.status, 403);
     assert_eq!(denied.body, b"denied");
-    assert!(denied.says_close(), "{:?}", String::from_utf8_lossy(&denied.head));
+    assert!(
+        denied.says_close(),
+        "{:?}",
+        String::from_utf8_lossy(&denied.head)
+    );
     client.assert_closed();
     assert_stays(Duration::from_millis(100), "no upstream connection", || {
         upstream.accepted() == 0

@@ -12,10 +12,16 @@ use util::*;
 #[test]
 fn bodies_flow_both_ways_at_once() {
     let upstream = Upstream::start(|mut conn: UpConn| {
-        let Some(mut req) = conn.read_request_head() else { return };
-        let Ok(first) = conn.wire.read_exact_bytes(5) else { return };
+        let Some(mut req) = conn.read_request_head() else {
+            return;
+        };
+        let Ok(first) = conn.wire.read_exact_bytes(5) else {
+            return;
+        };
         conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcde");
-        let Ok(rest) = conn.wire.read_exact_bytes(5) else { return };
+        let Ok(rest) = conn.wire.read_exact_bytes(5) else {
+            return;
+        };
         req.body = [first, rest].concat();
         conn.record(req);
         conn.send(b"fghij");
@@ -43,20 +49,51 @@ fn early_upstream_answer_reaches_client_before_request_body_is_complete() {
     let mut client = proxy.client();
     client.send(b"POST /early HTTP/1.1\r\nHost: example.test\r\nContent-Length: 10\r\n\r\n01234");
 
+    // Half the body is still missing.
     let resp = client.read_response();
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body, b"early");
+}
 
-    client.send(b"56789");
-    assert_eq!(upstream.single_request().body, b"0123456789", "rest of the body still forwarded");
+#[test]
+fn rest_of_body_after_early_answer_is_never_parsed_as_a_request() {
+    let upstream = Upstream::start(answer_early(ok_response("early")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(b"POST /early HTTP/1.1\r\nHost: example.test\r\nContent-Length: 10\r\n\r\n01234");
+    assert_eq!(client.read_response().body, b"early");
+
+    // DESIGN.md leaves it open whether the proxy forwards the rest or gives
+    // up the connection; either way the rest is body, never a request.
+    client.send_lossy(b"56789");
+    client.send_lossy(get("/next"));
+    match client.try_read_response(false) {
+        Ok(next) => assert_eq!(
+            next.status,
+            200,
+            "after the early answer: {:?}",
+            String::from_utf8_lossy(&next.raw())
+        ),
+        Err(e) => assert_eq!(
+            e.kind(),
+            std::io::ErrorKind::UnexpectedEof,
+            "neither an answer nor a close: {e}"
+        ),
+    }
+    for req in upstream.requests() {
+        assert!(
+            req.target == "/early" || req.target == "/next",
+            "body bytes reached the upstream as a request: {:?}",
+            String::from_utf8_lossy(&req.head)
+        );
+    }
 }
 
 #[test]
 fn large_bodies_pass_byte_for_byte_both_ways() {
     const SIZE: usize = 1024 * 1024;
     let response_body: Vec<u8> = (0..SIZE).map(|i| (i * 7 % 251) as u8).collect();
-    let mut response =
-        format!("HTTP/1.1 200 OK\r\nContent-Length: {SIZE}\r\n\r\n").into_bytes();
+    let mut response = format!("HTTP/1.1 200 OK\r\nContent-Length: {SIZE}\r\n\r\n").into_bytes();
     response.extend_from_slice(&response_body);
     let upstream = Upstream::start(respond_forever(response));
     let proxy = start_forward_proxy(upstream.addr, |_| {});
@@ -71,7 +108,10 @@ fn large_bodies_pass_byte_for_byte_both_ways() {
     let resp = client.round_trip(&request);
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body.len(), SIZE);
-    assert!(resp.body == response_body, "response body changed on the way");
+    assert!(
+        resp.body == response_body,
+        "response body changed on the way"
+    );
     let req = upstream.single_request();
     assert_eq!(req.body.len(), SIZE);
     assert!(req.body == request_body, "request body changed on the way");
@@ -101,7 +141,10 @@ fn slow_upstream_reader_keeps_proxy_buffering_bounded() {
     let resp = client.round_trip(&request);
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body, b"done");
-    assert!(upstream.single_request().body == body, "request body changed on the way");
+    assert!(
+        upstream.single_request().body == body,
+        "request body changed on the way"
+    );
 
     let stats = proxy.stats.snapshot();
     // DESIGN.md §4: at most the high watermark plus one read chunk per
@@ -111,5 +154,8 @@ fn slow_upstream_reader_keeps_proxy_buffering_bounded() {
         "proxy buffered {} bytes at peak with a {HIGH}-byte high watermark",
         stats.buffered_bytes_peak
     );
-    assert!(stats.read_pauses >= 1, "the slow upstream never paused the client: {stats:?}");
+    assert!(
+        stats.read_pauses >= 1,
+        "the slow upstream never paused the client: {stats:?}"
+    );
 }

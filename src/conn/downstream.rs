@@ -34,8 +34,8 @@ use crate::buffer::{Crossing, WatermarkBuffer};
 use crate::error::{Answer, ErrorKind, ProxyError, Side, Timeout};
 use crate::http::{
     BodyDecoder, BodyKind, HeadScanner, Headers, ParseError, RequestHead, ResponseHead,
-    add_forwarding_fields, is_upgrade_request, remove_hop_by_hop, request_framing,
-    request_keep_alive, response_framing, response_keep_alive,
+    add_forwarding_fields, is_upgrade_request, remove_hop_by_hop, request_keep_alive,
+    response_keep_alive,
 };
 use crate::stats::Stats;
 
@@ -114,7 +114,11 @@ impl Session {
         sh: &mut Shared,
     ) -> std::io::Result<Self> {
         let _ = stream.set_nodelay(true);
-        let mut io = Io::default();
+        // A fresh socket is writable; the flag drops at the first WouldBlock.
+        let mut io = Io {
+            writable: true,
+            ..Io::default()
+        };
         io.set_interest(
             &mut stream,
             &sh.registry,
@@ -185,6 +189,16 @@ impl Session {
             }
         }
         more
+    }
+
+    /// A graceful drain began: no further request on this connection; an
+    /// idle one closes now, a busy one after its response (which says
+    /// `Connection: close` if its head has not gone out yet).
+    pub(crate) fn begin_drain(&mut self) {
+        self.keep_alive = false;
+        if self.phase == Phase::Head && !self.head_bytes_seen() {
+            self.phase = Phase::Closed;
+        }
     }
 
     /// The loop's timer for this session fired at `sh.now`.
@@ -354,9 +368,7 @@ impl Session {
             Stats::add(&sh.stats.read_resumes, 1);
         }
         Stats::add(&sh.stats.bytes_to_downstream, n as u64);
-        if self.phase == Phase::Busy {
-            Stats::sub(&sh.stats.buffered_bytes, n as u64);
-        }
+        Stats::sub(&sh.stats.buffered_bytes, n as u64);
         self.down_write_at = sh.now;
         Ok(true)
     }
@@ -724,7 +736,8 @@ impl Session {
     }
 
     fn start_request(&mut self, mut req: RequestHead, sh: &mut Shared) -> Result<()> {
-        let framing = request_framing(&req.headers).map_err(|e| {
+        let framing = req.body_kind().and_then(|k| check_host(&req).map(|()| k));
+        let framing = framing.map_err(|e| {
             self.own_reply = Some(OwnReply::new(&req, 0, sh.now));
             ProxyError::downstream(ErrorKind::Parse(e))
         })?;
@@ -752,6 +765,10 @@ impl Session {
             return Ok(());
         }
         let peer = sh.filter.upstream_peer(&req);
+        if !req.headers.contains("host") {
+            // HTTP/1.0 without Host: HTTP/1.1 upstream needs one (RFC 9112 §3.2).
+            req.headers.append("Host", peer.addr.to_string().as_bytes());
+        }
         let mut head_bytes = Vec::with_capacity(256);
         req.encode_upstream(&mut head_bytes);
         let mut ex = Box::new(Exchange::new(
@@ -908,10 +925,18 @@ impl Session {
                 }
                 ex.tunnel = true;
                 ex.req_body = BodyDecoder::new(BodyKind::UntilClose);
+                if ex.to_upstream.is_none() {
+                    Stats::add(&sh.stats.buffers_in_use, 1);
+                    ex.to_upstream = Some(WatermarkBuffer::new(
+                        sh.bufs.get(),
+                        sh.cfg.high_watermark,
+                        sh.cfg.low_watermark,
+                    ));
+                }
                 self.keep_alive = false;
                 BodyKind::UntilClose
             } else {
-                response_framing(&ex.req.method, head.status, &head.headers)
+                head.body_kind(&ex.req.method)
                     .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?
             };
             ex.resp_keep_alive =
@@ -996,24 +1021,25 @@ impl Session {
         if !ex.response_done() {
             return false;
         }
+        ex.upstream = None;
         if ex.reusable() {
-            ex.upstream = None;
             sh.ups.park(key, &sh.registry, &sh.stats, sh.now);
-            return true;
-        }
-        if ex.request_sent() || ex.tunnel || ex.req_abandoned || !ex.request_taken() {
+        } else {
+            // Request bytes not yet written are not needed any more: the
+            // answer is complete. If the client has not sent its whole
+            // body, the rest is never read, so its connection cannot carry
+            // another request.
             if !ex.request_taken() {
-                // The upstream answered before the request body ended: the
-                // rest of the body is never read, so the client connection
-                // cannot carry another request.
                 ex.req_abandoned = true;
                 self.keep_alive = false;
             }
-            ex.upstream = None;
+            if let Some(b) = ex.to_upstream.as_mut() {
+                Stats::sub(&sh.stats.buffered_bytes, b.pending() as u64);
+                b.clear();
+            }
             sh.ups.close(key, &sh.registry);
-            return true;
         }
-        false
+        true
     }
 
     fn finish_request(&mut self, sh: &mut Shared) {
@@ -1091,18 +1117,19 @@ impl Session {
             r.log(self.client, sh.now);
         }
         self.keep_alive = false;
-        let client_gone = err.side == Side::Downstream && matches!(err.kind, ErrorKind::Io(_))
+        let client_gone = err.side == Side::Downstream
+            && matches!(
+                err.kind,
+                ErrorKind::Io(_) | ErrorKind::Timeout(Timeout::ClientSend)
+            )
             || self.phase == Phase::Closed;
         match answer {
             _ if client_gone => self.phase = Phase::Closed,
             Answer::Status(code) => {
                 count_status(&sh.stats, code);
                 if let Some(out) = self.out.as_mut() {
-                    let pending = out.pending() as u64;
+                    Stats::sub(&sh.stats.buffered_bytes, out.pending() as u64);
                     out.clear();
-                    if self.phase == Phase::Busy {
-                        Stats::sub(&sh.stats.buffered_bytes, pending);
-                    }
                 }
                 self.queue_reply(
                     sh,
@@ -1201,6 +1228,7 @@ impl Session {
             self.down_write_at = sh.now;
         }
         out.extend_from_slice(&bytes);
+        sh.stats.buffered_add(bytes.len() as u64);
         // Try at once: the socket is usually writable.
         self.io.writable = true;
     }
@@ -1212,6 +1240,11 @@ impl Session {
     /// Returns empty buffers to the free list (all if `all`: the pending
     /// bytes of a closing connection no longer matter).
     fn release(&mut self, sh: &mut Shared, all: bool) {
+        if all {
+            if let Some(out) = self.out.as_ref() {
+                Stats::sub(&sh.stats.buffered_bytes, out.pending() as u64);
+            }
+        }
         for slot in [&mut self.inbuf, &mut self.out] {
             if slot.as_ref().is_some_and(|b| all || b.is_empty()) {
                 if let Some(b) = slot.take() {
@@ -1223,11 +1256,13 @@ impl Session {
     }
 
     fn release_exchange_buffers(&mut self, ex: &mut Exchange, sh: &mut Shared) {
+        if let Some(b) = ex.to_upstream.as_ref() {
+            Stats::sub(&sh.stats.buffered_bytes, b.pending() as u64);
+        }
         for b in [ex.to_upstream.take(), ex.upin.take()]
             .into_iter()
             .flatten()
         {
-            Stats::sub(&sh.stats.buffered_bytes, b.pending() as u64);
             sh.bufs.put(b.into_storage());
             Stats::sub(&sh.stats.buffers_in_use, 1);
         }
@@ -1349,6 +1384,16 @@ impl Shared {
         self.ups
             .peek(key)
             .map(|u| (u.connecting, u.connect_started))
+    }
+}
+
+/// RFC 9112 §3.2: an HTTP/1.1 request must carry exactly one `Host`; no
+/// request may carry several.
+fn check_host(req: &RequestHead) -> std::result::Result<(), ParseError> {
+    match req.headers.get_all("host").count() {
+        0 if req.version >= 1 => Err(ParseError::Malformed("HTTP/1.1 request without Host")),
+        0 | 1 => Ok(()),
+        _ => Err(ParseError::Malformed("several Host fields")),
     }
 }
 

@@ -86,8 +86,9 @@ enum State {
     /// Inside a chunk-size line; `size` is the chunk-size so far and `len`
     /// the line's bytes so far.
     Line { size: u64, len: usize, at: LinePos },
-    /// The CR that ends the chunk-size line came; LF must follow.
-    LineLf { size: u64 },
+    /// The CR that ends the chunk-size line came; LF must follow (`len`
+    /// as in `Line`).
+    LineLf { size: u64, len: usize },
     /// In `chunk-data`: `remaining` bytes (> 0) of the chunk still to come.
     Data { remaining: u64 },
     /// After chunk-data: CR must follow.
@@ -236,7 +237,7 @@ fn step(state: State, b: u8) -> Result<State, &'static str> {
                     | LinePos::ExtName
                     | LinePos::AfterExtName
                     | LinePos::ExtToken
-                    | LinePos::AfterExtValue => Ok(State::LineLf { size }),
+                    | LinePos::AfterExtValue => Ok(State::LineLf { size, len }),
                     LinePos::ExtQuoted | LinePos::ExtQuotedPair => {
                         Err("CR inside a quoted chunk extension")
                     }
@@ -259,11 +260,16 @@ fn step(state: State, b: u8) -> Result<State, &'static str> {
             };
             Ok(State::Line { size, len, at })
         }
-        State::LineLf { size } => match b {
-            b'\n' if size == 0 => Ok(State::TrailerStart { len: 0 }),
-            b'\n' => Ok(State::Data { remaining: size }),
-            _ => Err("bare CR in chunk-size line"),
-        },
+        State::LineLf { size, len } => {
+            if len.saturating_add(1) > MAX_CHUNK_LINE {
+                return Err("chunk-size line too long");
+            }
+            match b {
+                b'\n' if size == 0 => Ok(State::TrailerStart { len: 0 }),
+                b'\n' => Ok(State::Data { remaining: size }),
+                _ => Err("bare CR in chunk-size line"),
+            }
+        }
         State::DataCr => match b {
             b'\r' => Ok(State::DataLf),
             b'\n' => Err("bare LF after chunk data"),

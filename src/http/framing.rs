@@ -17,10 +17,10 @@
 //! HEAD, 1xx/204/304): `Length(0)` is never returned by the framing
 //! functions. A decoder never counts a byte past the body's end.
 
+use super::Headers;
 use super::chunked::ChunkedScanner;
 use super::error::ParseError;
 use super::head::{RequestHead, ResponseHead, is_token, list_elements, trim_ows};
-use super::Headers;
 
 /// How a message body is delimited (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,8 +83,17 @@ pub fn request_framing(headers: &Headers) -> Result<BodyKind, ParseError> {
     if has_te {
         return request_codings(headers);
     }
-    // Steps 5 and 6: a valid Content-Length is the length.
+    // Steps 5 and 6: a valid Content-Length is the length. A request
+    // carrying several values, even equal ones, is refused (as nginx does)
+    // rather than forwarded with a list the upstream may read differently.
     if has_cl {
+        let values: usize = headers
+            .get_all("content-length")
+            .map(|v| v.split(|&b| b == b',').count())
+            .sum();
+        if values > 1 {
+            return Err(ParseError::Framing("several Content-Length values"));
+        }
         return content_length(headers).map(length_kind);
     }
     // Step 7: no framing field, no body.
@@ -111,8 +120,7 @@ pub fn response_framing(
     headers: &Headers,
 ) -> Result<BodyKind, ParseError> {
     // Step 1: no body, whatever the head says.
-    if request_method == "HEAD" || (100..200).contains(&status) || status == 204 || status == 304
-    {
+    if request_method == "HEAD" || (100..200).contains(&status) || status == 204 || status == 304 {
         return Ok(BodyKind::Empty);
     }
     // Step 2: a successful CONNECT turns the connection into a tunnel.
@@ -152,7 +160,9 @@ impl RequestHead {
     /// `Err(Framing)` (nginx answers 400 too).
     pub fn body_kind(&self) -> Result<BodyKind, ParseError> {
         if self.version == 0 && self.headers.contains("transfer-encoding") {
-            return Err(ParseError::Framing("Transfer-Encoding in an HTTP/1.0 request"));
+            return Err(ParseError::Framing(
+                "Transfer-Encoding in an HTTP/1.0 request",
+            ));
         }
         request_framing(&self.headers)
     }
@@ -168,7 +178,9 @@ impl ResponseHead {
             && kind != BodyKind::Empty
             && self.headers.contains("transfer-encoding")
         {
-            return Err(ParseError::Framing("Transfer-Encoding in an HTTP/1.0 response"));
+            return Err(ParseError::Framing(
+                "Transfer-Encoding in an HTTP/1.0 response",
+            ));
         }
         Ok(kind)
     }
@@ -185,7 +197,10 @@ fn request_codings(headers: &Headers) -> Result<BodyKind, ParseError> {
         if !is_token(name) {
             return Err(ParseError::Framing("invalid transfer coding"));
         }
-        if !KNOWN_CODINGS.iter().any(|k| name.eq_ignore_ascii_case(k.as_bytes())) {
+        if !KNOWN_CODINGS
+            .iter()
+            .any(|k| name.eq_ignore_ascii_case(k.as_bytes()))
+        {
             return Err(ParseError::UnknownCoding);
         }
     }
@@ -195,7 +210,9 @@ fn request_codings(headers: &Headers) -> Result<BodyKind, ParseError> {
     let mut chunked_seen = false;
     for coding in codings() {
         if chunked_seen {
-            return Err(ParseError::Framing("chunked is not the final transfer coding"));
+            return Err(ParseError::Framing(
+                "chunked is not the final transfer coding",
+            ));
         }
         if coding_name(coding).eq_ignore_ascii_case(b"chunked") {
             if coding != coding_name(coding) {
@@ -240,12 +257,15 @@ fn content_length(headers: &Headers) -> Result<u64, ParseError> {
 
 /// `1*DIGIT` as a u64 with checked arithmetic (RFC 9110 §8.6).
 fn parse_digits(s: &[u8]) -> Result<u64, ParseError> {
-    if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
-        return Err(ParseError::Framing("Content-Length is not 1*DIGIT"));
+    let not_digits = ParseError::Framing("Content-Length is not 1*DIGIT");
+    if s.is_empty() {
+        return Err(not_digits);
     }
-    s.iter().try_fold(0u64, |n, &d| {
+    s.iter().try_fold(0u64, |n, &b| {
+        // Only ASCII digits: `to_digit(10)` also refuses signs and spaces.
+        let d = char::from(b).to_digit(10).ok_or(not_digits.clone())?;
         n.checked_mul(10)
-            .and_then(|n| n.checked_add(u64::from(d - b'0')))
+            .and_then(|n| n.checked_add(u64::from(d)))
             .ok_or(ParseError::Framing("Content-Length overflows u64"))
     })
 }

@@ -259,7 +259,10 @@ pub(crate) fn is_token(s: &[u8]) -> bool {
 pub(crate) fn trim_ows(bytes: &[u8]) -> &[u8] {
     let is_ows = |b: &u8| *b == b' ' || *b == b'\t';
     let start = bytes.iter().position(|b| !is_ows(b)).unwrap_or(bytes.len());
-    let end = bytes.iter().rposition(|b| !is_ows(b)).map_or(start, |i| i.saturating_add(1));
+    let end = bytes
+        .iter()
+        .rposition(|b| !is_ows(b))
+        .map_or(start, |i| i.saturating_add(1));
     bytes.get(start..end).unwrap_or_default()
 }
 
@@ -328,8 +331,8 @@ fn headers_from(parsed: &[httparse::Header<'_>]) -> Headers {
     headers
 }
 
-/// The start-line version text for a minor version: the proxy only speaks
-/// HTTP/1.x (RFC 9112 §2.3).
+/// The minor version httparse read, checked to be 0 or 1: the proxy only
+/// speaks HTTP/1.x (RFC 9112 §2.3).
 fn version_ok(minor: Option<u8>) -> Result<u8, ParseError> {
     match minor {
         Some(v @ (0 | 1)) => Ok(v),
@@ -365,7 +368,10 @@ impl RequestHead {
     ///
     /// Each call parses from byte 0: call it once [`HeadScanner`] has found
     /// the end, not on every read.
-    pub fn parse(buf: &[u8], max_fields: usize) -> Result<Option<(RequestHead, usize)>, ParseError> {
+    pub fn parse(
+        buf: &[u8],
+        max_fields: usize,
+    ) -> Result<Option<(RequestHead, usize)>, ParseError> {
         let mut stack: [httparse::Header<'_>; STACK_SLOTS] = [httparse::EMPTY_HEADER; STACK_SLOTS];
         let mut heap = Vec::new();
         let slots = field_slots(&mut stack, &mut heap, max_fields);
@@ -376,7 +382,9 @@ impl RequestHead {
         };
         let version = version_ok(req.version)?;
         let method = req.method.ok_or(ParseError::Malformed("missing method"))?;
-        let target = req.path.ok_or(ParseError::Malformed("missing request-target"))?;
+        let target = req
+            .path
+            .ok_or(ParseError::Malformed("missing request-target"))?;
         let head = RequestHead {
             method: method.to_owned(),
             target: target.to_owned(),
@@ -426,7 +434,10 @@ impl ResponseHead {
     /// Parses a complete response head at the start of `buf`; same contract
     /// as [`RequestHead::parse`]. A status code outside 100..=599 is
     /// `Malformed` (RFC 9110 §15: such values are invalid).
-    pub fn parse(buf: &[u8], max_fields: usize) -> Result<Option<(ResponseHead, usize)>, ParseError> {
+    pub fn parse(
+        buf: &[u8],
+        max_fields: usize,
+    ) -> Result<Option<(ResponseHead, usize)>, ParseError> {
         let mut stack: [httparse::Header<'_>; STACK_SLOTS] = [httparse::EMPTY_HEADER; STACK_SLOTS];
         let mut heap = Vec::new();
         let slots = field_slots(&mut stack, &mut heap, max_fields);
@@ -603,7 +614,10 @@ impl HeadScanner {
         while let Some(&b) = buf.get(pos) {
             if self.state == ScanState::InLine {
                 // Fast path: jump to the end of the line.
-                match buf.get(pos..).and_then(|rest| rest.iter().position(|&c| c == b'\n')) {
+                match buf
+                    .get(pos..)
+                    .and_then(|rest| rest.iter().position(|&c| c == b'\n'))
+                {
                     Some(off) => {
                         pos = pos.saturating_add(off).saturating_add(1);
                         self.state = ScanState::LineStart;
@@ -638,7 +652,11 @@ impl HeadScanner {
     /// `max_len` bytes of `buf`, and returns `Err(HeadTooLarge)` once `buf`
     /// holds `max_len` bytes or more without an end among them (the head
     /// would be longer than `max_len`).
-    pub fn find_end_within(&mut self, buf: &[u8], max_len: usize) -> Result<Option<usize>, ParseError> {
+    pub fn find_end_within(
+        &mut self,
+        buf: &[u8],
+        max_len: usize,
+    ) -> Result<Option<usize>, ParseError> {
         let view = buf.get(..max_len).unwrap_or(buf);
         match self.find_end(view) {
             Some(len) => Ok(Some(len)),

@@ -22,7 +22,13 @@ use super::head::{Headers, list_elements};
 
 /// Fields that are hop-by-hop whatever `Connection` says (RFC 9110 §7.6.1;
 /// `Proxy-Connection` and `Keep-Alive` are the pre-standard ones it names).
-const HOP_BY_HOP: [&str; 5] = ["connection", "keep-alive", "proxy-connection", "te", "upgrade"];
+const HOP_BY_HOP: [&str; 5] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "upgrade",
+];
 
 /// Fields kept even if `Connection` names them. RFC 9110 §7.6.1 forbids a
 /// sender to list a field meant for all recipients; honouring such a list
@@ -71,7 +77,9 @@ pub fn remove_hop_by_hop(headers: &mut Headers, keep_upgrade: bool) {
         if keep_upgrade && name.eq_ignore_ascii_case("upgrade") {
             return true;
         }
-        let listed = named.iter().any(|n| n.eq_ignore_ascii_case(name.as_bytes()));
+        let listed = named
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(name.as_bytes()));
         !(is(&HOP_BY_HOP) || listed)
     });
     if keep_upgrade {

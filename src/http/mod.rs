@@ -16,7 +16,8 @@
 //! - [`framing`]: body length per role (RFC 9112 §6.3) and [`BodyDecoder`].
 //! - [`chunked`]: [`ChunkedScanner`], the chunked-body end finder
 //!   (RFC 9112 §7.1).
-//! - [`error`]: [`ParseError`].
+//! - [`error`]: the one error type, [`ParseError`], and the status a
+//!   rejected request gets.
 //!
 //! Invariants: no function panics on input (no `unwrap`, no indexing that
 //! can fail, checked arithmetic); every incremental parser gives the same

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 #[allow(unused_imports)]
 pub use sluice::{
-    Config, Filter, Forward, Headers, Peer, Reply, RequestHead, ResponseHead, Server,
-    ServerHandle, Stats,
+    Config, Filter, Forward, Headers, Peer, Reply, RequestHead, ResponseHead, Server, ServerHandle,
+    Stats,
 };
 
 /// Longest a client waits for any one read before the test fails.
@@ -210,7 +210,11 @@ fn field_all(fields: &Fields, name: &str) -> Vec<String> {
 fn has_token(fields: &Fields, name: &str, token: &str) -> bool {
     field_all(fields, name)
         .iter()
-        .flat_map(|v| v.split(',').map(|t| t.trim().to_string()).collect::<Vec<_>>())
+        .flat_map(|v| {
+            v.split(',')
+                .map(|t| t.trim().to_string())
+                .collect::<Vec<_>>()
+        })
         .any(|t| t.eq_ignore_ascii_case(token))
 }
 
@@ -233,7 +237,11 @@ fn last_coding_is_chunked(fields: &Fields) -> Option<bool> {
         return None;
     }
     let joined = all.join(",");
-    let last = joined.split(',').map(str::trim).filter(|s| !s.is_empty()).last();
+    let last = joined
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .last();
     Some(last.is_some_and(|c| c.eq_ignore_ascii_case("chunked")))
 }
 
@@ -273,7 +281,11 @@ pub fn chunked_end(buf: &[u8]) -> Option<usize> {
         if buf.len() < pos + size + 2 {
             return None;
         }
-        assert_eq!(&buf[pos + size..pos + size + 2], b"\r\n", "chunk data not followed by CRLF");
+        assert_eq!(
+            &buf[pos + size..pos + size + 2],
+            b"\r\n",
+            "chunk data not followed by CRLF"
+        );
         pos += size + 2;
     }
 }
@@ -379,7 +391,11 @@ impl Response {
 
 /// `HTTP/1.1 200 OK` with `Content-Length` and `body`.
 pub fn ok_response(body: &str) -> Vec<u8> {
-    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 /// A plain GET of `target` with a Host field.
@@ -401,14 +417,20 @@ pub struct Wire {
 fn is_reset(e: &io::Error) -> bool {
     matches!(
         e.kind(),
-        io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted | io::ErrorKind::BrokenPipe
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
     )
 }
 
 impl Wire {
     pub fn new(stream: TcpStream, timeout: Duration) -> Wire {
-        stream.set_read_timeout(Some(timeout)).expect("set_read_timeout");
-        stream.set_write_timeout(Some(timeout)).expect("set_write_timeout");
+        stream
+            .set_read_timeout(Some(timeout))
+            .expect("set_read_timeout");
+        stream
+            .set_write_timeout(Some(timeout))
+            .expect("set_write_timeout");
         let _ = stream.set_nodelay(true);
         Wire {
             stream,
@@ -466,7 +488,10 @@ impl Wire {
                 }
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    format!("EOF inside a head: {:?}", String::from_utf8_lossy(&self.buf)),
+                    format!(
+                        "EOF inside a head: {:?}",
+                        String::from_utf8_lossy(&self.buf)
+                    ),
                 ));
             }
         }
@@ -494,7 +519,10 @@ impl Wire {
             if self.fill()? == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    format!("EOF inside a chunked body: {:?}", String::from_utf8_lossy(&self.buf)),
+                    format!(
+                        "EOF inside a chunked body: {:?}",
+                        String::from_utf8_lossy(&self.buf)
+                    ),
                 ));
             }
         }
@@ -575,7 +603,10 @@ impl Client {
     /// Reads a response head only; the body stays unread.
     pub fn try_read_head(&mut self) -> io::Result<Response> {
         let head = self.wire.read_head()?.ok_or_else(|| {
-            io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed before a response")
+            io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed before a response",
+            )
         })?;
         let (start, fields) = parse_head(&head).ok_or_else(|| {
             io::Error::new(
@@ -586,7 +617,10 @@ impl Client {
         let mut parts = start.splitn(3, ' ');
         let version = parts.next().unwrap_or("").to_string();
         let status = parts.next().and_then(|s| s.parse().ok()).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidData, format!("bad status line {start:?}"))
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad status line {start:?}"),
+            )
         })?;
         let reason = parts.next().unwrap_or("").to_string();
         Ok(Response {
@@ -653,11 +687,19 @@ impl Client {
                 "connection still open after {within:?}; got {:?}",
                 String::from_utf8_lossy(self.wire.buffered())
             );
-            self.wire.stream.set_read_timeout(Some(left)).expect("set_read_timeout");
+            self.wire
+                .stream
+                .set_read_timeout(Some(left))
+                .expect("set_read_timeout");
             match self.wire.fill() {
                 Ok(0) => break,
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
                     panic!(
                         "connection still open after {within:?}; got {:?}",
                         String::from_utf8_lossy(self.wire.buffered())
@@ -686,11 +728,18 @@ impl Client {
     #[track_caller]
     pub fn assert_open(&mut self, during: Duration) {
         assert!(self.wire.buffered().is_empty(), "unexpected bytes buffered");
-        self.wire.stream.set_read_timeout(Some(during)).expect("set_read_timeout");
+        self.wire
+            .stream
+            .set_read_timeout(Some(during))
+            .expect("set_read_timeout");
         let r = self.wire.fill();
         let _ = self.wire.stream.set_read_timeout(Some(CLIENT_TIMEOUT));
         match r {
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
             Ok(0) => panic!("connection closed"),
             Ok(_) => panic!(
                 "unexpected bytes: {:?}",
@@ -710,13 +759,29 @@ impl Client {
 /// `Content-Length` that matches its body.
 #[track_caller]
 pub fn assert_proxy_error(resp: &Response, status: u16) {
-    assert_eq!(resp.status, status, "status; response {:?}", String::from_utf8_lossy(&resp.raw()));
+    assert_eq!(
+        resp.status,
+        status,
+        "status; response {:?}",
+        String::from_utf8_lossy(&resp.raw())
+    );
     assert_eq!(resp.version, "HTTP/1.1", "status line version");
-    assert!(resp.says_close(), "no Connection: close in {:?}", String::from_utf8_lossy(&resp.head));
-    let cl = resp
-        .header("content-length")
-        .unwrap_or_else(|| panic!("no Content-Length in {:?}", String::from_utf8_lossy(&resp.head)));
-    assert_eq!(cl.parse::<usize>().ok(), Some(resp.body.len()), "Content-Length vs body");
+    assert!(
+        resp.says_close(),
+        "no Connection: close in {:?}",
+        String::from_utf8_lossy(&resp.head)
+    );
+    let cl = resp.header("content-length").unwrap_or_else(|| {
+        panic!(
+            "no Content-Length in {:?}",
+            String::from_utf8_lossy(&resp.head)
+        )
+    });
+    assert_eq!(
+        cl.parse::<usize>().ok(),
+        Some(resp.body.len()),
+        "Content-Length vs body"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -910,7 +975,9 @@ impl Blackhole {
 
 /// Answers every request on the connection with `answer(&request)`, until
 /// the proxy closes it.
-pub fn serve(answer: impl Fn(&Request) -> Vec<u8> + Send + Sync + 'static) -> impl Fn(UpConn) + Send + Sync + 'static {
+pub fn serve(
+    answer: impl Fn(&Request) -> Vec<u8> + Send + Sync + 'static,
+) -> impl Fn(UpConn) + Send + Sync + 'static {
     move |mut conn: UpConn| {
         while let Some(req) = conn.read_request() {
             if !conn.send(answer(&req)) {
@@ -938,7 +1005,10 @@ pub fn respond_forever(response: Vec<u8>) -> impl Fn(UpConn) + Send + Sync + 'st
 }
 
 /// Answers requests with `response`; closes once no request arrived for `idle`.
-pub fn close_when_idle(idle: Duration, response: Vec<u8>) -> impl Fn(UpConn) + Send + Sync + 'static {
+pub fn close_when_idle(
+    idle: Duration,
+    response: Vec<u8>,
+) -> impl Fn(UpConn) + Send + Sync + 'static {
     move |mut conn: UpConn| {
         let _ = conn.wire.stream.set_read_timeout(Some(idle));
         while let Some(req) = conn.read_request_head() {
@@ -972,7 +1042,9 @@ pub fn close_on_request() -> impl Fn(UpConn) + Send + Sync + 'static {
 /// body; then reads the body and records the request.
 pub fn answer_early(response: Vec<u8>) -> impl Fn(UpConn) + Send + Sync + 'static {
     move |mut conn: UpConn| {
-        let Some(mut req) = conn.read_request_head() else { return };
+        let Some(mut req) = conn.read_request_head() else {
+            return;
+        };
         if !conn.send(&response) {
             return;
         }
@@ -986,7 +1058,11 @@ pub fn answer_early(response: Vec<u8>) -> impl Fn(UpConn) + Send + Sync + 'stati
 
 /// Reads each request body at most `chunk` bytes per read with `pause`
 /// before each read, then answers with `response`.
-pub fn read_slowly(chunk: usize, pause: Duration, response: Vec<u8>) -> impl Fn(UpConn) + Send + Sync + 'static {
+pub fn read_slowly(
+    chunk: usize,
+    pause: Duration,
+    response: Vec<u8>,
+) -> impl Fn(UpConn) + Send + Sync + 'static {
     move |mut conn: UpConn| {
         while let Some(mut req) = conn.read_request_head() {
             let Framing::Length(mut left) = req.framing() else {
@@ -1025,7 +1101,10 @@ pub fn never_answer() -> impl Fn(UpConn) + Send + Sync + 'static {
 
 /// Answers every request with `response` immediately followed (same write)
 /// by `extra`, bytes that belong to no response.
-pub fn bytes_after_body(response: Vec<u8>, extra: Vec<u8>) -> impl Fn(UpConn) + Send + Sync + 'static {
+pub fn bytes_after_body(
+    response: Vec<u8>,
+    extra: Vec<u8>,
+) -> impl Fn(UpConn) + Send + Sync + 'static {
     move |mut conn: UpConn| {
         let mut all = response.clone();
         all.extend_from_slice(&extra);

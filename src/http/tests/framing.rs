@@ -1,0 +1,579 @@
+//! Body framing (RFC 9112 §6.3, DESIGN §5 row by row), `BodyDecoder`, and
+//! the request status of each `ParseError`.
+
+use super::{Outcome, agree};
+use crate::http::{
+    BodyDecoder, BodyKind, Headers, ParseError, RequestHead, ResponseHead, request_framing,
+    response_framing,
+};
+
+fn headers(fields: &[(&str, &str)]) -> Headers {
+    let mut h = Headers::new();
+    for (n, v) in fields {
+        h.append(n, v.as_bytes());
+    }
+    h
+}
+
+const TE: &str = "Transfer-Encoding";
+const CL: &str = "Content-Length";
+
+fn framing_error(why: &'static str) -> Result<BodyKind, ParseError> {
+    Err(ParseError::Framing(why))
+}
+
+// ---- requests -------------------------------------------------------------
+
+/// (fields, expected, why) rows checked against `request_framing`.
+type Row = (
+    &'static [(&'static str, &'static str)],
+    Result<BodyKind, ParseError>,
+    &'static str,
+);
+
+#[track_caller]
+fn check_requests(rows: &[Row]) {
+    for (fields, want, why) in rows {
+        assert_eq!(&request_framing(&headers(fields)), want, "{why}");
+    }
+}
+
+#[test]
+fn design_5_request_te_and_cl_is_an_error() {
+    let both = framing_error("both Transfer-Encoding and Content-Length");
+    check_requests(&[
+        (&[(TE, "chunked"), (CL, "5")], both.clone(), "TE then CL"),
+        (&[(CL, "5"), (TE, "chunked")], both.clone(), "CL then TE"),
+        (
+            &[(TE, "chunked"), ("content-length", "0")],
+            both.clone(),
+            "CL 0 is still CL",
+        ),
+        (
+            &[("transfer-encoding", "gzip"), (CL, "5")],
+            both,
+            "checked before the codings",
+        ),
+    ]);
+}
+
+#[test]
+fn design_5_request_content_length_values() {
+    let digits = framing_error("Content-Length is not 1*DIGIT");
+    let several = framing_error("several Content-Length values");
+    check_requests(&[
+        (&[(CL, "10")], Ok(BodyKind::Length(10)), "one valid value"),
+        (
+            &[(CL, "0")],
+            Ok(BodyKind::Empty),
+            "zero is Empty (module invariant)",
+        ),
+        (
+            &[(CL, "5"), (CL, "5")],
+            several.clone(),
+            "identical fields: refused on requests, as nginx does",
+        ),
+        (
+            &[(CL, "5, 5")],
+            several.clone(),
+            "identical list: refused on requests (RFC 9110 §8.6 allows it)",
+        ),
+        (
+            &[(CL, "05"), (CL, "5")],
+            several.clone(),
+            "same number, leading zero",
+        ),
+        (
+            &[(CL, "18446744073709551615")],
+            Ok(BodyKind::Length(u64::MAX)),
+            "u64::MAX",
+        ),
+        (&[(CL, "5"), (CL, "6")], several.clone(), "differing fields"),
+        (&[(CL, "5, 6")], several.clone(), "differing list"),
+        (&[(CL, "abc")], digits.clone(), "letters"),
+        (&[(CL, "-1")], digits.clone(), "sign"),
+        (&[(CL, "+1")], digits.clone(), "plus sign"),
+        (&[(CL, "1.0")], digits.clone(), "decimal point"),
+        (&[(CL, "0x10")], digits.clone(), "hex"),
+        (&[(CL, "1 2")], digits.clone(), "space inside"),
+        (&[(CL, "")], digits.clone(), "empty value"),
+        (&[(CL, "5,")], several.clone(), "empty list element"),
+        (&[(CL, "5"), (CL, "x")], several, "one bad among good"),
+        (&[(CL, "x")], digits, "one bad value"),
+        (
+            &[(CL, "18446744073709551616")],
+            framing_error("Content-Length overflows u64"),
+            "u64::MAX + 1",
+        ),
+    ]);
+}
+
+#[test]
+fn design_5_request_final_coding_must_be_chunked() {
+    let not_final = framing_error("chunked is not the final transfer coding");
+    let not_chunked = framing_error("final transfer coding is not chunked");
+    check_requests(&[
+        (&[(TE, "chunked")], Ok(BodyKind::Chunked), "chunked"),
+        (
+            &[(TE, "Chunked")],
+            Ok(BodyKind::Chunked),
+            "case-insensitive",
+        ),
+        (
+            &[(TE, "gzip, chunked")],
+            Ok(BodyKind::Chunked),
+            "chunked last",
+        ),
+        (
+            &[(TE, "gzip"), (TE, "chunked")],
+            Ok(BodyKind::Chunked),
+            "list across fields",
+        ),
+        (
+            &[(TE, " , chunked ,")],
+            Ok(BodyKind::Chunked),
+            "empty elements ignored",
+        ),
+        (
+            &[(TE, "gzip")],
+            not_chunked.clone(),
+            "known, not chunked (400)",
+        ),
+        (&[(TE, "identity")], not_chunked.clone(), "identity alone"),
+        (
+            &[(TE, "x-gzip;q=1")],
+            not_chunked,
+            "known coding with a parameter",
+        ),
+        (
+            &[(TE, "chunked, gzip")],
+            not_final.clone(),
+            "chunked not last",
+        ),
+        (
+            &[(TE, "chunked, chunked")],
+            not_final.clone(),
+            "chunked twice",
+        ),
+        (
+            &[(TE, "chunked"), (TE, "chunked")],
+            not_final,
+            "chunked twice across fields",
+        ),
+        (
+            &[(TE, "foo")],
+            Err(ParseError::UnknownCoding),
+            "unknown (501)",
+        ),
+        (
+            &[(TE, "foo, chunked")],
+            Err(ParseError::UnknownCoding),
+            "unknown before chunked",
+        ),
+        (
+            &[(TE, "chunked, foo")],
+            Err(ParseError::UnknownCoding),
+            "unknown wins over position",
+        ),
+        (
+            &[(TE, "chunked;x=1")],
+            framing_error("parameters on the chunked coding"),
+            "chunked parameter",
+        ),
+        (
+            &[(TE, "")],
+            framing_error("empty Transfer-Encoding"),
+            "empty value",
+        ),
+        (
+            &[(TE, ", ,")],
+            framing_error("empty Transfer-Encoding"),
+            "only empty elements",
+        ),
+        (
+            &[(TE, "chun@ked")],
+            framing_error("invalid transfer coding"),
+            "not a token",
+        ),
+        (
+            &[(TE, ";x=1")],
+            framing_error("invalid transfer coding"),
+            "parameter without coding",
+        ),
+    ]);
+}
+
+#[test]
+fn design_5_request_without_framing_has_no_body() {
+    check_requests(&[
+        (&[], Ok(BodyKind::Empty), "no fields"),
+        (
+            &[("Host", "h"), ("Content-Type", "text/plain")],
+            Ok(BodyKind::Empty),
+            "unrelated fields",
+        ),
+    ]);
+}
+
+#[test]
+fn http10_request_with_transfer_encoding_is_faulty() {
+    let raw = b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let (head, _) = RequestHead::parse(raw, 10).unwrap().unwrap();
+    assert_eq!(
+        head.body_kind(),
+        framing_error("Transfer-Encoding in an HTTP/1.0 request")
+    );
+    let raw = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let (head, _) = RequestHead::parse(raw, 10).unwrap().unwrap();
+    assert_eq!(head.body_kind(), Ok(BodyKind::Chunked));
+}
+
+// ---- responses ------------------------------------------------------------
+
+/// (method, status, fields, expected, why) rows for `response_framing`.
+type RespRow = (
+    &'static str,
+    u16,
+    &'static [(&'static str, &'static str)],
+    Result<BodyKind, ParseError>,
+    &'static str,
+);
+
+#[track_caller]
+fn check_responses(rows: &[RespRow]) {
+    for (method, status, fields, want, why) in rows {
+        assert_eq!(
+            &response_framing(method, *status, &headers(fields)),
+            want,
+            "{why}"
+        );
+    }
+}
+
+#[test]
+fn design_5_response_without_body_whatever_the_head_says() {
+    check_responses(&[
+        (
+            "HEAD",
+            200,
+            &[(CL, "100")],
+            Ok(BodyKind::Empty),
+            "HEAD with CL",
+        ),
+        (
+            "HEAD",
+            200,
+            &[(TE, "chunked")],
+            Ok(BodyKind::Empty),
+            "HEAD with TE",
+        ),
+        (
+            "HEAD",
+            200,
+            &[(TE, "chunked"), (CL, "1")],
+            Ok(BodyKind::Empty),
+            "HEAD with both",
+        ),
+        ("HEAD", 200, &[], Ok(BodyKind::Empty), "HEAD with neither"),
+        (
+            "GET",
+            100,
+            &[(CL, "5")],
+            Ok(BodyKind::Empty),
+            "100 Continue",
+        ),
+        (
+            "GET",
+            101,
+            &[],
+            Ok(BodyKind::Empty),
+            "101 (the tunnel is the caller's)",
+        ),
+        (
+            "GET",
+            103,
+            &[(TE, "chunked")],
+            Ok(BodyKind::Empty),
+            "103 Early Hints",
+        ),
+        ("GET", 204, &[(CL, "5")], Ok(BodyKind::Empty), "204 with CL"),
+        ("GET", 304, &[(CL, "5")], Ok(BodyKind::Empty), "304 with CL"),
+        (
+            "GET",
+            304,
+            &[(TE, "chunked")],
+            Ok(BodyKind::Empty),
+            "304 with TE",
+        ),
+    ]);
+}
+
+#[test]
+fn design_5_response_transfer_encoding() {
+    check_responses(&[
+        (
+            "GET",
+            200,
+            &[(TE, "chunked")],
+            Ok(BodyKind::Chunked),
+            "last coding chunked",
+        ),
+        (
+            "GET",
+            200,
+            &[(TE, "gzip, CHUNKED")],
+            Ok(BodyKind::Chunked),
+            "gzip then chunked",
+        ),
+        (
+            "GET",
+            200,
+            &[(TE, "gzip"), (TE, "chunked")],
+            Ok(BodyKind::Chunked),
+            "across fields",
+        ),
+        (
+            "GET",
+            200,
+            &[(TE, "gzip")],
+            Ok(BodyKind::UntilClose),
+            "no chunked",
+        ),
+        (
+            "GET",
+            200,
+            &[(TE, "chunked, gzip")],
+            Ok(BodyKind::UntilClose),
+            "chunked not last",
+        ),
+        (
+            "GET",
+            200,
+            &[(TE, "foo")],
+            Ok(BodyKind::UntilClose),
+            "unknown coding",
+        ),
+        (
+            "GET",
+            200,
+            &[(TE, "chunked;x")],
+            Ok(BodyKind::UntilClose),
+            "chunked with parameter",
+        ),
+        (
+            "GET",
+            200,
+            &[(TE, "")],
+            Ok(BodyKind::UntilClose),
+            "empty TE",
+        ),
+    ]);
+}
+
+#[test]
+fn design_5_response_content_length() {
+    check_responses(&[
+        (
+            "GET",
+            200,
+            &[(CL, "42")],
+            Ok(BodyKind::Length(42)),
+            "valid CL",
+        ),
+        (
+            "GET",
+            200,
+            &[(CL, "0")],
+            Ok(BodyKind::Empty),
+            "CL 0 is Empty",
+        ),
+        (
+            "GET",
+            200,
+            &[(CL, "7"), (CL, "7")],
+            Ok(BodyKind::Length(7)),
+            "identical CL",
+        ),
+        (
+            "GET",
+            200,
+            &[(CL, "7"), (CL, "8")],
+            framing_error("differing Content-Length values"),
+            "differing (502)",
+        ),
+        (
+            "GET",
+            200,
+            &[(CL, "7x")],
+            framing_error("Content-Length is not 1*DIGIT"),
+            "invalid (502)",
+        ),
+        (
+            "GET",
+            200,
+            &[(TE, "chunked"), (CL, "7")],
+            framing_error("both Transfer-Encoding and Content-Length"),
+            "both (502, like nginx)",
+        ),
+        (
+            "POST",
+            500,
+            &[(CL, "3")],
+            Ok(BodyKind::Length(3)),
+            "error statuses have bodies",
+        ),
+    ]);
+}
+
+#[test]
+fn design_5_response_without_framing_reads_until_close() {
+    check_responses(&[
+        ("GET", 200, &[], Ok(BodyKind::UntilClose), "neither"),
+        (
+            "CONNECT",
+            200,
+            &[(CL, "5")],
+            Ok(BodyKind::UntilClose),
+            "2xx to CONNECT: tunnel",
+        ),
+        (
+            "CONNECT",
+            407,
+            &[(CL, "5")],
+            Ok(BodyKind::Length(5)),
+            "non-2xx to CONNECT",
+        ),
+        (
+            "head",
+            200,
+            &[(CL, "5")],
+            Ok(BodyKind::Length(5)),
+            "methods are case-sensitive",
+        ),
+    ]);
+}
+
+#[test]
+fn http10_response_with_transfer_encoding_is_faulty() {
+    let raw = b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let (head, _) = ResponseHead::parse(raw, 10).unwrap().unwrap();
+    assert_eq!(
+        head.body_kind("GET"),
+        framing_error("Transfer-Encoding in an HTTP/1.0 response")
+    );
+    assert_eq!(head.body_kind("HEAD"), Ok(BodyKind::Empty));
+}
+
+// ---- BodyDecoder ----------------------------------------------------------
+
+#[test]
+fn decoder_length_counts_exactly() {
+    let fresh = || BodyDecoder::new(BodyKind::Length(5));
+    assert_eq!(agree(fresh, b"hello"), Outcome::Done(5));
+    assert_eq!(agree(fresh, b"hel"), Outcome::NeedMore);
+    assert_eq!(agree(fresh, b""), Outcome::NeedMore);
+    let mut d = fresh();
+    assert_eq!(d.remaining_hint(), Some(5));
+    assert_eq!(d.scan(b"he"), Ok(2));
+    assert_eq!(d.remaining_hint(), Some(3));
+    assert_eq!(d.scan(b"lloGET"), Ok(3));
+    assert!(d.is_done());
+    assert_eq!(d.remaining_hint(), Some(0));
+    assert_eq!(d.scan(b"more"), Ok(0));
+    assert!(!d.is_until_close());
+}
+
+#[test]
+fn decoder_huge_length_never_overflows() {
+    let mut d = BodyDecoder::new(BodyKind::Length(u64::MAX));
+    assert_eq!(d.scan(&[0; 4096]), Ok(4096));
+    assert_eq!(d.remaining_hint(), Some(u64::MAX - 4096));
+}
+
+#[test]
+fn decoder_empty_and_zero_length_are_done_at_once() {
+    for kind in [BodyKind::Empty, BodyKind::Length(0)] {
+        assert_eq!(
+            agree(|| BodyDecoder::new(kind), b""),
+            Outcome::Done(0),
+            "{kind:?}"
+        );
+        assert_eq!(
+            agree(|| BodyDecoder::new(kind), b"GET"),
+            Outcome::Done(0),
+            "{kind:?}"
+        );
+        let mut d = BodyDecoder::new(kind);
+        assert!(d.is_done());
+        assert_eq!(d.finish_on_eof(), Ok(()));
+        assert_eq!(d.kind(), kind);
+    }
+    assert_eq!(BodyDecoder::new(BodyKind::Empty).remaining_hint(), None);
+}
+
+#[test]
+fn decoder_chunked_delegates_to_the_scanner() {
+    let fresh = || BodyDecoder::new(BodyKind::Chunked);
+    let body = b"3\r\nabc\r\n0\r\nT: 1\r\n\r\n";
+    assert_eq!(agree(fresh, body), Outcome::Done(body.len()));
+    assert_eq!(
+        agree(fresh, b"3\nabc"),
+        Outcome::Failed(ParseError::Chunk("bare LF in chunk-size line"))
+    );
+    assert_eq!(fresh().remaining_hint(), None);
+}
+
+#[test]
+fn decoder_until_close_takes_everything_until_eof() {
+    let fresh = || BodyDecoder::new(BodyKind::UntilClose);
+    assert_eq!(agree(fresh, b"any bytes\r\n0\r\n\r\n"), Outcome::NeedMore);
+    let mut d = fresh();
+    assert!(d.is_until_close());
+    assert_eq!(d.remaining_hint(), None);
+    assert_eq!(d.scan(b"abc"), Ok(3));
+    assert!(!d.is_done());
+    assert_eq!(d.finish_on_eof(), Ok(()));
+    assert!(d.is_done());
+    assert!(d.is_until_close());
+    assert_eq!(d.scan(b"late"), Ok(0));
+}
+
+#[test]
+fn decoder_eof_before_the_end_is_truncated() {
+    // (kind, bytes before EOF, why)
+    let table: &[(BodyKind, &[u8], &str)] = &[
+        (BodyKind::Length(5), b"", "no byte of a Length body"),
+        (BodyKind::Length(5), b"hell", "one byte short"),
+        (BodyKind::Chunked, b"", "no byte of a chunked body"),
+        (BodyKind::Chunked, b"5\r\nhello\r\n", "no last-chunk"),
+        (BodyKind::Chunked, b"0\r\n", "no final CRLF"),
+    ];
+    for (kind, bytes, why) in table {
+        let mut d = BodyDecoder::new(*kind);
+        assert_eq!(d.scan(bytes), Ok(bytes.len()), "{why}");
+        assert_eq!(d.finish_on_eof(), Err(ParseError::Truncated), "{why}");
+    }
+    let mut d = BodyDecoder::new(BodyKind::Chunked);
+    assert_eq!(d.scan(b"0\r\n\r\n"), Ok(5));
+    assert_eq!(d.finish_on_eof(), Ok(()), "already done");
+}
+
+// ---- ParseError -----------------------------------------------------------
+
+#[test]
+fn request_status_of_each_error() {
+    // (error, status, why)
+    let table: &[(ParseError, u16, &str)] = &[
+        (ParseError::Malformed("x"), 400, "syntax"),
+        (ParseError::Framing("x"), 400, "framing (DESIGN §5)"),
+        (ParseError::Chunk("x"), 400, "chunked syntax"),
+        (ParseError::Truncated, 400, "incomplete body"),
+        (ParseError::HeadTooLarge, 431, "RFC 6585 §5"),
+        (ParseError::TooManyFields, 431, "RFC 6585 §5"),
+        (ParseError::UnknownCoding, 501, "RFC 9112 §6.1"),
+    ];
+    for (e, status, why) in table {
+        assert_eq!(e.request_status(), *status, "{why}");
+        assert!(!e.to_string().is_empty());
+    }
+}

@@ -150,8 +150,14 @@ fn headers_never_store_a_line_break() {
         h.try_append("Bad Name", b"v"),
         Err(ParseError::Malformed("invalid field name"))
     );
-    assert_eq!(h.try_append("", b"v"), Err(ParseError::Malformed("invalid field name")));
-    assert_eq!(h.try_append("Bad\r\nName", b"v"), Err(ParseError::Malformed("invalid field name")));
+    assert_eq!(
+        h.try_append("", b"v"),
+        Err(ParseError::Malformed("invalid field name"))
+    );
+    assert_eq!(
+        h.try_append("Bad\r\nName", b"v"),
+        Err(ParseError::Malformed("invalid field name"))
+    );
     assert_eq!(h.len(), 1);
     h.append("Tab", b"a\tb");
     assert_eq!(h.get("tab"), Some(&b"a\tb"[..]));
@@ -192,7 +198,11 @@ fn request_leading_empty_lines_are_skipped_and_counted() {
 fn request_incomplete_is_none_at_every_prefix() {
     let raw = b"GET /a HTTP/1.1\r\nHost: h\r\nX: y\r\n\r\n";
     for i in 0..raw.len() {
-        assert_eq!(RequestHead::parse(&raw[..i], MAX_FIELDS), Ok(None), "prefix {i}");
+        assert_eq!(
+            RequestHead::parse(&raw[..i], MAX_FIELDS),
+            Ok(None),
+            "prefix {i}"
+        );
     }
     assert_eq!(parse_req(raw).1, raw.len());
 }
@@ -229,22 +239,43 @@ fn request_field_limit() {
 fn request_bad_heads_are_malformed() {
     // (input, reason it is rejected)
     let table: &[(&[u8], &str)] = &[
-        (b"GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n", "obs-fold (RFC 9112 §5.2)"),
-        (b"GET / HTTP/1.1\r\nA: b\r\n\tfolded\r\n\r\n", "obs-fold with HTAB"),
-        (b"GET / HTTP/1.1\r\nHost : h\r\n\r\n", "space before colon (RFC 9112 §5.1)"),
+        (
+            b"GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n",
+            "obs-fold (RFC 9112 §5.2)",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nA: b\r\n\tfolded\r\n\r\n",
+            "obs-fold with HTAB",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost : h\r\n\r\n",
+            "space before colon (RFC 9112 §5.1)",
+        ),
         (b"GET / HTTP/1.1\r\nHost\t: h\r\n\r\n", "HTAB before colon"),
-        (b"GET / HTTP/1.1\r\n Host: h\r\n\r\n", "whitespace before the first field"),
+        (
+            b"GET / HTTP/1.1\r\n Host: h\r\n\r\n",
+            "whitespace before the first field",
+        ),
         (b"GET / HTTP/2.0\r\n\r\n", "not HTTP/1.x"),
         (b"GET / HTTP/1.2\r\n\r\n", "unknown minor version"),
         (b"GET  / HTTP/1.1\r\n\r\n", "two spaces in the request-line"),
         (b"GET /\x7f HTTP/1.1\r\n\r\n", "DEL in the target"),
         (b"G(T / HTTP/1.1\r\n\r\n", "method not a token"),
-        (b"GET / HTTP/1.1\r\nA: b\0c\r\n\r\n", "NUL in a value (RFC 9110 §5.5)"),
+        (
+            b"GET / HTTP/1.1\r\nA: b\0c\r\n\r\n",
+            "NUL in a value (RFC 9110 §5.5)",
+        ),
         (b"GET / HTTP/1.1\r\nA: b\rc\r\n\r\n", "bare CR in a value"),
         (b"GET / HTTP/1.1\r\nA(: b\r\n\r\n", "field name not a token"),
         (b"GET / HTTP/1.1\r\n: b\r\n\r\n", "empty field name"),
-        (b"GET / HTTP/1.1\r\nNoColon\r\n\r\n", "field line without colon"),
-        (b"\rGET / HTTP/1.1\r\n\r\n", "bare CR before the request-line"),
+        (
+            b"GET / HTTP/1.1\r\nNoColon\r\n\r\n",
+            "field line without colon",
+        ),
+        (
+            b"\rGET / HTTP/1.1\r\n\r\n",
+            "bare CR before the request-line",
+        ),
     ];
     for (raw, why) in table {
         match RequestHead::parse(raw, MAX_FIELDS) {
@@ -263,7 +294,10 @@ fn request_encode_cannot_inject_lines() {
         headers: Headers::new(),
     };
     head.headers.append("Host", b"h");
-    assert_eq!(encode_req(&head), "GET /a  X: y HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(
+        encode_req(&head),
+        "GET /a  X: y HTTP/1.1\r\nHost: h\r\n\r\n"
+    );
 }
 
 // ---- ResponseHead ---------------------------------------------------------
@@ -273,10 +307,16 @@ fn response_parse_and_encode() {
     let raw = b"HTTP/1.0 404 Not Here\r\nServer: x\r\ncontent-length: 0\r\n\r\n";
     let (head, len) = parse_resp(raw);
     assert_eq!(len, raw.len());
-    assert_eq!((head.version, head.status, head.reason.as_str()), (0, 404, "Not Here"));
+    assert_eq!(
+        (head.version, head.status, head.reason.as_str()),
+        (0, 404, "Not Here")
+    );
     let mut out = Vec::new();
     head.encode(&mut out);
-    assert_eq!(out, b"HTTP/1.1 404 Not Here\r\nServer: x\r\ncontent-length: 0\r\n\r\n");
+    assert_eq!(
+        out,
+        b"HTTP/1.1 404 Not Here\r\nServer: x\r\ncontent-length: 0\r\n\r\n"
+    );
 }
 
 #[test]
@@ -292,26 +332,63 @@ fn response_without_reason() {
 fn response_bad_heads() {
     // (input, expected error, reason)
     let table: &[(&[u8], ParseError, &str)] = &[
-        (b"HTTP/1.1 099 Low\r\n\r\n", ParseError::Malformed("status code outside 100-599"), "below 100 (RFC 9110 §15)"),
-        (b"HTTP/1.1 600 High\r\n\r\n", ParseError::Malformed("status code outside 100-599"), "above 599"),
-        (b"HTTP/1.1 20 OK\r\n\r\n", ParseError::Malformed("invalid status line"), "two-digit status"),
-        (b"HTTP/1.1 200 OK\r\nA: b\r\n c\r\n\r\n", ParseError::Malformed("invalid field name"), "obs-fold in a response"),
-        (b"HTTP/1.1 200 OK\r\nA : b\r\n\r\n", ParseError::Malformed("invalid field name"), "space before colon"),
-        (b"HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\n\r\n", ParseError::TooManyFields, "two fields, limit one"),
-        (b"HTTP/3 200 OK\r\n\r\n", ParseError::Malformed("invalid HTTP version"), "not HTTP/1.x"),
+        (
+            b"HTTP/1.1 099 Low\r\n\r\n",
+            ParseError::Malformed("status code outside 100-599"),
+            "below 100 (RFC 9110 §15)",
+        ),
+        (
+            b"HTTP/1.1 600 High\r\n\r\n",
+            ParseError::Malformed("status code outside 100-599"),
+            "above 599",
+        ),
+        (
+            b"HTTP/1.1 20 OK\r\n\r\n",
+            ParseError::Malformed("invalid status line"),
+            "two-digit status",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nA: b\r\n c\r\n\r\n",
+            ParseError::Malformed("invalid field name"),
+            "obs-fold in a response",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nA : b\r\n\r\n",
+            ParseError::Malformed("invalid field name"),
+            "space before colon",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\n\r\n",
+            ParseError::TooManyFields,
+            "two fields, limit one",
+        ),
+        (
+            b"HTTP/3 200 OK\r\n\r\n",
+            ParseError::Malformed("invalid HTTP version"),
+            "not HTTP/1.x",
+        ),
     ];
     for (raw, want, why) in table {
-        assert_eq!(ResponseHead::parse(raw, 1).as_ref().err(), Some(want), "{why}");
+        assert_eq!(
+            ResponseHead::parse(raw, 1).as_ref().err(),
+            Some(want),
+            "{why}"
+        );
     }
 }
 
 #[test]
 fn response_new_has_the_standard_reason() {
     let head = ResponseHead::new(502);
-    assert_eq!((head.version, head.status, head.reason.as_str()), (1, 502, "Bad Gateway"));
+    assert_eq!(
+        (head.version, head.status, head.reason.as_str()),
+        (1, 502, "Bad Gateway")
+    );
     assert!(head.headers.is_empty());
     assert_eq!(ResponseHead::new(299).reason, "");
-    for code in [200, 204, 400, 403, 404, 408, 413, 431, 500, 501, 502, 503, 504] {
+    for code in [
+        200, 204, 400, 403, 404, 408, 413, 431, 500, 501, 502, 503, 504,
+    ] {
         assert!(!reason_phrase(code).is_empty(), "{code}");
     }
 }
@@ -350,7 +427,11 @@ fn scan_agree(input: &[u8]) -> Option<usize> {
     if let Some(len) = whole {
         let mut longer = input.to_vec();
         longer.extend_from_slice(b"body bytes\r\n\r\nmore\n\n");
-        assert_eq!(HeadScanner::new().find_end(&longer), Some(len), "trailing bytes");
+        assert_eq!(
+            HeadScanner::new().find_end(&longer),
+            Some(len),
+            "trailing bytes"
+        );
     }
     whole
 }
@@ -406,14 +487,20 @@ fn scanner_reset_starts_a_new_head() {
 fn scanner_limit_is_head_too_large() {
     let raw = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n"; // 27 bytes
     assert_eq!(HeadScanner::new().find_end_within(raw, 27), Ok(Some(27)));
-    assert_eq!(HeadScanner::new().find_end_within(raw, 26), Err(ParseError::HeadTooLarge));
+    assert_eq!(
+        HeadScanner::new().find_end_within(raw, 26),
+        Err(ParseError::HeadTooLarge)
+    );
     assert_eq!(HeadScanner::new().find_end_within(&raw[..20], 26), Ok(None));
     // Byte by byte up to the limit, then over it.
     let mut s = HeadScanner::new();
     for i in 0..26 {
         assert_eq!(s.find_end_within(&raw[..i], 26), Ok(None));
     }
-    assert_eq!(s.find_end_within(&raw[..26], 26), Err(ParseError::HeadTooLarge));
+    assert_eq!(
+        s.find_end_within(&raw[..26], 26),
+        Err(ParseError::HeadTooLarge)
+    );
 }
 
 #[test]
@@ -426,5 +513,46 @@ fn scanner_slow_loris_is_linear() {
     for i in 1..=raw.len() {
         assert_eq!(s.find_end(&raw[..i]), None);
         assert_eq!(s.scanned(), i);
+    }
+}
+
+#[test]
+fn scanner_and_httparse_agree_on_generated_heads() {
+    // Deterministic xorshift; heads built from pieces that stress line ends.
+    let pieces: &[&[u8]] = &[
+        b"GET / HTTP/1.1",
+        b"HTTP/1.1 200 OK",
+        b"\r\n",
+        b"\n",
+        b"\r",
+        b"A: b",
+        b" ",
+        b":",
+        b"X",
+    ];
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..20_000 {
+        let mut raw = Vec::new();
+        for _ in 0..(next() % 10) {
+            raw.extend_from_slice(pieces[(next() % pieces.len() as u64) as usize]);
+        }
+        let found = HeadScanner::new().find_end(&raw);
+        let req = RequestHead::parse(&raw, MAX_FIELDS).map(|o| o.map(|(_, len)| len));
+        let resp = ResponseHead::parse(&raw, MAX_FIELDS).map(|o| o.map(|(_, len)| len));
+        for parsed in [req, resp] {
+            match (found, parsed) {
+                (_, Err(_)) => {}
+                (Some(len), Ok(got)) => {
+                    assert_eq!(got, Some(len), "{:?}", String::from_utf8_lossy(&raw))
+                }
+                (None, Ok(got)) => assert_eq!(got, None, "{:?}", String::from_utf8_lossy(&raw)),
+            }
+        }
     }
 }

@@ -1,0 +1,194 @@
+//! Hop-by-hop fields, keep-alive verdicts and forwarding fields
+//! (RFC 9110 §7.6, RFC 9112 §9.3, DESIGN §6).
+
+use std::net::IpAddr;
+
+use crate::http::{
+    Headers, add_forwarding_fields, connection_has, is_upgrade_request, remove_hop_by_hop,
+    request_keep_alive, response_keep_alive,
+};
+
+fn headers(fields: &[(&str, &str)]) -> Headers {
+    let mut h = Headers::new();
+    for (n, v) in fields {
+        h.append(n, v.as_bytes());
+    }
+    h
+}
+
+fn encoded(h: &Headers) -> String {
+    let mut out = Vec::new();
+    h.encode(&mut out);
+    String::from_utf8(out).unwrap()
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn connection_tokens_are_a_case_insensitive_list() {
+    let h = headers(&[
+        ("Connection", " Keep-Alive ,\tX-Foo"),
+        ("connection", "CLOSE"),
+    ]);
+    assert!(connection_has(&h, "keep-alive"));
+    assert!(connection_has(&h, "x-foo"));
+    assert!(connection_has(&h, "close"));
+    assert!(!connection_has(&h, "upgrade"));
+    assert!(!connection_has(&h, "keep"), "whole tokens only");
+    assert!(!connection_has(&Headers::new(), "close"));
+}
+
+#[test]
+fn upgrade_request_needs_both_fields() {
+    let yes = headers(&[
+        ("Connection", "keep-alive, Upgrade"),
+        ("Upgrade", "websocket"),
+    ]);
+    assert!(is_upgrade_request(&yes));
+    assert!(!is_upgrade_request(&headers(&[("Upgrade", "websocket")])));
+    assert!(!is_upgrade_request(&headers(&[("Connection", "upgrade")])));
+}
+
+#[test]
+fn hop_by_hop_fields_and_connection_named_ones_go() {
+    let mut h = headers(&[
+        ("Host", "h"),
+        ("Connection", "keep-alive, X-Secret"),
+        ("Keep-Alive", "timeout=5"),
+        ("X-Secret", "s"),
+        ("Proxy-Connection", "keep-alive"),
+        ("TE", "trailers"),
+        ("Upgrade", "h2c"),
+        ("Transfer-Encoding", "chunked"),
+        ("Trailer", "X-Sum"),
+        ("x-secret", "again"),
+        ("Accept", "*/*"),
+    ]);
+    remove_hop_by_hop(&mut h, false);
+    assert_eq!(
+        encoded(&h),
+        "Host: h\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\nAccept: */*\r\n"
+    );
+}
+
+#[test]
+fn connection_cannot_strip_framing_trailer_or_host() {
+    let mut h = headers(&[
+        ("Host", "h"),
+        ("Content-Length", "5"),
+        ("Transfer-Encoding", "chunked"),
+        ("Trailer", "X"),
+        (
+            "Connection",
+            "content-length, transfer-encoding, trailer, host, x-a",
+        ),
+        ("X-A", "a"),
+    ]);
+    remove_hop_by_hop(&mut h, false);
+    assert_eq!(
+        encoded(&h),
+        "Host: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\nTrailer: X\r\n"
+    );
+}
+
+#[test]
+fn keep_upgrade_keeps_upgrade_and_one_connection_upgrade() {
+    let mut h = headers(&[
+        ("Host", "h"),
+        ("Connection", "Upgrade, X-Hop"),
+        ("Upgrade", "websocket"),
+        ("X-Hop", "1"),
+        ("Sec-WebSocket-Key", "k"),
+        ("Connection", "keep-alive"),
+        ("Keep-Alive", "timeout=5"),
+    ]);
+    assert!(is_upgrade_request(&h));
+    remove_hop_by_hop(&mut h, true);
+    assert_eq!(
+        encoded(&h),
+        "Host: h\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k\r\nConnection: upgrade\r\n"
+    );
+    assert!(is_upgrade_request(&h));
+}
+
+#[test]
+fn keep_alive_verdicts() {
+    let none = Headers::new();
+    let close = headers(&[("Connection", "close")]);
+    let ka = headers(&[("Connection", "Keep-Alive")]);
+    let both = headers(&[("Connection", "keep-alive, close")]);
+    // (version, headers, request verdict, response verdict, why)
+    let table: &[(u8, &Headers, bool, bool, &str)] = &[
+        (1, &none, true, true, "HTTP/1.1 persists by default"),
+        (1, &close, false, false, "close ends it"),
+        (1, &ka, true, true, "keep-alive on 1.1 changes nothing"),
+        (1, &both, false, false, "close wins"),
+        (0, &none, false, false, "HTTP/1.0 closes by default"),
+        (
+            0,
+            &ka,
+            true,
+            false,
+            "1.0 keep-alive: client yes, upstream never",
+        ),
+        (0, &both, false, false, "close wins on 1.0"),
+    ];
+    for (version, h, req, resp, why) in table {
+        assert_eq!(request_keep_alive(*version, h), *req, "request: {why}");
+        assert_eq!(response_keep_alive(*version, h), *resp, "response: {why}");
+    }
+}
+
+#[test]
+fn forwarding_fields_are_appended() {
+    let mut h = headers(&[("Host", "h"), ("Accept", "*/*")]);
+    add_forwarding_fields(&mut h, ip("192.0.2.7"), true, true, true);
+    assert_eq!(
+        encoded(&h),
+        "Host: h\r\nAccept: */*\r\nVia: 1.1 sluice\r\nX-Forwarded-For: 192.0.2.7\r\nX-Forwarded-Proto: http\r\n"
+    );
+}
+
+#[test]
+fn forwarded_for_grows_the_last_field_in_place() {
+    let mut h = headers(&[
+        ("X-Forwarded-For", "10.0.0.1"),
+        ("Host", "h"),
+        ("x-forwarded-for", "10.0.0.2"),
+        ("Via", "1.0 other"),
+        ("Accept", "*/*"),
+    ]);
+    add_forwarding_fields(&mut h, ip("2001:db8::1"), true, true, false);
+    assert_eq!(
+        encoded(&h),
+        "X-Forwarded-For: 10.0.0.1\r\nHost: h\r\nx-forwarded-for: 10.0.0.2, 2001:db8::1\r\nVia: 1.0 other\r\nAccept: */*\r\nVia: 1.1 sluice\r\n"
+    );
+}
+
+#[test]
+fn forwarded_for_edge_cases() {
+    let mut h = headers(&[("X-Forwarded-For", "")]);
+    add_forwarding_fields(&mut h, ip("::ffff:192.0.2.1"), false, true, false);
+    assert_eq!(
+        encoded(&h),
+        "X-Forwarded-For: 192.0.2.1\r\n",
+        "empty value, mapped IPv4"
+    );
+}
+
+#[test]
+fn forwarded_proto_is_replaced_and_switches_are_honoured() {
+    let mut h = headers(&[
+        ("X-Forwarded-Proto", "https"),
+        ("Host", "h"),
+        ("x-forwarded-proto", "wss"),
+    ]);
+    add_forwarding_fields(&mut h, ip("192.0.2.7"), false, false, true);
+    assert_eq!(encoded(&h), "Host: h\r\nX-Forwarded-Proto: http\r\n");
+    let before = headers(&[("Host", "h"), ("X-Forwarded-For", "1.2.3.4")]);
+    let mut h = before.clone();
+    add_forwarding_fields(&mut h, ip("192.0.2.7"), false, false, false);
+    assert_eq!(h, before, "all switches off changes nothing");
+}
