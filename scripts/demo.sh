@@ -21,7 +21,9 @@ case "${1:-}" in
 esac
 
 die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
-for tool in cargo python3 curl sha256sum; do
+TOOLS=(python3 curl sha256sum)
+[[ -n "${SLUICE_BIN:-}" ]] || TOOLS+=(cargo)
+for tool in "${TOOLS[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found in PATH"
 done
 
@@ -42,7 +44,7 @@ stop_pid() { # TERM, up to 5 s, then KILL
 }
 cleanup() {
     local pid
-    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+    for pid in ${PIDS[@]+"${PIDS[@]}"}; do stop_pid "$pid"; done
     if [[ -n "$TMP" && -d "$TMP" ]]; then rm -rf -- "$TMP"; fi
 }
 trap cleanup EXIT

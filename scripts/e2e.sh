@@ -13,7 +13,9 @@ cd "$ROOT"
 log() { printf 'e2e: %s\n' "$*"; }
 die() { printf 'e2e: FATAL: %s\n' "$*" >&2; exit 1; }
 
-for tool in cargo python3 curl sha256sum timeout; do
+TOOLS=(python3 curl sha256sum timeout)
+[[ -n "${SLUICE_BIN:-}" ]] || TOOLS+=(cargo)
+for tool in "${TOOLS[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found in PATH"
 done
 
@@ -35,7 +37,7 @@ stop_pid() { # stop one process we started: TERM, up to 5 s, then KILL
 }
 cleanup() {
     local pid
-    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+    for pid in ${PIDS[@]+"${PIDS[@]}"}; do stop_pid "$pid"; done
     if [[ -n "$TMP" && -d "$TMP" ]]; then rm -rf -- "$TMP"; fi
 }
 trap cleanup EXIT

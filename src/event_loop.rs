@@ -273,12 +273,11 @@ impl Server {
             }
             return;
         }
-        if let Some((at, _)) = s.deadline(&self.sh) {
-            if s.armed.is_none_or(|a| at < a) {
+        if let Some((at, _)) = s.deadline(&self.sh)
+            && s.armed.is_none_or(|a| at < a) {
                 s.armed = Some(at);
                 self.timers.push(at, key, s.generation);
             }
-        }
         if more {
             queue(&mut self.runnable, s);
         }
@@ -330,12 +329,11 @@ impl Server {
                             entry.insert(s);
                             Stats::add(&self.sh.stats.downstream_accepted, 1);
                             Stats::add(&self.sh.stats.downstream_active, 1);
-                            if let Some(s) = self.sessions.get_mut(key) {
-                                if let Some((at, _)) = s.deadline(&self.sh) {
+                            if let Some(s) = self.sessions.get_mut(key)
+                                && let Some((at, _)) = s.deadline(&self.sh) {
                                     s.armed = Some(at);
                                     self.timers.push(at, key, generation);
                                 }
-                            }
                         }
                         Err(e) => debug!("register of {addr} failed: {e}"),
                     }

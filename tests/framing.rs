@@ -86,12 +86,7 @@ fn head_response_with_content_length_has_no_body_and_next_request_works() {
     assert_eq!(head.status, 200);
     assert_eq!(head.header("content-length"), Some("5"));
     let next = client.round_trip(get("/thing"));
-    assert_eq!(
-        next.status,
-        200,
-        "{:?}",
-        String::from_utf8_lossy(&next.raw())
-    );
+    assert_eq!(next.status, 200, "{}", preview(&next.raw()));
     assert_eq!(next.body, b"hello");
 }
 
@@ -103,12 +98,7 @@ fn status_204_with_content_length_has_no_body_and_next_request_works() {
     let empty = client.round_trip(get("/empty"));
     assert_eq!(empty.status, 204);
     let next = client.round_trip(get("/full"));
-    assert_eq!(
-        next.status,
-        200,
-        "{:?}",
-        String::from_utf8_lossy(&next.raw())
-    );
+    assert_eq!(next.status, 200, "{}", preview(&next.raw()));
     assert_eq!(next.body, b"hello");
 }
 
@@ -120,12 +110,7 @@ fn status_304_with_content_length_has_no_body_and_next_request_works() {
     let empty = client.round_trip(get("/empty"));
     assert_eq!(empty.status, 304);
     let next = client.round_trip(get("/full"));
-    assert_eq!(
-        next.status,
-        200,
-        "{:?}",
-        String::from_utf8_lossy(&next.raw())
-    );
+    assert_eq!(next.status, 200, "{}", preview(&next.raw()));
     assert_eq!(next.body, b"hello");
 }
 
@@ -220,11 +205,7 @@ fn response_until_close_arrives_whole_then_client_connection_closes() {
     client.send(get("/stream"));
     let resp = client.read_response_head();
     assert_eq!(resp.status, 200);
-    assert!(
-        !resp.has("content-length"),
-        "{:?}",
-        String::from_utf8_lossy(&resp.head)
-    );
+    assert!(!resp.has("content-length"), "{}", preview(&resp.head));
     let got = client.read_until_closed(CLIENT_TIMEOUT);
     assert_eq!(got.len(), body.len(), "until-close body length");
     assert!(
@@ -246,12 +227,7 @@ fn interim_100_continue_and_final_response_arrive_in_order() {
     let mut client = proxy.client();
     client.send(get("/"));
     let interim = client.read_response();
-    assert_eq!(
-        interim.status,
-        100,
-        "{:?}",
-        String::from_utf8_lossy(&interim.raw())
-    );
+    assert_eq!(interim.status, 100, "{}", preview(&interim.raw()));
     let last = client.read_response();
     assert_eq!(last.status, 200);
     assert_eq!(last.body, b"final");
@@ -310,8 +286,8 @@ fn response_with_transfer_encoding_and_content_length_never_reaches_client_with_
     assert_eq!(resp.status, 200);
     assert!(
         !resp.has("content-length"),
-        "forwarded with both fields: {:?}",
-        String::from_utf8_lossy(&resp.head)
+        "forwarded with both fields: {}",
+        preview(&resp.head)
     );
     assert_eq!(String::from_utf8_lossy(&resp.body), body);
     assert_eq!(client.round_trip(get("/")).status, 200);

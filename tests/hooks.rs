@@ -86,26 +86,21 @@ fn upgrade_request_keeps_upgrade_fields_and_tunnels_bytes() {
         b"GET /ws HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
     );
     let resp = client.read_response();
-    assert_eq!(
-        resp.status,
-        101,
-        "{:?}",
-        String::from_utf8_lossy(&resp.raw())
-    );
+    assert_eq!(resp.status, 101, "{}", preview(&resp.raw()));
     assert_eq!(resp.header("upgrade"), Some("websocket"));
     let req = upstream.single_request();
     assert_eq!(
         req.header("upgrade"),
         Some("websocket"),
-        "{:?}",
-        String::from_utf8_lossy(&req.head)
+        "{}",
+        preview(&req.head)
     );
     assert!(
         req.header_all("connection")
             .iter()
             .any(|v| v.to_ascii_lowercase().contains("upgrade")),
-        "{:?}",
-        String::from_utf8_lossy(&req.head)
+        "{}",
+        preview(&req.head)
     );
 
     client.send(b"ping");

@@ -15,11 +15,7 @@ fn connection_close_from_client_closes_after_response() {
         client.round_trip(b"GET / HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body, b"ok");
-    assert!(
-        resp.says_close(),
-        "{:?}",
-        String::from_utf8_lossy(&resp.head)
-    );
+    assert!(resp.says_close(), "{}", preview(&resp.head));
     client.assert_closed();
 }
 
@@ -48,8 +44,8 @@ fn connection_close_from_upstream_keeps_client_connection_alive() {
     assert_eq!(first.body, b"ok");
     assert!(
         !first.says_close(),
-        "upstream's close leaked downstream: {:?}",
-        String::from_utf8_lossy(&first.head)
+        "upstream's close leaked downstream: {}",
+        preview(&first.head)
     );
 
     let second = client.round_trip(get("/2"));
@@ -111,8 +107,8 @@ fn http10_client_with_keep_alive_stays_open() {
             .header_all("connection")
             .iter()
             .any(|v| v.to_ascii_lowercase().contains("keep-alive")),
-        "{:?}",
-        String::from_utf8_lossy(&first.head)
+        "{}",
+        preview(&first.head)
     );
     assert_eq!(client.round_trip(request).body, b"ok");
 }

@@ -106,12 +106,7 @@ fn pooled_connection_closed_by_upstream_is_not_reused() {
         .expect("upstream closes its idle connection");
 
     let resp = client.round_trip(get("/2"));
-    assert_eq!(
-        resp.status,
-        200,
-        "{:?}",
-        String::from_utf8_lossy(&resp.raw())
-    );
+    assert_eq!(resp.status, 200, "{}", preview(&resp.raw()));
     assert_eq!(upstream.accepted(), 2);
 }
 
@@ -176,12 +171,7 @@ fn reused_connection_closed_on_request_is_retried_on_new_connection() {
     let mut client = proxy.client();
     assert_eq!(client.round_trip(get("/1")).body, b"first");
     let resp = client.round_trip(get("/2"));
-    assert_eq!(
-        resp.status,
-        200,
-        "{:?}",
-        String::from_utf8_lossy(&resp.raw())
-    );
+    assert_eq!(resp.status, 200, "{}", preview(&resp.raw()));
     assert_eq!(resp.body, b"retried");
     assert_eq!(upstream.accepted(), 2);
     assert_eq!(proxy.stats.snapshot().retries, 1);
@@ -195,12 +185,7 @@ fn upstream_sending_bytes_after_body_is_not_reused() {
     let first = client.round_trip(get("/1"));
     assert_eq!(first.body, b"ok");
     let second = client.round_trip(get("/2"));
-    assert_eq!(
-        second.status,
-        200,
-        "{:?}",
-        String::from_utf8_lossy(&second.raw())
-    );
+    assert_eq!(second.status, 200, "{}", preview(&second.raw()));
     assert_eq!(second.body, b"ok");
     assert_eq!(
         upstream.accepted(),

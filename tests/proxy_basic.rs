@@ -34,12 +34,7 @@ fn proxied(request: &[u8], tweak: impl FnOnce(&mut Config)) -> (Request, Respons
     let proxy = start_forward_proxy(upstream.addr, tweak);
     let mut client = proxy.client();
     let resp = client.round_trip(request);
-    assert_eq!(
-        resp.status,
-        200,
-        "response {:?}",
-        String::from_utf8_lossy(&resp.raw())
-    );
+    assert_eq!(resp.status, 200, "response {}", preview(&resp.raw()));
     assert_eq!(resp.body, b"ok");
     (upstream.single_request(), resp)
 }
@@ -71,8 +66,8 @@ fn field_names_keep_their_case_and_order() {
             ("x-lower", "a2"),
             ("User-Agent", "raw-client"),
         ]),
-        "upstream head {:?}",
-        String::from_utf8_lossy(&req.head)
+        "upstream head {}",
+        preview(&req.head)
     );
 }
 
@@ -154,8 +149,8 @@ fn http10_request_arrives_upstream_as_http11() {
     assert_eq!(
         req.version,
         "HTTP/1.1",
-        "upstream head {:?}",
-        String::from_utf8_lossy(&req.head)
+        "upstream head {}",
+        preview(&req.head)
     );
     assert_eq!(req.target, "/old");
     assert_eq!(req.header("host"), Some("example.test"));
@@ -229,7 +224,7 @@ fn existing_x_forwarded_for_gets_client_address_appended_in_place() {
 #[test]
 fn add_via_false_sends_no_via() {
     let (req, _) = proxied(&get("/"), |c| c.add_via = false);
-    assert!(!req.has("via"), "{:?}", String::from_utf8_lossy(&req.head));
+    assert!(!req.has("via"), "{}", preview(&req.head));
     assert!(req.has("x-forwarded-for"));
     assert!(req.has("x-forwarded-proto"));
 }
@@ -237,11 +232,7 @@ fn add_via_false_sends_no_via() {
 #[test]
 fn add_x_forwarded_for_false_sends_no_x_forwarded_for() {
     let (req, _) = proxied(&get("/"), |c| c.add_x_forwarded_for = false);
-    assert!(
-        !req.has("x-forwarded-for"),
-        "{:?}",
-        String::from_utf8_lossy(&req.head)
-    );
+    assert!(!req.has("x-forwarded-for"), "{}", preview(&req.head));
     assert!(req.has("via"));
     assert!(req.has("x-forwarded-proto"));
 }
@@ -249,11 +240,7 @@ fn add_x_forwarded_for_false_sends_no_x_forwarded_for() {
 #[test]
 fn add_x_forwarded_proto_false_sends_no_x_forwarded_proto() {
     let (req, _) = proxied(&get("/"), |c| c.add_x_forwarded_proto = false);
-    assert!(
-        !req.has("x-forwarded-proto"),
-        "{:?}",
-        String::from_utf8_lossy(&req.head)
-    );
+    assert!(!req.has("x-forwarded-proto"), "{}", preview(&req.head));
     assert!(req.has("via"));
     assert!(req.has("x-forwarded-for"));
 }
@@ -306,8 +293,8 @@ fn http10_upstream_response_goes_downstream_as_http11() {
     let resp = proxy.client().round_trip(get("/"));
     assert!(
         resp.head.starts_with(b"HTTP/1.1 200"),
-        "{:?}",
-        String::from_utf8_lossy(&resp.head)
+        "{}",
+        preview(&resp.head)
     );
     assert_eq!(resp.body, b"ok");
 }
@@ -330,12 +317,7 @@ fn request_filter_reply_then_next_request_reaches_upstream() {
     let mut client = proxy.client();
 
     let denied = client.round_trip(get("/deny"));
-    assert_eq!(
-        denied.status,
-        403,
-        "{:?}",
-        String::from_utf8_lossy(&denied.raw())
-    );
+    assert_eq!(denied.status, 403, "{}", preview(&denied.raw()));
     assert_eq!(denied.header("content-length"), Some("6"));
     assert_eq!(denied.body, b"denied");
 
@@ -360,11 +342,7 @@ fn request_filter_reply_to_request_with_body_closes_connection() {
     let denied = client.read_response();
     assert_eq!(denied.status, 403);
     assert_eq!(denied.body, b"denied");
-    assert!(
-        denied.says_close(),
-        "{:?}",
-        String::from_utf8_lossy(&denied.head)
-    );
+    assert!(denied.says_close(), "{}", preview(&denied.head));
     client.assert_closed();
     assert_stays(Duration::from_millis(100), "no upstream connection", || {
         upstream.accepted() == 0

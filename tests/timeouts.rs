@@ -33,8 +33,8 @@ fn silent_client_is_closed_at_keepalive_timeout() {
     assert_not_before_half(started);
     assert!(
         got.is_empty(),
-        "silent close expected, got {:?}",
-        String::from_utf8_lossy(&got)
+        "silent close expected, got {}",
+        preview(&got)
     );
 }
 
@@ -52,8 +52,8 @@ fn idle_client_is_closed_at_keepalive_timeout_after_a_response() {
     assert_not_before_half(started);
     assert!(
         got.is_empty(),
-        "silent close expected, got {:?}",
-        String::from_utf8_lossy(&got)
+        "silent close expected, got {}",
+        preview(&got)
     );
 }
 
@@ -71,8 +71,8 @@ fn half_sent_head_gets_408_at_head_timeout() {
     assert_not_before_half(started);
     assert!(
         got.starts_with(b"HTTP/1.1 408"),
-        "expected a 408, got {:?}",
-        String::from_utf8_lossy(&got)
+        "expected a 408, got {}",
+        preview(&got)
     );
     let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
     assert!(text.contains("\r\nconnection: close\r\n"), "{text:?}");
@@ -95,8 +95,8 @@ fn half_sent_second_head_gets_408_at_head_timeout() {
     assert_not_before_half(started);
     assert!(
         got.starts_with(b"HTTP/1.1 408"),
-        "expected a 408, got {:?}",
-        String::from_utf8_lossy(&got)
+        "expected a 408, got {}",
+        preview(&got)
     );
 }
 

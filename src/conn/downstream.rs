@@ -69,6 +69,7 @@ enum Phase {
 struct OwnReply {
     line: String,
     status: u16,
+    bytes: u64,
     started: Instant,
 }
 
@@ -182,11 +183,11 @@ impl Session {
             }
             more = round + 1 == MAX_ROUNDS;
         }
-        if self.phase != Phase::Closed {
-            if let Err(e) = self.update_interest(sh) {
-                debug!("client {}: interest update failed: {e}", self.client);
-                self.phase = Phase::Closed;
-            }
+        if self.phase != Phase::Closed
+            && let Err(e) = self.update_interest(sh)
+        {
+            debug!("client {}: interest update failed: {e}", self.client);
+            self.phase = Phase::Closed;
         }
         more
     }
@@ -759,9 +760,11 @@ impl Session {
                 // Its body is never read: it must not be parsed as a request.
                 self.keep_alive = false;
             }
-            self.own_reply = Some(OwnReply::new(&req, reply.status, sh.now));
+            let mut own = OwnReply::new(&req, reply.status, sh.now);
             let head_only = req.is_method("HEAD");
-            self.queue_reply(sh, reply.status, &reply.headers, &reply.body, head_only);
+            own.bytes =
+                self.queue_reply(sh, reply.status, &reply.headers, &reply.body, head_only) as u64;
+            self.own_reply = Some(own);
             return Ok(());
         }
         let peer = sh.filter.upstream_peer(&req);
@@ -1009,11 +1012,10 @@ impl Session {
         if ex.req_body.is_done()
             && ex.to_upstream.as_ref().is_some_and(|b| b.is_empty())
             && !ex.tunnel
+            && let Some(b) = ex.to_upstream.take()
         {
-            if let Some(b) = ex.to_upstream.take() {
-                sh.bufs.put(b.into_storage());
-                Stats::sub(&sh.stats.buffers_in_use, 1);
-            }
+            sh.bufs.put(b.into_storage());
+            Stats::sub(&sh.stats.buffers_in_use, 1);
         }
         let Some(key) = ex.upstream else {
             return false;
@@ -1100,22 +1102,6 @@ impl Session {
             }
             _ => info!("client {}: {err}", self.client),
         }
-        if let Some(mut ex) = self.exchange.take() {
-            if let Some(k) = ex.upstream.take() {
-                sh.ups.close(k, &sh.registry);
-            }
-            let status = match answer {
-                Answer::Status(s) => Some(s),
-                Answer::Close => None,
-            };
-            self.log_exchange(&ex, sh.now, status);
-            self.release_exchange_buffers(&mut ex, sh);
-        } else if let Some(mut r) = self.own_reply.take() {
-            if let Answer::Status(s) = answer {
-                r.status = s;
-            }
-            r.log(self.client, sh.now);
-        }
         self.keep_alive = false;
         let client_gone = err.side == Side::Downstream
             && matches!(
@@ -1123,6 +1109,10 @@ impl Session {
                 ErrorKind::Io(_) | ErrorKind::Timeout(Timeout::ClientSend)
             )
             || self.phase == Phase::Closed;
+        // The proxy's own answer, if any, is queued first so the access
+        // line can count its bytes.
+        let mut status = None;
+        let mut reply_len = 0;
         match answer {
             _ if client_gone => self.phase = Phase::Closed,
             Answer::Status(code) => {
@@ -1131,13 +1121,9 @@ impl Session {
                     Stats::sub(&sh.stats.buffered_bytes, out.pending() as u64);
                     out.clear();
                 }
-                self.queue_reply(
-                    sh,
-                    code,
-                    &Headers::new(),
-                    reason_body(code).as_bytes(),
-                    false,
-                );
+                let body = reason_body(code);
+                reply_len = self.queue_reply(sh, code, &Headers::new(), body.as_bytes(), false);
+                status = Some(code);
                 self.phase = Phase::Closing { linger_until: None };
             }
             Answer::Close => {
@@ -1145,6 +1131,20 @@ impl Session {
                 // then close: a chunked body never gets its last chunk.
                 self.phase = Phase::Closing { linger_until: None };
             }
+        }
+        if let Some(mut ex) = self.exchange.take() {
+            if let Some(k) = ex.upstream.take() {
+                sh.ups.close(k, &sh.registry);
+            }
+            ex.resp_bytes += reply_len as u64;
+            self.log_exchange(&ex, sh.now, status);
+            self.release_exchange_buffers(&mut ex, sh);
+        } else if let Some(mut r) = self.own_reply.take() {
+            if let Some(code) = status {
+                r.status = code;
+                r.bytes = reply_len as u64;
+            }
+            r.log(self.client, sh.now);
         }
     }
 
@@ -1201,7 +1201,7 @@ impl Session {
         fields: &Headers,
         body: &[u8],
         head_only: bool,
-    ) {
+    ) -> usize {
         let mut head = ResponseHead::new(status);
         for (name, value) in fields.iter() {
             if !name.eq_ignore_ascii_case("content-length")
@@ -1231,6 +1231,7 @@ impl Session {
         sh.stats.buffered_add(bytes.len() as u64);
         // Try at once: the socket is usually writable.
         self.io.writable = true;
+        bytes.len()
     }
 
     fn head_bytes_seen(&self) -> bool {
@@ -1240,17 +1241,15 @@ impl Session {
     /// Returns empty buffers to the free list (all if `all`: the pending
     /// bytes of a closing connection no longer matter).
     fn release(&mut self, sh: &mut Shared, all: bool) {
-        if all {
-            if let Some(out) = self.out.as_ref() {
-                Stats::sub(&sh.stats.buffered_bytes, out.pending() as u64);
-            }
+        if all && let Some(out) = self.out.as_ref() {
+            Stats::sub(&sh.stats.buffered_bytes, out.pending() as u64);
         }
         for slot in [&mut self.inbuf, &mut self.out] {
-            if slot.as_ref().is_some_and(|b| all || b.is_empty()) {
-                if let Some(b) = slot.take() {
-                    sh.bufs.put(b.into_storage());
-                    Stats::sub(&sh.stats.buffers_in_use, 1);
-                }
+            if slot.as_ref().is_some_and(|b| all || b.is_empty())
+                && let Some(b) = slot.take()
+            {
+                sh.bufs.put(b.into_storage());
+                Stats::sub(&sh.stats.buffers_in_use, 1);
             }
         }
     }
@@ -1288,10 +1287,11 @@ impl Session {
         let want_read = !self.read_eof
             && match self.phase {
                 Phase::Head => self.inbuf.as_ref().is_none_or(|b| b.room() > 0),
-                Phase::Busy => self.exchange.as_ref().is_some_and(|ex| {
-                    !ex.request_taken()
-                        && self.inbuf.as_ref().is_none_or(|b| b.is_empty())
-                        && ex.to_upstream.as_ref().is_some_and(|b| b.room() > 0)
+                // READABLE stays registered (no epoll_ctl per request); it
+                // goes only while the request body's sink is above its
+                // high watermark (DESIGN.md §4).
+                Phase::Busy => !self.exchange.as_ref().is_some_and(|ex| {
+                    !ex.request_taken() && ex.to_upstream.as_ref().is_some_and(|b| b.is_paused())
                 }),
                 Phase::Closing { .. } => true,
                 Phase::Closed => false,
@@ -1363,16 +1363,18 @@ impl OwnReply {
         OwnReply {
             line: format!("{} {} HTTP/1.{}", req.method, req.target, req.version),
             status,
+            bytes: 0,
             started: now,
         }
     }
 
     fn log(&self, client: SocketAddr, now: Instant) {
         info!(
-            "access client={} \"{}\" status={} upstream=- upconn=none req_body=0 resp_bytes=0 ms={:.2}",
+            "access client={} \"{}\" status={} upstream=- upconn=none req_body=0 resp_bytes={} ms={:.2}",
             client,
             self.line,
             self.status,
+            self.bytes,
             now.saturating_duration_since(self.started).as_secs_f64() * 1000.0
         );
     }

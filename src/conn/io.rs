@@ -5,7 +5,10 @@
 //! `WouldBlock`, so a source paused by its watermark keeps `readable` and is
 //! read again as soon as its sink has room, without waiting for an event
 //! that would never come. `Interrupted` is retried; `Ok(0)` from a read is
-//! EOF, a normal input.
+//! EOF, a normal input. A short read clears `readable` too: on Linux every
+//! byte that arrives after it raises a new edge-triggered event. Not once
+//! an event reported the peer's FIN (`read_closed`): the FIN may already
+//! sit behind the bytes just read, and no further edge would announce it.
 
 use std::io::{self, Read, Write};
 
@@ -21,6 +24,9 @@ pub(crate) struct Io {
     pub readable: bool,
     /// A write may succeed (set by an event, cleared by `WouldBlock`).
     pub writable: bool,
+    /// An event said the peer closed its side or the socket failed: the
+    /// next read must run to see it (sticky: no further edge will come).
+    pub read_closed: bool,
     /// What the poll watches now; `None` when deregistered.
     pub interest: Option<Interest>,
 }
@@ -31,6 +37,9 @@ impl Io {
     pub(crate) fn on_event(&mut self, event: &mio::event::Event) {
         if event.is_readable() || event.is_read_closed() || event.is_error() {
             self.readable = true;
+        }
+        if event.is_read_closed() || event.is_error() {
+            self.read_closed = true;
         }
         if event.is_writable() || event.is_write_closed() || event.is_error() {
             self.writable = true;
@@ -83,14 +92,25 @@ pub(crate) fn read_into<R: Read>(
     }
     loop {
         let mut eof = false;
+        let mut short = false;
         let r = buf.fill_with(max, |space| {
             let n = stream.read(space)?;
             eof = n == 0;
+            short = n < space.len();
             Ok(n)
         });
         return match r {
             Ok(_) if eof => Ok(Read1::Eof),
-            Ok((n, _)) => Ok(Read1::Data(n)),
+            Ok((n, _)) => {
+                if short && !io.read_closed {
+                    // The socket had fewer bytes than asked for: it is
+                    // drained now, and any later byte (or FIN) raises a new
+                    // edge. Skipping the read that would say WouldBlock
+                    // saves a syscall per message.
+                    io.readable = false;
+                }
+                Ok(Read1::Data(n))
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 io.readable = false;
                 Ok(Read1::Idle)

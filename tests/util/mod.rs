@@ -94,6 +94,18 @@ impl Proxy {
     pub fn client(&self) -> Client {
         Client::connect(self.addr)
     }
+
+    /// Shuts the server down and waits (bounded) for `run` to return:
+    /// `None` if it did not return within `within`.
+    pub fn stop(mut self, within: Duration) -> Option<io::Result<()>> {
+        self.handle.shutdown();
+        let join = self.join.take()?;
+        if wait_until(within, || join.is_finished()) {
+            Some(join.join().expect("loop thread panicked"))
+        } else {
+            None
+        }
+    }
 }
 
 impl Drop for Proxy {
@@ -171,6 +183,21 @@ where
 
 /// Header fields as they arrived: names in their spelling, in order.
 pub type Fields = Vec<(String, Vec<u8>)>;
+
+/// At most the first 300 bytes of `bytes`, lossily as text, with the total
+/// length: for failure messages.
+pub fn preview(bytes: &[u8]) -> String {
+    const MAX: usize = 300;
+    if bytes.len() <= MAX {
+        format!("{:?}", String::from_utf8_lossy(bytes))
+    } else {
+        format!(
+            "{:?}... ({} bytes)",
+            String::from_utf8_lossy(&bytes[..MAX]),
+            bytes.len()
+        )
+    }
+}
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
@@ -488,10 +515,7 @@ impl Wire {
                 }
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "EOF inside a head: {:?}",
-                        String::from_utf8_lossy(&self.buf)
-                    ),
+                    format!("EOF inside a head: {}", preview(&self.buf)),
                 ));
             }
         }
@@ -519,10 +543,7 @@ impl Wire {
             if self.fill()? == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "EOF inside a chunked body: {:?}",
-                        String::from_utf8_lossy(&self.buf)
-                    ),
+                    format!("EOF inside a chunked body: {}", preview(&self.buf)),
                 ));
             }
         }
@@ -611,7 +632,7 @@ impl Client {
         let (start, fields) = parse_head(&head).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("not a response head: {:?}", String::from_utf8_lossy(&head)),
+                format!("not a response head: {}", preview(&head)),
             )
         })?;
         let mut parts = start.splitn(3, ' ');
@@ -684,8 +705,8 @@ impl Client {
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(
                 !left.is_zero(),
-                "connection still open after {within:?}; got {:?}",
-                String::from_utf8_lossy(self.wire.buffered())
+                "connection still open after {within:?}; got {}",
+                preview(self.wire.buffered())
             );
             self.wire
                 .stream
@@ -701,8 +722,8 @@ impl Client {
                     ) =>
                 {
                     panic!(
-                        "connection still open after {within:?}; got {:?}",
-                        String::from_utf8_lossy(self.wire.buffered())
+                        "connection still open after {within:?}; got {}",
+                        preview(self.wire.buffered())
                     )
                 }
                 Err(e) => panic!("read: {e}"),
@@ -719,8 +740,8 @@ impl Client {
         let rest = self.read_until_closed(CLIENT_TIMEOUT);
         assert!(
             rest.is_empty(),
-            "bytes after the last response: {:?}",
-            String::from_utf8_lossy(&rest)
+            "bytes after the last response: {}",
+            preview(&rest)
         );
     }
 
@@ -741,10 +762,7 @@ impl Client {
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) => {}
             Ok(0) => panic!("connection closed"),
-            Ok(_) => panic!(
-                "unexpected bytes: {:?}",
-                String::from_utf8_lossy(self.wire.buffered())
-            ),
+            Ok(_) => panic!("unexpected bytes: {}", preview(self.wire.buffered())),
             Err(e) => panic!("read: {e}"),
         }
     }
@@ -762,21 +780,18 @@ pub fn assert_proxy_error(resp: &Response, status: u16) {
     assert_eq!(
         resp.status,
         status,
-        "status; response {:?}",
-        String::from_utf8_lossy(&resp.raw())
+        "status; response {}",
+        preview(&resp.raw())
     );
     assert_eq!(resp.version, "HTTP/1.1", "status line version");
     assert!(
         resp.says_close(),
-        "no Connection: close in {:?}",
-        String::from_utf8_lossy(&resp.head)
+        "no Connection: close in {}",
+        preview(&resp.head)
     );
-    let cl = resp.header("content-length").unwrap_or_else(|| {
-        panic!(
-            "no Content-Length in {:?}",
-            String::from_utf8_lossy(&resp.head)
-        )
-    });
+    let cl = resp
+        .header("content-length")
+        .unwrap_or_else(|| panic!("no Content-Length in {}", preview(&resp.head)));
     assert_eq!(
         cl.parse::<usize>().ok(),
         Some(resp.body.len()),

@@ -1,0 +1,1013 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of sluice against nginx, nginx without buffering,
+HAProxy, and a direct connection to the upstream (the limit).
+
+Usage: scripts/bench.sh [--quick] [--only S1,S3] [--peers sluice,nginx]
+                        [--reps N] [--json FILE] [--no-build] [--no-install]
+
+Every proxy under test runs on CPU 1 (taskset -c 1); the load generator, the
+upstream and this script run on CPU 0 (taskset -c 0). Each proxy is started
+fresh for every measured run, on its own free 127.0.0.1 port, and stopped by
+its PID afterwards. Inside each repetition the peers alternate (A B C, A B C,
+...); the table holds medians over the repetitions. Progress goes to stderr,
+the report (markdown) to stdout.
+
+Scenarios:
+  S1  keep-alive small GET, 64 and 512 client connections (wrk --latency)
+  S2  a new client connection per request (wrk -H 'Connection: close')
+  S3  100 MiB download (curl)
+  S4  100 MiB upload (curl -T; the upstream is scripts/bench/upstream.py)
+  S5  200 slow readers (curl --limit-rate 100k) for 10 s: peak RSS growth
+  S6  10,000 idle keep-alive client connections: RSS per connection
+
+Python 3 stdlib only. Needs wrk (S1, S2) and curl (S3-S5); nginx and haproxy
+are peers (and nginx is the upstream) when present: as root on Debian they are
+installed with apt-get, otherwise the peer is skipped with a printed reason.
+"""
+
+import argparse
+import atexit
+import datetime
+import json
+import os
+import platform
+import re
+import resource
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH_DIR = os.path.join(ROOT, "scripts", "bench")
+MIB = 1 << 20
+PEERS = ["sluice", "nginx", "nginx-nobuf", "haproxy", "direct"]
+SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6"]
+SMALL_SIZE = 256  # bytes of the S1/S2 response body
+BIG_SIZE = 100 * MIB  # S3 download and S4 upload
+SLOW_SIZE = 16 * MIB  # S5 file (a reader gets ~1 MiB in 10 s at 100 KB/s)
+PROXY_CPU = 1
+LOAD_CPU = 0
+MAX_CONNS = 20000  # connection limit given to every proxy (S6 needs > 10,000)
+
+PROBLEMS = []  # (where, command, output) of everything that went wrong
+
+
+def say(msg):
+    print("bench: " + msg, file=sys.stderr, flush=True)
+
+
+def problem(where, cmd, output):
+    PROBLEMS.append((where, cmd, output.strip()))
+    say("PROBLEM in %s: %s\n%s" % (where, cmd, output.strip()[-2000:]))
+
+
+# --------------------------------------------------------------------------
+# processes
+
+
+PIN = True  # False when the machine has fewer than 2 CPUs or no taskset
+STARTED = []
+
+
+def pinned(cpu, argv):
+    return (["taskset", "-c", str(cpu)] if PIN else []) + list(argv)
+
+
+def proc_start_time(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return None
+
+
+def children_of(pid):
+    """All descendants of pid (via /proc/PID/task/*/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir("/proc/%d/task" % p)
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open("/proc/%d/task/%s/children" % (p, t)) as f:
+                    kids = [int(x) for x in f.read().split()]
+            except OSError:
+                kids = []
+            out.extend(kids)
+            todo.extend(kids)
+    return out
+
+
+class Proc:
+    """A long-running process we started; stopped by its own PID."""
+
+    def __init__(self, name, argv, logpath, env=None):
+        self.name = name
+        self.argv = list(argv)
+        self.logpath = logpath
+        self.logf = open(logpath, "ab")
+        self.p = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=self.logf, stderr=subprocess.STDOUT, env=env
+        )
+        self.pid = self.p.pid
+        STARTED.append(self)
+
+    def pids(self):
+        if self.p.poll() is not None:
+            return []
+        return [self.pid] + children_of(self.pid)
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def log_tail(self, n=30):
+        try:
+            with open(self.logpath, "rb") as f:
+                lines = f.read().decode("utf-8", "replace").splitlines()
+            return "\n".join(lines[-n:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout=5.0):
+        if self in STARTED:
+            STARTED.remove(self)
+        kids = [(k, proc_start_time(k)) for k in children_of(self.pid)] if self.alive() else []
+        if self.alive():
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                say("%s (pid %d) ignored SIGTERM for %.0f s: SIGKILL" % (self.name, self.pid, timeout))
+                os.kill(self.pid, signal.SIGKILL)
+                self.p.wait(5)
+        # children (nginx workers) that outlived their master: kill them by PID
+        deadline = time.time() + 3
+        for k, st in kids:
+            while st is not None and proc_start_time(k) == st and time.time() < deadline:
+                time.sleep(0.05)
+            if st is not None and proc_start_time(k) == st:
+                try:
+                    os.kill(k, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.logf.close()
+        return self.p.returncode
+
+
+def stop_all():
+    for p in list(reversed(STARTED)):
+        try:
+            p.stop()
+        except Exception as e:  # keep stopping the others
+            say("stopping %s: %s" % (p.name, e))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def http_get(port, path, timeout=2.0):
+    """One GET on a new connection; returns (status, body) or raises OSError."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n" % (path, port)).encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.") else 0
+    return status, body
+
+
+def wait_ready(proc, port, path="/small", timeout=10.0):
+    deadline = time.time() + timeout
+    last = ""
+    while time.time() < deadline:
+        if proc is not None and not proc.alive():
+            raise RuntimeError(
+                "%s exited during startup (status %s): %s\n%s"
+                % (proc.name, proc.p.returncode, shlex.join(proc.argv), proc.log_tail())
+            )
+        try:
+            status, _ = http_get(port, path)
+            if status == 200:
+                return
+            last = "status %d" % status
+        except (OSError, ValueError, IndexError) as e:
+            last = str(e)
+        time.sleep(0.05)
+    raise RuntimeError("%s did not answer GET %s on port %d within %.0f s (%s)" % (
+        proc.name if proc else "?", path, port, timeout, last))
+
+
+def cpu_seconds(pids):
+    """CPU time (user+system) of the given processes, from schedstat (ns) where
+    the kernel has it, else from utime+stime in /proc/PID/stat (clock ticks)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        done = False
+        try:
+            tasks = os.listdir("/proc/%d/task" % pid)
+            ns = 0
+            for t in tasks:
+                with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                    ns += int(f.read().split()[0])
+            total += ns / 1e9
+            done = True
+        except (OSError, ValueError, IndexError):
+            pass
+        if not done:
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / tick
+            except OSError:
+                pass
+    return total
+
+
+CPU_SOURCE = "schedstat" if os.path.exists("/proc/self/schedstat") else "stat"
+
+
+def rss_kib(pids):
+    total = 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/status" % pid) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+                        break
+        except OSError:
+            pass
+    return total
+
+
+def run_cmd(argv, timeout):
+    """Run a bounded command; returns (rc, output). Timeout kills it by PID."""
+    try:
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+        return r.returncode, (r.stdout + r.stderr).decode("utf-8", "replace")
+    except subprocess.TimeoutExpired as e:
+        out = ((e.stdout or b"") + (e.stderr or b"")).decode("utf-8", "replace")
+        return None, out + "\n[killed after %.0f s]" % timeout
+
+
+# --------------------------------------------------------------------------
+# tools, build, install
+
+
+def have(tool):
+    return shutil.which(tool) is not None
+
+
+def apt_install(packages):
+    """apt-get install as root on Debian; apt-get update first if it fails."""
+    if os.geteuid() != 0 or not have("apt-get"):
+        return False, "not root or no apt-get"
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    cmd = ["apt-get", "install", "-y", "--no-install-recommends"] + packages
+    say("running: " + shlex.join(cmd))
+    rc, out = run_cmd(cmd, 600)
+    if rc != 0:
+        say("install failed; running apt-get update, then again")
+        run_cmd(["apt-get", "update"], 600)
+        rc, out = run_cmd(cmd, 600)
+    return rc == 0, out.strip().splitlines()[-1] if out.strip() else ""
+
+
+def ensure_tools(args):
+    """Returns {peer_or_tool: reason} for what is missing after trying to install."""
+    wanted = {"wrk": ["wrk"], "curl": ["curl"], "nginx": ["nginx-light"], "haproxy": ["haproxy"]}
+    if not have("taskset"):
+        wanted["taskset"] = ["util-linux"]
+    missing = {}
+    for tool, pkgs in wanted.items():
+        if have(tool) or (tool == "nginx" and os.path.exists("/usr/sbin/nginx")) or (
+            tool == "haproxy" and os.path.exists("/usr/sbin/haproxy")
+        ):
+            continue
+        if args.no_install:
+            missing[tool] = "%s not found and --no-install given" % tool
+            continue
+        ok, msg = apt_install(pkgs)
+        if not ok and tool == "nginx":  # newer Debian has no nginx-light
+            ok, msg = apt_install(["nginx"])
+        if not ok or not (have(tool) or os.path.exists("/usr/sbin/" + tool)):
+            missing[tool] = "%s not found and could not be installed (%s)" % (tool, msg)
+    return missing
+
+
+def tool_path(tool):
+    return shutil.which(tool) or "/usr/sbin/" + tool
+
+
+def version_of(argv):
+    rc, out = run_cmd(argv, 10)
+    line = out.strip().splitlines()[0].strip() if out.strip() else "?"
+    line = re.sub(r"^nginx version: ", "", line)
+    line = re.sub(r" (Copyright|- https?:).*$", "", line)
+    if line.startswith("curl "):
+        line = " ".join(line.split()[:2])
+    return line
+
+
+def build_sluice(args):
+    if args.no_build or os.environ.get("SLUICE_BIN"):
+        path = os.environ.get("SLUICE_BIN") or os.path.join(ROOT, "target", "release", "sluice")
+        say("not building; using " + path)
+    else:
+        if not have("cargo"):
+            sys.exit("bench: cargo not found in PATH (or use --no-build / SLUICE_BIN=path)")
+        say("cargo build --release")
+        r = subprocess.run(["cargo", "build", "--release", "--bin", "sluice"], cwd=ROOT)
+        if r.returncode != 0:
+            sys.exit("bench: cargo build --release failed (status %d)" % r.returncode)
+        target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+        path = os.path.join(target, "release", "sluice")
+    if not os.access(path, os.X_OK):
+        sys.exit("bench: sluice binary not found or not executable: " + path)
+    return os.path.abspath(path)
+
+
+# --------------------------------------------------------------------------
+# upstreams
+
+
+def fill(template, out, values):
+    with open(os.path.join(BENCH_DIR, template)) as f:
+        text = f.read()
+    for k, v in values.items():
+        text = text.replace("@%s@" % k, str(v))
+    left = re.findall(r"@[A-Z_]+@", "\n".join(l for l in text.splitlines() if not l.lstrip().startswith("#")))
+    if left:
+        raise RuntimeError("unfilled fields %s in %s" % (left, template))
+    with open(out, "w") as f:
+        f.write(text)
+
+
+def nginx_user_line():
+    if os.geteuid() != 0:
+        return ""
+    import pwd
+
+    return "user %s;" % pwd.getpwuid(os.geteuid()).pw_name
+
+
+class NginxUpstream:
+    """nginx serving /small and /files/*; counts upstream connections from
+    an access log that holds $connection."""
+
+    kind = "nginx"
+
+    def __init__(self, tmp, www, nofile):
+        self.dir = os.path.join(tmp, "upstream-nginx")
+        os.makedirs(self.dir)
+        self.port = free_port()
+        conf = os.path.join(self.dir, "nginx.conf")
+        fill("nginx-upstream.conf.in", conf, {
+            "USER": nginx_user_line(), "NOFILE": nofile, "WORKER_CONNECTIONS": MAX_CONNS + 1000,
+            "DIR": self.dir, "PORT": self.port, "WWW": www,
+            "SMALL_BODY": ("0123456789abcdef" * (SMALL_SIZE // 16 + 1))[:SMALL_SIZE],
+        })
+        self.log = os.path.join(self.dir, "access.log")
+        self.proc = Proc("upstream nginx", pinned(LOAD_CPU, [
+            tool_path("nginx"), "-p", self.dir, "-c", conf, "-g", "daemon off;"]),
+            os.path.join(self.dir, "stderr.log"))
+        wait_ready(self.proc, self.port)
+
+    def mark(self):
+        time.sleep(0.5)  # access log buffer flushes every 200 ms
+        return os.path.getsize(self.log)
+
+    def count_since(self, mark):
+        """(requests, distinct upstream connections) logged since mark."""
+        time.sleep(0.5)
+        with open(self.log, "rb") as f:
+            f.seek(mark)
+            lines = f.read().split()
+        return len(lines), len(set(lines))
+
+
+class PyUpstream:
+    """scripts/bench/upstream.py: the S4 sink, and the origin without nginx."""
+
+    kind = "python"
+
+    def __init__(self, tmp, www, name):
+        self.port = free_port()
+        self.proc = Proc(name, pinned(LOAD_CPU, [
+            sys.executable, os.path.join(BENCH_DIR, "upstream.py"), "--port", str(self.port),
+            "--root", www, "--small-size", str(SMALL_SIZE)]), os.path.join(tmp, name.replace(" ", "-") + ".log"))
+        wait_ready(self.proc, self.port)
+
+    def stats(self):
+        _, body = http_get(self.port, "/__stats")
+        d = json.loads(body)
+        return d["requests"], d["connections"]
+
+    def mark(self):
+        return self.stats()
+
+    def count_since(self, mark):
+        r, c = self.stats()
+        return r - mark[0], c - mark[1] - 1  # the /__stats GET opened one
+
+
+# --------------------------------------------------------------------------
+# proxies under test
+
+
+class Peer:
+    def __init__(self, name, tmp, sluice_bin, upstream_port, run_id):
+        self.name = name
+        self.proc = None
+        if name == "direct":
+            self.port = upstream_port
+            return
+        self.port = free_port()
+        d = os.path.join(tmp, "%s-%s" % (name, run_id))
+        os.makedirs(d)
+        log = os.path.join(d, "stderr.log")
+        if name == "sluice":
+            argv = [sluice_bin, "--listen", "127.0.0.1:%d" % self.port, "--upstream", "127.0.0.1:%d" % upstream_port,
+                    "--max-connections", str(MAX_CONNS)]
+            env = dict(os.environ, RUST_LOG="warn")
+            self.proc = Proc(name, pinned(PROXY_CPU, argv), log, env=env)
+        elif name in ("nginx", "nginx-nobuf"):
+            conf = os.path.join(d, "nginx.conf")
+            fill("nginx-proxy.conf.in", conf, {
+                "USER": nginx_user_line(), "NOFILE": NOFILE, "WORKER_CONNECTIONS": MAX_CONNS + 1000, "DIR": d,
+                "PORT": self.port, "UPSTREAM_PORT": upstream_port,
+                "BUFFERING": "proxy_buffering off; proxy_request_buffering off;" if name == "nginx-nobuf" else "",
+            })
+            self.proc = Proc(name, pinned(PROXY_CPU, [tool_path("nginx"), "-p", d, "-c", conf, "-g", "daemon off;"]), log)
+        elif name == "haproxy":
+            cfg = os.path.join(d, "haproxy.cfg")
+            fill("haproxy.cfg.in", cfg, {"MAXCONN": MAX_CONNS, "PORT": self.port, "UPSTREAM_PORT": upstream_port})
+            self.proc = Proc(name, pinned(PROXY_CPU, [tool_path("haproxy"), "-db", "-f", cfg]), log)
+        else:
+            raise ValueError(name)
+
+    def ready(self, path):
+        if self.proc:
+            wait_ready(self.proc, self.port, path)
+        time.sleep(0.2)  # let nginx's worker settle before the baseline
+
+    def pids(self):
+        return self.proc.pids() if self.proc else []
+
+    def cpu(self):
+        return cpu_seconds(self.pids())
+
+    def rss(self):
+        return rss_kib(self.pids())
+
+    def check(self, where):
+        """After a run: the proxy must still be alive, its log free of panics."""
+        if not self.proc:
+            return
+        if not self.proc.alive():
+            problem(where, shlex.join(self.proc.argv),
+                    "%s exited with status %s during the run:\n%s" % (self.name, self.proc.p.returncode, self.proc.log_tail()))
+            return
+        tail = self.proc.log_tail(200)
+        bad = [l for l in tail.splitlines() if re.search(r"panick|\bERROR\b|\[emerg\]|\[alert\]|\[crit\]", l)]
+        if bad:
+            problem(where, shlex.join(self.proc.argv), "log lines:\n" + "\n".join(bad[-20:]))
+
+    def stop(self):
+        if self.proc:
+            self.proc.stop()
+
+
+# --------------------------------------------------------------------------
+# load generators
+
+UNIT = {"us": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60000.0}
+
+
+def parse_wrk(out):
+    r = {}
+    m = re.search(r"(\d+) requests in ([\d.]+)(\w+)", out)
+    r["requests"] = int(m.group(1)) if m else 0
+    m = re.search(r"Requests/sec:\s*([\d.]+)", out)
+    r["rps"] = float(m.group(1)) if m else 0.0
+    for pct in ("50", "99"):
+        m = re.search(r"^\s*%s(?:\.0+)?%%\s+([\d.]+)(us|ms|s|m)\b" % pct, out, re.M)
+        r["p" + pct] = float(m.group(1)) * UNIT[m.group(2)] if m else None
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    r["socket_errors"] = tuple(int(x) for x in m.groups()) if m else (0, 0, 0, 0)
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    r["non2xx"] = int(m.group(1)) if m else 0
+    return r
+
+
+def run_wrk(where, port, conns, dur, extra=()):
+    cmd = pinned(LOAD_CPU, ["wrk", "-t1", "-c%d" % conns, "-d%ds" % dur, "--latency"] + list(extra)
+                 + ["http://127.0.0.1:%d/small" % port])
+    rc, out = run_cmd(cmd, dur + 30)
+    r = parse_wrk(out)
+    if rc != 0 or r["requests"] == 0 or r["non2xx"] or r["p99"] is None:
+        problem(where, shlex.join(cmd), out)
+    elif any(r["socket_errors"]):
+        problem(where, shlex.join(cmd), out)
+    return r
+
+
+# --------------------------------------------------------------------------
+# scenarios: each returns {metric: value} for one (peer, repetition)
+
+
+class Ctx:
+    pass
+
+
+def s1(ctx, peer, where, conns):
+    mark = ctx.up.mark()
+    c0, t0 = peer.cpu(), time.time()
+    r = run_wrk(where, peer.port, conns, ctx.dur)
+    wall = time.time() - t0
+    cpu = peer.cpu() - c0
+    reqs, upconns = ctx.up.count_since(mark)
+    res = {"rps": r["rps"], "p50": r["p50"], "p99": r["p99"]}
+    if peer.proc:
+        res["cpu_us_req"] = cpu * 1e6 / r["requests"] if r["requests"] else None
+        res["cpu_pct"] = 100.0 * cpu / wall
+    res["reuse"] = reqs / upconns if upconns else None
+    return res
+
+
+def s2(ctx, peer, where):
+    c0 = peer.cpu()
+    r = run_wrk(where, peer.port, 64, ctx.dur, ["-H", "Connection: close"])
+    cpu = peer.cpu() - c0
+    res = {"rps": r["rps"]}
+    if peer.proc:
+        res["cpu_us_req"] = cpu * 1e6 / r["requests"] if r["requests"] else None
+    return res
+
+
+def curl_transfer(where, peer, cmd, expect_bytes, body_file=None):
+    c0 = peer.cpu()
+    rc, out = run_cmd(cmd, 300)
+    cpu = peer.cpu() - c0
+    try:
+        code, size, total = out.strip().splitlines()[-1].split()
+        code, size, total = int(code), int(float(size)), float(total)
+    except (ValueError, IndexError):
+        code, size, total = 0, 0, 0.0
+    got = size
+    if body_file is not None:  # the sink answers with the byte count it read
+        try:
+            with open(body_file) as f:
+                got = int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            got = -1
+    if rc != 0 or code != 200 or size != expect_bytes or got != expect_bytes or total <= 0:
+        problem(where, shlex.join(cmd), "exit %s, status %s, %s bytes (expected %d, upstream got %s)\n%s"
+                % (rc, code, size, expect_bytes, got, out))
+        return {}
+    res = {"mibs": expect_bytes / MIB / total}
+    if peer.proc:
+        res["cpu_ms_mib"] = cpu * 1e3 / (expect_bytes / MIB)
+    return res
+
+
+def s3(ctx, peer, where):
+    cmd = pinned(LOAD_CPU, ["curl", "-sS", "-o", "/dev/null", "--max-time", "120", "-w",
+                            "%{http_code} %{size_download} %{time_total}\n",
+                            "http://127.0.0.1:%d/files/big.bin" % peer.port])
+    return curl_transfer(where, peer, cmd, BIG_SIZE)
+
+
+def s4(ctx, peer, where):
+    resp = os.path.join(ctx.tmp, "sink-response")
+    if os.path.exists(resp):
+        os.unlink(resp)
+    cmd = pinned(LOAD_CPU, ["curl", "-sS", "-o", resp, "--max-time", "120", "-H", "Expect:", "-T", ctx.big,
+                            "-w", "%{http_code} %{size_upload} %{time_total}\n",
+                            "http://127.0.0.1:%d/sink" % peer.port])
+    return curl_transfer(where, peer, cmd, BIG_SIZE, body_file=resp)
+
+
+def s5(ctx, peer, where):
+    if not peer.proc:
+        return {}
+    n = ctx.slow_n
+    base = peer.rss()
+    argv = ["curl", "-sS", "-o", "/dev/null", "--limit-rate", "100k", "--max-time", str(ctx.slow_secs),
+            "-w", "%{http_code} %{size_download}\n", "http://127.0.0.1:%d/files/slow.bin" % peer.port]
+    cmd = pinned(LOAD_CPU, argv)
+    procs = []
+    peak = base
+    try:
+        for _ in range(n):
+            procs.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT))
+        deadline = time.time() + ctx.slow_secs + 15
+        while time.time() < deadline and any(p.poll() is None for p in procs):
+            peak = max(peak, peer.rss())
+            time.sleep(0.1)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    outs, bad, total = [], [], 0
+    for p in procs:
+        out = p.communicate()[0].decode("utf-8", "replace").strip()
+        last = out.splitlines()[-1] if out else ""
+        parts = last.split()
+        ok = p.returncode == 28 and len(parts) == 2 and parts[0] == "200"  # 28: --max-time reached
+        if ok:
+            total += int(float(parts[1]))
+        else:
+            bad.append("exit %s: %s" % (p.returncode, out[-300:]))
+    expected_each = 100 * 1000 * ctx.slow_secs
+    if bad or total < 0.5 * n * expected_each:
+        problem(where, shlex.join(cmd) + "   (x%d at once)" % n,
+                "%d of %d readers failed; %d bytes read in all (about %d expected)\n%s"
+                % (len(bad), n, total, n * expected_each, "\n".join(bad[:10])))
+    return {"rss_peak_mib": (peak - base) / 1024.0, "rss_kib_conn": (peak - base) / n}
+
+
+def s6(ctx, peer, where):
+    if not peer.proc:
+        return {}
+    n = ctx.idle_n
+    base = peer.rss()
+    socks, failed, errs = [], 0, []
+    req = ("GET /small HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % peer.port).encode()
+    deadline = time.time() + 120
+    try:
+        batch = 250
+        for start in range(0, n, batch):
+            if time.time() > deadline:
+                errs.append("time limit reached after %d connections" % len(socks))
+                break
+            group = []
+            for _ in range(min(batch, n - start)):
+                try:
+                    s = socket.create_connection(("127.0.0.1", peer.port), timeout=10)
+                    s.sendall(req)
+                    group.append(s)
+                except OSError as e:
+                    failed += 1
+                    errs.append(str(e))
+            for s in group:
+                try:
+                    if read_response(s):
+                        socks.append(s)
+                    else:
+                        failed += 1
+                        errs.append("bad response")
+                        s.close()
+                except OSError as e:
+                    failed += 1
+                    errs.append(str(e))
+                    s.close()
+        time.sleep(1.0)
+        rss = peer.rss()
+        alive = sum(1 for s in socks[:200] if still_open(s))
+    finally:
+        for s in socks:
+            s.close()
+    if failed or alive < min(200, len(socks)):
+        problem(where, "python: %d connections, one GET each, kept open" % n,
+                "%d failed, %d of the first %d still open after 1 s; first errors: %s"
+                % (failed, alive, min(200, len(socks)), "; ".join(errs[:5])))
+    if not socks:
+        return {}
+    return {"rss_kib_conn": (rss - base) / len(socks)}
+
+
+def read_response(s):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            return False
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200"):
+        return False
+    m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    if not m:
+        return False
+    need = int(m.group(1))
+    while len(body) < need:
+        chunk = s.recv(65536)
+        if not chunk:
+            return False
+        body += chunk
+    return True
+
+
+def still_open(s):
+    s.setblocking(False)
+    try:
+        return s.recv(1) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        s.setblocking(True)
+
+
+# --------------------------------------------------------------------------
+# the table
+
+ROWS = [  # (scenario, run key, metric key, label, better, format)
+    ("S1", "S1c64", "rps", "S1 keep-alive GET, 64 conns: req/s", "higher", "%.0f"),
+    ("S1", "S1c64", "p50", "S1 64 conns: latency p50 ms", "lower", "%.2f"),
+    ("S1", "S1c64", "p99", "S1 64 conns: latency p99 ms", "lower", "%.2f"),
+    ("S1", "S1c64", "cpu_us_req", "S1 64 conns: proxy CPU µs/req", "lower", "%.1f"),
+    ("S1", "S1c64", "cpu_pct", "S1 64 conns: proxy CPU % of its core", "", "%.0f"),
+    ("S1", "S1c64", "reuse", "S1 64 conns: upstream reuse (req/upstream conn)", "higher", "%.0f"),
+    ("S1", "S1c512", "rps", "S1 keep-alive GET, 512 conns: req/s", "higher", "%.0f"),
+    ("S1", "S1c512", "p50", "S1 512 conns: latency p50 ms", "lower", "%.2f"),
+    ("S1", "S1c512", "p99", "S1 512 conns: latency p99 ms", "lower", "%.2f"),
+    ("S1", "S1c512", "cpu_us_req", "S1 512 conns: proxy CPU µs/req", "lower", "%.1f"),
+    ("S1", "S1c512", "cpu_pct", "S1 512 conns: proxy CPU % of its core", "", "%.0f"),
+    ("S1", "S1c512", "reuse", "S1 512 conns: upstream reuse (req/upstream conn)", "higher", "%.0f"),
+    ("S2", "S2", "rps", "S2 new connection per request: req/s", "higher", "%.0f"),
+    ("S2", "S2", "cpu_us_req", "S2: proxy CPU µs/req", "lower", "%.1f"),
+    ("S3", "S3", "mibs", "S3 100 MiB download: MiB/s", "higher", "%.0f"),
+    ("S3", "S3", "cpu_ms_mib", "S3: proxy CPU ms/MiB", "lower", "%.2f"),
+    ("S4", "S4", "mibs", "S4 100 MiB upload: MiB/s", "higher", "%.0f"),
+    ("S4", "S4", "cpu_ms_mib", "S4: proxy CPU ms/MiB", "lower", "%.2f"),
+    ("S5", "S5", "rss_peak_mib", "S5 200 slow readers: peak RSS growth MiB", "lower", "%.1f"),
+    ("S5", "S5", "rss_kib_conn", "S5: peak RSS growth KiB/conn", "lower", "%.1f"),
+    ("S6", "S6", "rss_kib_conn", "S6 10k idle keep-alive conns: RSS KiB/conn", "lower", "%.2f"),
+]
+
+
+def median(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def table(results, peers, scenarios, ctx):
+    cols = [p for p in PEERS if p in peers]
+    others = [p for p in cols if p != "sluice"]
+    head = ["scenario / metric", "better"] + cols + (["sluice/" + p for p in others] if "sluice" in cols else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for sc, key, metric, label, better, fmt in ROWS:
+        if sc not in scenarios:
+            continue
+        if sc == "S5":
+            label = label.replace("200", str(ctx.slow_n))
+        if sc == "S6":
+            label = label.replace("10k", "%d" % ctx.idle_n)
+        meds = {p: median([r.get(metric) for r in results.get((key, p), [])]) for p in cols}
+        cells = [label, better or "-"]
+        for p in cols:
+            cells.append(fmt % meds[p] if meds[p] is not None else "n/a")
+        if "sluice" in cols:
+            for p in others:
+                a, b = meds["sluice"], meds[p]
+                cells.append("%.2f" % (a / b) if a is not None and b not in (None, 0) else "n/a")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+
+
+NOFILE = 20000
+
+
+def raise_nofile():
+    """Raise RLIMIT_NOFILE (inherited by every child) as far as allowed."""
+    global NOFILE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 65536
+    if hard != resource.RLIM_INFINITY and hard < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))  # works as root
+        except (ValueError, OSError):
+            want = hard
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(want, hard) if hard != resource.RLIM_INFINITY else hard))
+    NOFILE = want
+    return NOFILE
+
+
+def main():
+    global PIN, MAX_CONNS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--quick", action="store_true", help="1 repetition, 2 s wrk runs, 4 s S5 (for development)")
+    ap.add_argument("--only", default="", help="comma-separated scenarios, e.g. S1,S3 (default: all)")
+    ap.add_argument("--peers", default="", help="comma-separated peers (default: %s)" % ",".join(PEERS))
+    ap.add_argument("--reps", type=int, default=None, help="repetitions (default 3, or 1 with --quick)")
+    ap.add_argument("--json", default="", help="also write every run's raw numbers to this file")
+    ap.add_argument("--no-build", action="store_true", help="use target/release/sluice (or $SLUICE_BIN) as is")
+    ap.add_argument("--no-install", action="store_true", help="never run apt-get; skip what is missing")
+    args = ap.parse_args()
+
+    scenarios = [s.strip().upper() for s in args.only.split(",") if s.strip()] or SCENARIOS
+    for s in scenarios:
+        if s not in SCENARIOS:
+            ap.error("unknown scenario %r (choose from %s)" % (s, ",".join(SCENARIOS)))
+    peers = [p.strip() for p in args.peers.split(",") if p.strip()] or PEERS
+    for p in peers:
+        if p not in PEERS:
+            ap.error("unknown peer %r (choose from %s)" % (p, ",".join(PEERS)))
+
+    started_at = datetime.datetime.now().astimezone()
+    t_start = time.time()
+    command = os.environ.get("BENCH_COMMAND") or shlex.join([sys.argv[0]] + sys.argv[1:])
+
+    ctx = Ctx()
+    ctx.reps = args.reps or (1 if args.quick else 3)
+    ctx.dur = 2 if args.quick else 5
+    ctx.slow_secs = 4 if args.quick else 10
+    ctx.slow_n = 200
+    ctx.idle_n = 10000
+
+    # --- tools and CPUs -------------------------------------------------
+    notes = []
+    missing = ensure_tools(args)
+    skipped = {}
+    usable = os.sched_getaffinity(0)
+    if "taskset" in missing or not {LOAD_CPU, PROXY_CPU} <= usable:
+        PIN = False
+        notes.append("NOT pinned: %s" % (missing.get("taskset") or "CPUs 0 and 1 are not both available"))
+    else:
+        os.sched_setaffinity(0, {LOAD_CPU})
+        notes.append("CPU pinning: every proxy under test on CPU %d (taskset -c %d); load generators, upstreams "
+                     "and this script on CPU %d (taskset -c %d)." % (PROXY_CPU, PROXY_CPU, LOAD_CPU, LOAD_CPU))
+    for peer, tool in (("nginx", "nginx"), ("nginx-nobuf", "nginx"), ("haproxy", "haproxy")):
+        if peer in peers and tool in missing:
+            skipped[peer] = missing[tool]
+    for sc, tool in (("S1", "wrk"), ("S2", "wrk"), ("S3", "curl"), ("S4", "curl"), ("S5", "curl")):
+        if sc in scenarios and tool in missing:
+            skipped[sc] = missing[tool]
+    for what, why in skipped.items():
+        say("SKIPPING %s: %s" % (what, why))
+        notes.append("Skipped %s: %s" % (what, why))
+    peers = [p for p in peers if p not in skipped]
+    scenarios = [s for s in scenarios if s not in skipped]
+
+    nofile = raise_nofile()
+    if nofile < ctx.idle_n + 2000:
+        ctx.idle_n = max(100, nofile - 2000)
+        notes.append("RLIMIT_NOFILE is %d: S6 uses %d connections" % (nofile, ctx.idle_n))
+
+    sluice_bin = build_sluice(args) if "sluice" in peers else None
+
+    tmp = tempfile.mkdtemp(prefix="sluice-bench-")
+    ctx.tmp = tmp
+    atexit.register(lambda: shutil.rmtree(tmp, ignore_errors=True))
+    atexit.register(stop_all)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+
+    www = os.path.join(tmp, "www")
+    os.makedirs(os.path.join(www, "files"))
+    os.chmod(tmp, 0o755)
+    ctx.big = os.path.join(www, "files", "big.bin")
+    block = os.urandom(MIB)
+    with open(ctx.big, "wb") as f:
+        for _ in range(BIG_SIZE // MIB):
+            f.write(block)
+    with open(os.path.join(www, "files", "slow.bin"), "wb") as f:
+        for _ in range(SLOW_SIZE // MIB):
+            f.write(block)
+
+    # --- upstreams ------------------------------------------------------
+    if have("nginx") or os.path.exists("/usr/sbin/nginx"):
+        up = NginxUpstream(tmp, www, nofile)
+        up_desc = "nginx (1 worker, CPU %d): /small returns %d bytes, /files/ static with sendfile" % (LOAD_CPU, SMALL_SIZE)
+    else:
+        up = PyUpstream(tmp, www, "upstream python")
+        up_desc = "scripts/bench/upstream.py (nginx missing; the upstream may be the bottleneck in S1/S2)"
+        notes.append("nginx is missing: the origin is scripts/bench/upstream.py, S1/S2 numbers are bounded by it")
+    sink = PyUpstream(tmp, www, "upstream sink") if "S4" in scenarios else None
+    ctx.up = up
+
+    versions = {"sluice": version_of([sluice_bin, "--version"]) if sluice_bin else "-"}
+    if "nginx" in peers or "nginx-nobuf" in peers or up.kind == "nginx":
+        versions["nginx"] = version_of([tool_path("nginx"), "-v"])
+    if "haproxy" in peers:
+        versions["haproxy"] = version_of([tool_path("haproxy"), "-v"])
+    for tool, argv in (("wrk", ["wrk", "-v"]), ("curl", ["curl", "--version"])):
+        if have(tool):
+            versions[tool] = version_of(argv)
+    versions["python"] = "Python " + platform.python_version()
+    versions["kernel"] = platform.release()
+
+    runs = []  # (run key, scenario, fn)
+    for sc in scenarios:
+        if sc == "S1":
+            runs.append(("S1c64", sc, lambda c, p, w: s1(c, p, w, 64)))
+            runs.append(("S1c512", sc, lambda c, p, w: s1(c, p, w, 512)))
+        else:
+            runs.append((sc, sc, {"S2": s2, "S3": s3, "S4": s4, "S5": s5, "S6": s6}[sc]))
+
+    say("peers: %s; scenarios: %s; %d repetition(s); tmp dir %s" % (",".join(peers), ",".join(scenarios), ctx.reps, tmp))
+    results = {}
+    raw = []
+    run_id = 0
+    for rep in range(1, ctx.reps + 1):
+        for key, sc, fn in runs:
+            for name in peers:
+                if name == "direct" and sc in ("S5", "S6"):
+                    continue  # nothing between client and upstream to measure
+                run_id += 1
+                where = "%s %s rep %d" % (key, name, rep)
+                upstream_port = sink.port if sc == "S4" else up.port
+                path = "/small"
+                peer = None
+                try:
+                    peer = Peer(name, tmp, sluice_bin, upstream_port, run_id)
+                    peer.ready(path)
+                    t0 = time.time()
+                    res = fn(ctx, peer, where)
+                    peer.check(where)
+                    say("%-22s %s (%.1f s)" % (where, " ".join("%s=%.4g" % (k, v) for k, v in res.items() if v is not None),
+                                               time.time() - t0))
+                except RuntimeError as e:
+                    problem(where, shlex.join(peer.proc.argv) if peer and peer.proc else name, str(e))
+                    res = {}
+                finally:
+                    if peer:
+                        peer.stop()
+                results.setdefault((key, name), []).append(res)
+                raw.append({"run": key, "peer": name, "rep": rep, **res})
+                if not up.proc.alive():
+                    sys.exit("bench: the upstream died:\n" + up.proc.log_tail())
+
+    elapsed = time.time() - t_start
+    stop_all()
+
+    # --- report ---------------------------------------------------------
+    cpu_model = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu_model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    out = []
+    out.append("## sluice side-by-side benchmark")
+    out.append("")
+    out.append("- date: %s (took %.0f s)" % (started_at.strftime("%Y-%m-%d %H:%M:%S %Z"), elapsed))
+    out.append("- command: `%s`" % command)
+    out.append("- CPU: %s, %d CPUs online" % (cpu_model, os.cpu_count() or 0))
+    out.append("- " + "; ".join("%s: %s" % kv for kv in versions.items()))
+    for n in notes:
+        out.append("- " + n)
+    out.append("- upstream: " + up_desc + ("; S4 sink: scripts/bench/upstream.py (CPU %d)" % LOAD_CPU if sink else ""))
+    out.append("- %d repetition(s), peers alternating inside each; medians. wrk -t1 -d%ds; S2 -c64; S5 %d x "
+               "`curl --limit-rate 100k` for %d s on a %d MiB file; S6 %d connections, one GET each."
+               % (ctx.reps, ctx.dur, ctx.slow_n, ctx.slow_secs, SLOW_SIZE // MIB, ctx.idle_n))
+    out.append("- proxy CPU = user+system of the proxy's processes over the run (%s); RSS = VmRSS summed over them, "
+               "growth over the idle proxy. Every proxy gets 20000 max connections; nginx keepalive_requests "
+               "1000000; nginx-nobuf = proxy_buffering off + proxy_request_buffering off; sluice RUST_LOG=warn."
+               % ("/proc/PID/task/*/schedstat" if CPU_SOURCE == "schedstat" else "/proc/PID/stat"))
+    out.append("")
+    out.append(table(results, peers, scenarios, ctx))
+    out.append("")
+    if PROBLEMS:
+        out.append("### problems (%d)" % len(PROBLEMS))
+        for where, cmd, text in PROBLEMS:
+            out.append("")
+            out.append("- %s: `%s`" % (where, cmd))
+            out.append("```")
+            out.append(text[-3000:])
+            out.append("```")
+    else:
+        out.append("No errors: every run completed with only 2xx responses and no socket errors.")
+    print("\n".join(out), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"command": command, "versions": versions, "runs": raw, "problems": PROBLEMS}, f, indent=1)
+    return 1 if PROBLEMS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

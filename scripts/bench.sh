@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of sluice against nginx (buffered and unbuffered),
+# HAProxy and a direct connection; prints a markdown table on stdout.
+#
+# Usage: scripts/bench.sh [--quick] [--only S1,S3] [--peers sluice,nginx]
+#                         [--reps N] [--json FILE] [--no-build] [--no-install]
+# Env:   SLUICE_BIN=path   skip the build and benchmark this binary
+# A full run takes about 10-15 minutes on 2 cores; --quick about 3. The logic
+# is in scripts/bench.py (see its --help); templates in scripts/bench/.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+command -v python3 >/dev/null 2>&1 || { echo "bench: python3 not found in PATH" >&2; exit 1; }
+BENCH_COMMAND="$0${*:+ $*}" exec python3 "$ROOT/scripts/bench.py" "$@"
