@@ -463,7 +463,7 @@ class Peer:
             self.proc = Proc(name, pinned(PROXY_CPU, [tool_path("nginx"), "-p", d, "-c", conf, "-g", "daemon off;"]), log)
         elif name == "haproxy":
             cfg = os.path.join(d, "haproxy.cfg")
-            fill("haproxy.cfg.in", cfg, {"MAXCONN": MAX_CONNS, "PORT": self.port, "UPSTREAM_PORT": upstream_port})
+            fill("haproxy.cfg.in", cfg, {"MAXCONN": MAX_CONNS, "NOFILE": NOFILE,"PORT": self.port, "UPSTREAM_PORT": upstream_port})
             self.proc = Proc(name, pinned(PROXY_CPU, [tool_path("haproxy"), "-db", "-f", cfg]), log)
         else:
             raise ValueError(name)

@@ -6,9 +6,14 @@ Driven by scripts/torture.sh, which builds the release binary and passes
 stopped here by its own PID; every loop is bounded in count and time.
 
 Scenarios:
-  one     one `curl --limit-rate RATE` reader of a big file (default 100 MiB)
+  one     one slow reader of a big file (default 100 MiB)
   many    READERS concurrent slow readers of a smaller file each
   upload  curl sends a file as fast as it can, the upstream reads it slowly
+Slow readers (--client): `curl --limit-rate RATE --max-time SECONDS`, and/or
+`torture.py readers`, one python process that reads each socket at exactly
+RATE bytes/s (curl 7.x reads a burst of several MiB before its limiter
+engages, then pauses; the paced reader keeps sluice cycling between its
+watermarks for the whole run).
 
 For each: sluice's idle RSS, peak RSS and growth (VmRSS sampled every 0.5 s,
 and VmHWM), the bytes the upstream sent vs the bytes the client received (or
@@ -384,63 +389,181 @@ def make_file(path, size):
 # --------------------------------------------------------------------------
 # scenarios
 
-def run_download(b, name, readers, size, rate_text, seconds, threshold, thr_note):
+class CurlReaders:
+    """READERS `curl --limit-rate` processes, each writing to its own file."""
+
+    def __init__(self, b, url, count, rate_text, seconds, tag):
+        self.b = b
+        self.outs = [os.path.join(b.args.tmp, f"{tag}-out-{i}") for i in range(count)]
+        self.procs = [b.procs.start(
+            ["curl", "-sS", "--http1.1", "--limit-rate", rate_text, "--max-time", str(seconds),
+             "-o", out, "-w", "%{size_download} %{http_code}", url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+            for out in self.outs]
+
+    def received(self):
+        return sum(os.path.getsize(o) if os.path.exists(o) else 0 for o in self.outs)
+
+    def running(self):
+        return sum(p.poll() is None for p in self.procs)
+
+    def finish(self):
+        """Returns (bytes received per reader, list of failures)."""
+        self.b.procs.stop(self.procs)
+        got, bad = [], []
+        for p in self.procs:
+            out, err = p.communicate()
+            fields = out.decode().split()
+            got.append(int(fields[0]) if fields else 0)
+            code = fields[1] if len(fields) > 1 else "?"
+            if p.returncode not in (0, 28) or code != "200":
+                bad.append(f"curl exit {p.returncode}, HTTP {code}: {err.decode().strip()[:200]}")
+        for o in self.outs:
+            if os.path.exists(o):
+                os.unlink(o)
+        return got, bad
+
+
+class PacedReaders:
+    """One python process (`torture.py readers`) pacing READERS sockets exactly."""
+
+    def __init__(self, b, port, path, count, rate, seconds, tag):
+        self.b = b
+        self.status = os.path.join(b.args.tmp, f"{tag}-readers.status")
+        self.proc = b.procs.start(
+            [sys.executable, os.path.abspath(__file__), "readers", str(port), path, str(count),
+             str(rate), str(seconds), self.status],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+
+    def received(self):
+        try:
+            with open(self.status) as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def running(self):
+        return 1 if self.proc.poll() is None else 0
+
+    def finish(self):
+        self.b.procs.stop([self.proc])
+        out, err = self.proc.communicate()
+        try:
+            r = json.loads(out.decode())
+        except ValueError:
+            return [], [f"paced reader failed (exit {self.proc.returncode}): {err.decode()[-300:]}"]
+        bad = [f"{n} reader(s): {what}" for what, n in r["errors"].items()]
+        return r["got"], bad
+
+
+def paced_readers(port, path, count, rate, seconds, status):
+    """Opens COUNT connections, GETs PATH on each, reads each at RATE bytes/s
+    (non-blocking recv every 50 ms) for SECONDS; prints JSON results."""
+    port, count, rate, seconds = int(port), int(count), int(rate), float(seconds)
+    req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: torture-paced\r\n\r\n").encode()
+    conns = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(req)
+        s.setblocking(False)
+        conns.append({"s": s, "raw": 0, "head": None, "buf": b"", "err": None, "t0": time.monotonic()})
+    t_end = time.monotonic() + seconds
+    last_status = 0.0
+    for _ in range(int(seconds / 0.05) + 100):
+        now = time.monotonic()
+        if now >= t_end:
+            break
+        for c in conns:
+            if c["err"] or c["s"] is None:
+                continue
+            allowed = int(rate * (now - c["t0"])) - c["raw"]
+            if allowed <= 0:
+                continue
+            try:
+                data = c["s"].recv(min(allowed, 256 * KiB))
+            except BlockingIOError:
+                continue
+            except OSError as e:
+                c["err"] = f"recv error {e.errno}"
+                continue
+            if not data:
+                c["err"] = "EOF before the end of the body"
+                continue
+            c["raw"] += len(data)
+            if c["head"] is None:
+                c["buf"] += data
+                if b"\r\n\r\n" in c["buf"]:
+                    head = c["buf"].split(b"\r\n\r\n", 1)[0]
+                    c["head"] = len(head) + 4
+                    c["buf"] = b""
+                    if b" 200 " not in head.split(b"\r\n", 1)[0]:
+                        c["err"] = "status " + head.split(b"\r\n", 1)[0].decode("latin-1")
+        if now - last_status >= 0.1:
+            total = sum(c["raw"] - (c["head"] or c["raw"]) for c in conns)
+            with open(status + ".tmp", "w") as f:
+                f.write(str(total))
+            os.replace(status + ".tmp", status)
+            last_status = now
+        time.sleep(max(0.0, 0.05 - (time.monotonic() - now)))
+    got = [c["raw"] - (c["head"] or c["raw"]) for c in conns]
+    errors = {}
+    for c in conns:
+        if c["err"]:
+            errors[c["err"]] = errors.get(c["err"], 0) + 1
+        c["s"].close()
+    print(json.dumps({"got": got, "errors": errors}))
+
+
+def run_download(b, name, readers, size, rate_text, seconds, threshold, thr_note, client):
     a = b.args
     rate = parse_size(rate_text)
     fname = f"{name}-{size}.bin"
     make_file(os.path.join(a.tmp, fname), size)
-    res = {"name": name, "fails": [], "threshold": threshold}
-    sl, port, logpath, argv = b.start_sluice(name)
+    tag = f"{name}-{client}"
+    res = {"name": f"{name} ({client})", "fails": [], "threshold": threshold}
+    sl, port, logpath, argv = b.start_sluice(tag)
     res["cmd"] = " ".join(argv)
-    idle_rss, idle_hwm = proc_status(sl.pid)
+    idle_rss, _ = proc_status(sl.pid)
     idle_fds = fd_count(sl.pid)
     base = up_stats(b.up_port)
-    url = f"http://127.0.0.1:{port}/f/{fname}"
-    outs = [os.path.join(a.tmp, f"{name}-out-{i}") for i in range(readers)]
-    curls = []
     t0 = time.monotonic()
-    for out in outs:
-        curls.append(b.procs.start(
-            ["curl", "-sS", "--http1.1", "--limit-rate", rate_text, "--max-time", str(seconds),
-             "-o", out, "-w", "%{size_download} %{http_code}", url],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL))
+    if client == "curl":
+        cl = CurlReaders(b, f"http://127.0.0.1:{port}/f/{fname}", readers, rate_text, seconds, tag)
+    else:
+        cl = PacedReaders(b, port, f"/f/{fname}", readers, rate, seconds, tag)
     samples = []
-    deadline = t0 + seconds + 10
     peak_fds = idle_fds
     for _ in range(int((seconds + 10) / 0.5) + 1):
-        if time.monotonic() > deadline or not b.check_sluice_alive(sl, logpath, res):
+        if time.monotonic() > t0 + seconds + 10 or not b.check_sluice_alive(sl, logpath, res):
             break
+        n_before = cl.running()
         sent = up_stats(b.up_port)["sent"] - base["sent"]
         kq = kernel_queued({port, b.up_port})
-        recv = sum(os.path.getsize(o) if os.path.exists(o) else 0 for o in outs)
+        recv = cl.received()
         rss, _ = proc_status(sl.pid)
         peak_fds = max(peak_fds, fd_count(sl.pid))
-        samples.append({"t": time.monotonic() - t0, "rss": rss, "sent": sent,
-                        "recv": recv, "kq": kq})
-        if all(c.poll() is not None for c in curls):
+        n_after = cl.running()
+        if n_after == 0:
             break
+        if n_before == n_after == (readers if client == "curl" else 1):  # nobody left mid-sample
+            samples.append({"t": time.monotonic() - t0, "rss": rss, "sent": sent,
+                            "recv": recv, "kq": kq})
         time.sleep(0.5)
-    hung = [c for c in curls if c.poll() is None]
-    if hung:
-        res["fails"].append(f"{len(hung)} curl(s) still running {seconds + 10} s after start (stalled?)")
-    b.procs.stop(hung)
-    received, bad = 0, []
-    short = 0
+    if cl.running():
+        res["fails"].append(f"client(s) still running {seconds + 10} s after start (stalled?)")
+    got, bad = cl.finish()
+    received = sum(got)
     expected = rate * seconds
-    for c in curls:
-        out, err = c.communicate()
-        fields = out.decode().split()
-        got = int(fields[0]) if fields else 0
-        code = fields[1] if len(fields) > 1 else "?"
-        received += got
-        if c.returncode not in (0, 28) or code != "200":
-            bad.append(f"curl exit {c.returncode}, HTTP {code}: {err.decode().strip()[:200]}")
-        if got < expected * 0.5 and got < size:
-            short += 1
+    short = sum(1 for g in got if g < expected * 0.5 and g < size)
     if bad:
-        res["fails"].append(f"{len(bad)} reader(s) failed, first: {bad[0]}")
+        res["fails"].append(f"{len(bad)} reader failure kind(s), first: {bad[0]}")
     if short:
         res["fails"].append(f"{short} reader(s) got < 50% of rate x time ({human(expected)}): stall?")
+    if samples and client == "curl":
+        first = samples[0]["recv"]
+        if first > 2 * rate * max(1.0, samples[0]["t"]) * readers:
+            res["notes"] = [f"curl read {human(first)} in its first {samples[0]['t']:.1f} s "
+                            f"(its own --limit-rate burst, the same without sluice), then paused"]
     if b.check_sluice_alive(sl, logpath, res):
         _, hwm = proc_status(sl.pid)
         st = b.wait_upstream_idle(res, "downloads")
@@ -451,12 +574,10 @@ def run_download(b, name, readers, size, rate_text, seconds, threshold, thr_note
         hwm = 0
         sent_total = max((s["sent"] for s in samples), default=0)
     b.procs.stop([sl])
-    for o in outs:
-        if os.path.exists(o):
-            os.unlink(o)
+    what = "curl --limit-rate" if client == "curl" else "python paced reader(s), rate"
     return finish(res, a, samples, idle_rss, hwm, readers, sent_total, received,
-                  label=(f"{readers} slow reader(s), {human(size)} file each, "
-                         f"--limit-rate {rate_text}, --max-time {seconds}"),
+                  label=(f"{readers} slow reader(s) ({what} {rate_text}), {human(size)} file each, "
+                         f"{seconds} s"),
                   frm="upstream sent", to="client received", thr_note=thr_note,
                   expected=expected * readers)
 
@@ -569,6 +690,8 @@ def finish(res, a, samples, idle_rss, hwm, conns, frm_total, to_total, label, fr
         for s in samples[::4]:
             print(f"    {s['t']:5.1f}  {human(s['rss']):10} {human(s['sent']):11} {human(s['recv']):11} "
                   f"{human(s['sent'] - s['recv']):11} {human(s['kq'])}")
+    for n in res.get("notes", []):
+        print(f"  note: {n}")
     for f in res["fails"]:
         print(f"  FAIL: {f}")
     if "log" in res:
@@ -592,19 +715,22 @@ def run(args):
               f"{open('/proc/sys/net/ipv4/tcp_wmem').read().split()[2]}/"
               f"{open('/proc/sys/net/ipv4/tcp_rmem').read().split()[2]}")
         scen = ["one", "many", "upload"] if args.scenario == "all" else [args.scenario]
+        clients = ["curl", "python"] if args.client == "both" else [args.client]
         for s in scen:
-            if s == "one":
-                results.append(run_download(b, "one", 1, args.size, args.rate, args.seconds,
-                                            args.threshold, "--threshold"))
-            elif s == "many":
-                per = args.high + STATE_PER_EXCHANGE
-                thr = args.many_threshold or args.readers * per + args.threshold
-                note = (f"{args.readers} x (high {human(args.high)} + {human(STATE_PER_EXCHANGE)} state) "
-                        f"+ {human(args.threshold)}" if not args.many_threshold else "--many-threshold")
-                results.append(run_download(b, "many", args.readers, args.many_size, args.rate,
-                                            args.many_seconds, thr, note))
-            else:
-                results.append(run_upload(b))
+            for client in (clients if s != "upload" else ["curl"]):
+                if s == "one":
+                    results.append(run_download(b, "one", 1, args.size, args.rate, args.seconds,
+                                                args.threshold, "--threshold", client))
+                elif s == "many":
+                    per = args.high + STATE_PER_EXCHANGE
+                    thr = args.many_threshold or args.readers * per + args.threshold
+                    note = (f"{args.readers} x (high {human(args.high)} + {human(STATE_PER_EXCHANGE)} "
+                            f"state) + {human(args.threshold)}"
+                            if not args.many_threshold else "--many-threshold")
+                    results.append(run_download(b, "many", args.readers, args.many_size, args.rate,
+                                                args.many_seconds, thr, note, client))
+                else:
+                    results.append(run_upload(b))
     finally:
         b.procs.stop_all()
     print("\n| scenario | idle RSS | peak RSS | growth | threshold | from | to | gap | held by sluice | result |")
@@ -622,6 +748,10 @@ def main():
     env = os.environ.get
     if len(sys.argv) >= 2 and sys.argv[1] == "upstream":
         serve(sys.argv[2])
+        return 0
+    if len(sys.argv) == 8 and sys.argv[1] == "readers":
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(1))
+        paced_readers(*sys.argv[2:])
         return 0
     ap = argparse.ArgumentParser(prog="torture.sh", description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", required=True, help=argparse.SUPPRESS)
@@ -650,6 +780,10 @@ def main():
     ap.add_argument("--high", type=parse_size, default=env("TORTURE_HIGH"),
                     help="run sluice with --high-watermark HIGH --low-watermark HIGH/4 "
                          "(default: sluice's own, 64k)")
+    ap.add_argument("--client", choices=["curl", "python", "both"],
+                    default=env("TORTURE_CLIENT", "both"),
+                    help="slow readers: curl --limit-rate, an exactly paced python reader, or "
+                         "both, one after the other (default both)")
     ap.add_argument("--verbose", action="store_true", help="print the samples")
     args = ap.parse_args()
     if not 1 <= args.readers <= 2000:

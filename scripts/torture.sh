@@ -6,11 +6,13 @@
 #            [--rate 100k] [--seconds 20] [--readers 200] [--threshold 4M]
 #            [--many-size 20M] [--many-seconds 15] [--many-threshold BYTES]
 #            [--upload-size 50M] [--upload-rate 100k] [--upload-seconds 15]
-#            [--high BYTES] [--verbose]
+#            [--client curl|python|both] [--high BYTES] [--verbose]
 #   one     1 reader, `curl --limit-rate RATE --max-time SECONDS`, 100 MiB file
 #   many    READERS concurrent slow readers, a 20 MiB file each, 15 s
 #   upload  curl -T 50 MiB as fast as it can; the upstream reads 100 KB/s
-#   all     the three, in that order (default; about 1 minute)
+#   all     the three, in that order (default; about 2 minutes)
+# Readers: curl --limit-rate and/or an exactly paced python reader (--client,
+# default both: one and many run once with each).
 # Env: the same knobs as TORTURE_SCENARIO, TORTURE_SIZE, TORTURE_RATE,
 #      TORTURE_SECONDS, TORTURE_READERS, TORTURE_THRESHOLD, ... ;
 #      SLUICE_BIN=path (skip the build), SLUICE_NO_BUILD=1, RUST_LOG (warn).
@@ -20,7 +22,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 case "${1:-}" in
-    -h | --help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 need python3 curl head
 lib_tmp

@@ -274,10 +274,11 @@ impl Server {
             return;
         }
         if let Some((at, _)) = s.deadline(&self.sh)
-            && s.armed.is_none_or(|a| at < a) {
-                s.armed = Some(at);
-                self.timers.push(at, key, s.generation);
-            }
+            && s.armed.is_none_or(|a| at < a)
+        {
+            s.armed = Some(at);
+            self.timers.push(at, key, s.generation);
+        }
         if more {
             queue(&mut self.runnable, s);
         }
@@ -330,10 +331,11 @@ impl Server {
                             Stats::add(&self.sh.stats.downstream_accepted, 1);
                             Stats::add(&self.sh.stats.downstream_active, 1);
                             if let Some(s) = self.sessions.get_mut(key)
-                                && let Some((at, _)) = s.deadline(&self.sh) {
-                                    s.armed = Some(at);
-                                    self.timers.push(at, key, generation);
-                                }
+                                && let Some((at, _)) = s.deadline(&self.sh)
+                            {
+                                s.armed = Some(at);
+                                self.timers.push(at, key, generation);
+                            }
                         }
                         Err(e) => debug!("register of {addr} failed: {e}"),
                     }
@@ -407,18 +409,37 @@ impl Server {
         sh.ups.close_idle(&sh.registry, &sh.stats);
         let st = sh.stats.snapshot();
         info!(
-            "stopped: requests={} accepted={} upstream_connects={} reuses={} retries={} \
-             502={} 504={} peak_buffered={} pauses={} resumes={} upstream_open={}",
+            "stopped: requests={} accepted={} active={} idle={} buffered={} peak_buffered={} \
+             buffers_in_use={} pauses={} resumes={} upstream_connects={} reuses={} retries={} \
+             evicted(peer_closed={} unexpected_data={} idle_timeout={} cap={}) \
+             timeouts(keepalive={} head={} gap={} connect={}) \
+             status(400={} 408={} 431={} 501={} 502={} 504={}) upstream_open={}",
             st.requests,
             st.downstream_accepted,
+            st.downstream_active,
+            st.downstream_idle,
+            st.buffered_bytes,
+            st.buffered_bytes_peak,
+            st.buffers_in_use,
+            st.read_pauses,
+            st.read_resumes,
             st.upstream_connects,
             st.upstream_reuses,
             st.retries,
+            st.pool_evicted_peer_closed,
+            st.pool_evicted_unexpected_data,
+            st.pool_evicted_idle_timeout,
+            st.pool_evicted_cap,
+            st.timeouts_keepalive,
+            st.timeouts_head,
+            st.timeouts_gap,
+            st.timeouts_connect,
+            st.status_400,
+            st.status_408,
+            st.status_431,
+            st.status_501,
             st.status_502,
             st.status_504,
-            st.buffered_bytes_peak,
-            st.read_pauses,
-            st.read_resumes,
             sh.ups.open_count()
         );
     }

@@ -30,4 +30,5 @@ pub use event_loop::{Server, ServerHandle};
 pub use filter::{Filter, Forward, Peer, Reply};
 pub use http::{Headers, RequestHead, ResponseHead};
 pub use stats::Stats;
-#[cfg(test)] mod tests;
+#[cfg(test)]
+mod tests;

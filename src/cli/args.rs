@@ -50,7 +50,7 @@ drain, then exit 0; a second one: stop at once.
 /// What the command line asks for.
 pub enum Cli {
     /// Run (or, with `check`, only validate and print) with these settings.
-    Run(Parsed),
+    Run(Box<Parsed>),
     /// `--help` or `--version` was answered: exit with this status.
     Exit(ExitCode),
 }
@@ -127,7 +127,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli, String> {
             _ => return Err(format!("unknown option {flag}")),
         }
     }
-    Ok(Cli::Run(p))
+    Ok(Cli::Run(Box::new(p)))
 }
 
 fn value_of(parser: &mut lexopt::Parser, flag: &str) -> Result<String, String> {

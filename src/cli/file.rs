@@ -217,7 +217,7 @@ pub fn parse_workers(v: &str) -> Result<usize, String> {
 /// seconds as `"60s"`, anything else in milliseconds.
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")

@@ -124,8 +124,10 @@ impl Drop for Proxy {
 /// is forced to 127.0.0.1:0 first) and `filter`.
 #[track_caller]
 pub fn start_proxy(tweak: impl FnOnce(&mut Config), filter: impl Filter + Send + 'static) -> Proxy {
-    let mut config = Config::default();
-    config.listen = "127.0.0.1:0".parse().unwrap();
+    let mut config = Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..Config::default()
+    };
     tweak(&mut config);
     config.listen = "127.0.0.1:0".parse().unwrap();
     let server = Server::bind(config, filter).expect("Server::bind");
@@ -264,11 +266,7 @@ fn last_coding_is_chunked(fields: &Fields) -> Option<bool> {
         return None;
     }
     let joined = all.join(",");
-    let last = joined
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .last();
+    let last = joined.split(',').map(str::trim).rfind(|s| !s.is_empty());
     Some(last.is_some_and(|c| c.eq_ignore_ascii_case("chunked")))
 }
 

@@ -1,0 +1,346 @@
+//! `--config FILE` and `--check-config FILE`, with the built binary:
+//! invalid values and unknown keys are rejected with the key named (exit
+//! 2), the example file has every key, flags override the file, and a
+//! server started from a file serves.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Every key of the configuration file (the fields of `sluice::Config`).
+const KEYS: [&str; 23] = [
+    "listen",
+    "upstream",
+    "keepalive_timeout",
+    "request_head_timeout",
+    "client_body_timeout",
+    "client_send_timeout",
+    "max_head_size",
+    "max_header_count",
+    "high_watermark",
+    "low_watermark",
+    "upstream_connect_timeout",
+    "upstream_read_timeout",
+    "upstream_write_timeout",
+    "pool_idle_timeout",
+    "pool_max_idle_per_peer",
+    "pool_max_idle_total",
+    "max_retries",
+    "max_connections",
+    "drain_timeout",
+    "workers",
+    "add_via",
+    "add_x_forwarded_for",
+    "add_x_forwarded_proto",
+];
+
+// --- helpers -----------------------------------------------------------------
+
+/// A temporary file removed on drop.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(text: &str) -> TempFile {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "sluice-config-test-{}-{}.toml",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::write(&path, text).unwrap();
+        TempFile(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Runs sluice to completion (it must exit within 5 s).
+fn run(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .env_remove("SLUICE_WORKER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(5);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("sluice {args:?} still running after 5 s");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Both `--config` and `--check-config` reject `text` with exit status 2
+/// and a message on stderr that contains every one of `needles`.
+fn rejected(text: &str, needles: &[&str]) {
+    let f = TempFile::new(text);
+    for flag in ["--check-config", "--config"] {
+        let o = run(&[flag, f.path()]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{flag} {text:?}: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{flag} {text:?}: {n:?} missing in {err:?}");
+        }
+        assert!(stdout(&o).is_empty(), "nothing on stdout when invalid");
+    }
+}
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sluice.toml")
+}
+
+/// The value of `key = value` in a rendered configuration.
+fn value<'a>(rendered: &'a str, key: &str) -> &'a str {
+    rendered
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.trim_start().strip_prefix('='))
+        .map(|v| v.split('#').next().unwrap_or("").trim())
+        .unwrap_or_else(|| panic!("{key} missing in:\n{rendered}"))
+}
+
+// --- rejected files ----------------------------------------------------------
+
+#[test]
+fn invalid_duration_names_the_key() {
+    rejected(
+        "listen = \"127.0.0.1:1\"\nkeepalive_timeout = \"soon\"\n",
+        &["keepalive_timeout", "soon", ":2:"],
+    );
+    rejected("drain_timeout = 30\n", &["drain_timeout"]);
+    rejected(
+        "upstream_read_timeout = \"10 parsecs\"\n",
+        &["upstream_read_timeout"],
+    );
+}
+
+#[test]
+fn unknown_key_is_rejected_and_named() {
+    rejected(
+        "listen = \"127.0.0.1:1\"\nfrobnicate = 1\n",
+        &["frobnicate", "unknown"],
+    );
+    // A flag's spelling is not a key.
+    rejected("keepalive-timeout = \"5s\"\n", &["keepalive-timeout"]);
+    rejected("[upstream_pool]\nsize = 3\n", &["upstream_pool"]);
+}
+
+#[test]
+fn wrong_types_and_values_name_the_key() {
+    rejected("max_retries = \"x\"\n", &["max_retries"]);
+    rejected("max_head_size = -1\n", &["max_head_size"]);
+    rejected("workers = -2\n", &["workers"]);
+    rejected("workers = \"many\"\n", &["workers"]);
+    rejected("add_via = \"yes\"\n", &["add_via"]);
+    rejected("listen = \"nowhere\"\n", &["listen", "nowhere"]);
+    rejected("upstream = 8000\n", &["upstream"]);
+}
+
+#[test]
+fn values_that_do_not_fit_together_name_the_key() {
+    rejected(
+        "high_watermark = 1024\nlow_watermark = 4096\n",
+        &["low_watermark"],
+    );
+    rejected("request_head_timeout = \"0s\"\n", &["request_head_timeout"]);
+    rejected("max_connections = 0\n", &["max_connections"]);
+}
+
+#[test]
+fn syntax_error_and_missing_file_exit_2() {
+    rejected("listen = \n", &[":1"]);
+    rejected("listen = \"a\"\nlisten = \"b\"\n", &["listen"]);
+    let o = run(&["--config", "/nonexistent/sluice.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("/nonexistent/sluice.toml"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+// --- --check-config ----------------------------------------------------------
+
+#[test]
+fn check_config_on_the_example_prints_every_key() {
+    let text = std::fs::read_to_string(example()).unwrap();
+    for key in KEYS {
+        let set = text
+            .lines()
+            .any(|l| l.starts_with(key) && l[key.len()..].trim_start().starts_with('='));
+        assert!(set, "examples/sluice.toml does not set {key}");
+    }
+    let o = run(&["--check-config", example().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for key in KEYS {
+        value(&out, key);
+    }
+    // The example holds the defaults.
+    assert_eq!(value(&out, "keepalive_timeout"), "\"60s\"");
+    assert_eq!(value(&out, "drain_timeout"), "\"30s\"");
+    assert_eq!(value(&out, "workers"), "1");
+    assert_eq!(value(&out, "high_watermark"), "65536");
+    assert_eq!(value(&out, "add_via"), "true");
+}
+
+#[test]
+fn check_config_output_reads_back_the_same() {
+    let f = TempFile::new(
+        "listen = \"127.0.0.1:9\"\nkeepalive_timeout = \"1500ms\"\n\
+         pool_idle_timeout = \"2m\"\nworkers = \"auto\"\nadd_via = false\n",
+    );
+    let o = run(&["--check-config", f.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(value(&out, "listen"), "\"127.0.0.1:9\"");
+    assert_eq!(value(&out, "keepalive_timeout"), "\"1500ms\"");
+    assert_eq!(value(&out, "pool_idle_timeout"), "\"120s\"");
+    assert_eq!(value(&out, "workers"), "\"auto\"");
+    assert_eq!(value(&out, "add_via"), "false");
+    let again = TempFile::new(&out);
+    let o2 = run(&["--check-config", again.path()]);
+    assert_eq!(o2.status.code(), Some(0), "{}", stderr(&o2));
+    assert_eq!(stdout(&o2), out);
+}
+
+#[test]
+fn flags_override_the_file() {
+    let f =
+        TempFile::new("keepalive_timeout = \"5s\"\nworkers = 4\nmax_retries = 3\nadd_via = true\n");
+    let o = run(&[
+        "--keepalive-timeout",
+        "7s",
+        "--check-config",
+        f.path(),
+        "--workers",
+        "2",
+        "--no-via",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(value(&out, "keepalive_timeout"), "\"7s\"");
+    assert_eq!(value(&out, "workers"), "2");
+    assert_eq!(value(&out, "max_retries"), "3");
+    assert_eq!(value(&out, "add_via"), "false");
+    // A flag can also make a valid file invalid, and that is reported.
+    let o = run(&["--check-config", f.path(), "--low-watermark", "999999"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("low_watermark"), "{}", stderr(&o));
+}
+
+// --- a server configured by a file -------------------------------------------
+
+/// A sluice process killed on drop.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn tiny_upstream() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while let Ok(n) = s.read(&mut chunk) {
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..i + 4);
+                        let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nfrom-up\n";
+                        if s.write_all(resp).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn server_started_from_a_file_serves() {
+    let up = tiny_upstream();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let f = TempFile::new(&format!(
+        "listen = \"127.0.0.1:{port}\"\nupstream = \"{up}\"\nadd_via = false\n\
+         drain_timeout = \"2s\"\n"
+    ));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["--config", f.path()])
+        .env("RUST_LOG", "info")
+        .env_remove("SLUICE_WORKER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let guard = Running(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = tx.send(line); // keeps the pipe drained to the end
+        }
+    });
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l.contains("listening on") => break,
+            Ok(_) => {}
+            Err(e) => panic!("sluice not listening within 5 s: {e}"),
+        }
+    }
+
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).unwrap();
+    let resp = String::from_utf8_lossy(&resp);
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.ends_with("from-up\n"), "{resp}");
+    drop(guard);
+}
