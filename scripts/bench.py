@@ -491,7 +491,7 @@ class Peer:
                     "%s exited with status %s during the run:\n%s" % (self.name, self.proc.p.returncode, self.proc.log_tail()))
             return
         tail = self.proc.log_tail(200)
-        bad = [l for l in tail.splitlines() if re.search(r"panick|\bERROR\b|\[emerg\]|\[alert\]|\[crit\]", l)]
+        bad = [l for l in tail.splitlines() if re.search(r"panick|\bERROR\b|\[emerg\]|\[alert\]|\[crit\]|\[ALERT\]", l)]
         if bad:
             problem(where, shlex.join(self.proc.argv), "log lines:\n" + "\n".join(bad[-20:]))
 
@@ -822,6 +822,8 @@ def main():
     ap.add_argument("--peers", default="", help="comma-separated peers (default: %s)" % ",".join(PEERS))
     ap.add_argument("--reps", type=int, default=None, help="repetitions (default 3, or 1 with --quick)")
     ap.add_argument("--json", default="", help="also write every run's raw numbers to this file")
+    ap.add_argument("--upstream", choices=["auto", "nginx", "python"], default="auto",
+                    help="origin server: nginx (auto: when installed) or scripts/bench/upstream.py")
     ap.add_argument("--no-build", action="store_true", help="use target/release/sluice (or $SLUICE_BIN) as is")
     ap.add_argument("--no-install", action="store_true", help="never run apt-get; skip what is missing")
     args = ap.parse_args()
@@ -897,13 +899,17 @@ def main():
             f.write(block)
 
     # --- upstreams ------------------------------------------------------
-    if have("nginx") or os.path.exists("/usr/sbin/nginx"):
+    nginx_ok = have("nginx") or os.path.exists("/usr/sbin/nginx")
+    if args.upstream == "nginx" and not nginx_ok:
+        sys.exit("bench: --upstream nginx, but nginx is not installed")
+    if nginx_ok and args.upstream != "python":
         up = NginxUpstream(tmp, www, nofile)
         up_desc = "nginx (1 worker, CPU %d): /small returns %d bytes, /files/ static with sendfile" % (LOAD_CPU, SMALL_SIZE)
     else:
         up = PyUpstream(tmp, www, "upstream python")
-        up_desc = "scripts/bench/upstream.py (nginx missing; the upstream may be the bottleneck in S1/S2)"
-        notes.append("nginx is missing: the origin is scripts/bench/upstream.py, S1/S2 numbers are bounded by it")
+        up_desc = "scripts/bench/upstream.py (CPU %d; it may be the bottleneck in S1/S2)" % LOAD_CPU
+        if not nginx_ok:
+            notes.append("nginx is missing: the origin is scripts/bench/upstream.py, S1/S2 numbers are bounded by it")
     sink = PyUpstream(tmp, www, "upstream sink") if "S4" in scenarios else None
     ctx.up = up
 

@@ -55,6 +55,9 @@ pub enum ErrorKind {
     Timeout(Timeout),
     /// The upstream answered 101 to a request that asked for no upgrade.
     UnexpectedUpgrade,
+    /// The request asks for something a reverse proxy does not do
+    /// (`CONNECT`): 501 (RFC 9110 §15.6.2).
+    NotImplemented,
 }
 
 /// An error that ends one exchange (never the loop).
@@ -95,6 +98,7 @@ impl ProxyError {
             (Side::Downstream, K::Parse(e)) => Answer::Status(e.request_status()),
             (Side::Downstream, K::Timeout(Timeout::Head)) if head_bytes_seen => Answer::Status(408),
             (Side::Downstream, K::Timeout(Timeout::ClientBody)) => Answer::Status(408),
+            (Side::Downstream, K::NotImplemented) => Answer::Status(501),
             (Side::Downstream, _) => Answer::Close,
             (Side::Upstream, K::Timeout(_)) => Answer::Status(504),
             (Side::Upstream, _) => Answer::Status(502),
@@ -124,6 +128,7 @@ impl fmt::Display for ProxyError {
             ErrorKind::Io(k) => write!(f, "{side}: i/o error: {k}"),
             ErrorKind::Timeout(t) => write!(f, "{side}: timeout: {t:?}"),
             ErrorKind::UnexpectedUpgrade => write!(f, "{side}: 101 without upgrade"),
+            ErrorKind::NotImplemented => write!(f, "{side}: method not implemented"),
         }
     }
 }

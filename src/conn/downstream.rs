@@ -32,6 +32,7 @@ use super::io::{Io, Read1, read_into, write_from};
 use super::token;
 use crate::buffer::{Crossing, WatermarkBuffer};
 use crate::error::{Answer, ErrorKind, ProxyError, Side, Timeout};
+use crate::http::target::normalize_absolute_form;
 use crate::http::{
     BodyDecoder, BodyKind, HeadScanner, Headers, ParseError, RequestHead, ResponseHead,
     add_forwarding_fields, is_upgrade_request, remove_hop_by_hop, request_keep_alive,
@@ -737,11 +738,19 @@ impl Session {
     }
 
     fn start_request(&mut self, mut req: RequestHead, sh: &mut Shared) -> Result<()> {
-        let framing = req.body_kind().and_then(|k| check_host(&req).map(|()| k));
+        let framing = req
+            .body_kind()
+            .and_then(|k| check_host(&req).map(|()| k))
+            .and_then(|k| normalize_absolute_form(&mut req).map(|()| k));
         let framing = framing.map_err(|e| {
             self.own_reply = Some(OwnReply::new(&req, 0, sh.now));
             ProxyError::downstream(ErrorKind::Parse(e))
         })?;
+        if req.is_method("CONNECT") {
+            // A reverse proxy opens no tunnels to arbitrary hosts.
+            self.own_reply = Some(OwnReply::new(&req, 0, sh.now));
+            return Err(ProxyError::downstream(ErrorKind::NotImplemented));
+        }
         if !request_keep_alive(req.version, &req.headers) {
             self.keep_alive = false;
         }

@@ -29,6 +29,7 @@ pub mod error;
 pub mod framing;
 pub mod head;
 pub mod hop;
+pub mod target;
 
 pub use chunked::ChunkedScanner;
 pub use error::ParseError;

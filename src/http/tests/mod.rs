@@ -7,6 +7,7 @@ mod chunked;
 mod framing;
 mod head;
 mod hop;
+mod target;
 
 use super::ParseError;
 

@@ -1,0 +1,369 @@
+#!/usr/bin/env bash
+# Zero-downtime restart, measured: replace the running sluice by a new one on
+# the same port, several times, while a client load runs, and count what the
+# clients saw go wrong.
+#
+# The recipe (what each swap does, and what an operator does by hand):
+#   1. start the new sluice on the same address (SO_REUSEPORT: both listen);
+#   2. wait until it serves (here: until its log shows an access line);
+#   3. SIGTERM the old one: it accepts what is already queued on its
+#      listener, closes the listener, closes idle keep-alive clients, lets
+#      in-flight exchanges finish (with Connection: close), exits 0;
+#   4. wait for it to exit (bounded by --drain-timeout).
+# A connection that reaches the old listener's accept queue in the instant
+# between its last accept and its close would be reset by the kernel; Linux's
+# net.ipv4.tcp_migrate_req=1 moves such connections to another listener of
+# the port instead. This script sets it when it can (root) and says whether
+# it is on.
+#
+# Usage: scripts/restart.sh             (from any directory)
+# Env:   SWAPS=6            number of swaps (at least 5 is the point)
+#        MIGRATE=on|off|keep set net.ipv4.tcp_migrate_req to 1 / 0 (root), or
+#                           leave it as it is (default on); restored at exit
+#        WORKERS=N          run each sluice with --workers N (default 1)
+#        LOAD_THREADS=4     client threads of each kind (keep-alive, new conn)
+#        SLUICE_BIN=path    use this binary instead of building the release one
+# Prints requests and failures; exits 1 on any failure (or any sluice that
+# did not exit 0 after SIGTERM), 0 otherwise.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+SWAPS="${SWAPS:-6}"
+MIGRATE="${MIGRATE:-on}"
+WORKERS="${WORKERS:-1}"
+LOAD_THREADS="${LOAD_THREADS:-4}"
+
+log() { printf 'restart: %s\n' "$*"; }
+die() { printf 'restart: FATAL: %s\n' "$*" >&2; exit 1; }
+
+for tool in python3 timeout; do
+    command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found in PATH"
+done
+
+# --- processes and cleanup ---------------------------------------------------
+PIDS=()
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/sluice-restart.XXXXXX")"
+SYSCTL=/proc/sys/net/ipv4/tcp_migrate_req
+MIGRATE_OLD=""
+stop_pid() { # stop one process we started: TERM, up to 15 s, then KILL
+    local pid=$1 i
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 150; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+    if [[ -n "$MIGRATE_OLD" ]]; then
+        printf '%s\n' "$MIGRATE_OLD" >"$SYSCTL" 2>/dev/null || true
+    fi
+    rm -rf -- "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() {
+    python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()'
+}
+
+# --- binary ---------------------------------------------------------------------
+if [[ -n "${SLUICE_BIN:-}" ]]; then
+    BIN="$SLUICE_BIN"
+else
+    command -v cargo >/dev/null 2>&1 || die "'cargo' not found in PATH"
+    log "building the release binary"
+    cargo build --release --quiet
+    BIN="$ROOT/target/release/sluice"
+fi
+[[ -x "$BIN" ]] || die "no binary at $BIN"
+
+# --- net.ipv4.tcp_migrate_req ------------------------------------------------------
+if [[ -r "$SYSCTL" ]]; then
+    current="$(cat "$SYSCTL")"
+    want=""
+    case "$MIGRATE" in
+        on) want=1 ;;
+        off) want=0 ;;
+        keep) ;;
+        *) die "MIGRATE must be on, off or keep" ;;
+    esac
+    if [[ -n "$want" && "$current" != "$want" ]]; then
+        if [[ "$(id -u)" -eq 0 ]] && sysctl -q -w "net.ipv4.tcp_migrate_req=$want" >/dev/null 2>&1; then
+            MIGRATE_OLD="$current"
+        else
+            log "could not set net.ipv4.tcp_migrate_req=$want (needs root and a writable /proc/sys)"
+        fi
+    fi
+    now="$(cat "$SYSCTL")"
+    if [[ "$now" == 1 ]]; then
+        log "net.ipv4.tcp_migrate_req=1: ON (queued connections of a closing listener migrate)"
+    else
+        log "net.ipv4.tcp_migrate_req=$now: OFF (a connection racing a listener's close may be reset)"
+    fi
+else
+    log "net.ipv4.tcp_migrate_req: not available on this kernel (OFF)"
+fi
+
+# --- upstream: HTTP/1.1 keep-alive, GET /N answers N bytes -------------------------
+cat >"$TMP/upstream.py" <<'EOF'
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        try:
+            n = int(self.path.strip("/").split("?")[0] or "100")
+        except ValueError:
+            n = 100
+        body = (b"0123456789abcdef" * (n // 16 + 1))[:n]
+        self.send_response(200)
+        self.send_header("Content-Length", str(n))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+
+class S(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+
+S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+EOF
+
+# --- load: keep-alive and new-connection clients ----------------------------------
+cat >"$TMP/load.py" <<'EOF'
+# load.py PORT STOPFILE MAX_SECONDS THREADS: THREADS keep-alive clients and
+# THREADS new-connection clients until STOPFILE exists. Failures: connect
+# refused/reset, a reset or EOF before a response on a new connection,
+# non-200, a short or wrong body. A request whose *reused* keep-alive
+# connection was closed by the server before any byte of the response came
+# is sent again on a new connection, as HTTP clients do (RFC 9112 §9.3.1):
+# counted as ka_resent, not as a failure (it is not one for the user).
+import collections, http.client, os, sys, threading, time
+
+port, stopfile, max_s, nthreads = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+start = time.time()
+lock = threading.Lock()
+counts = collections.Counter()
+examples = []
+SIZES = [100, 4000, 40000]
+
+def stopped():
+    return os.path.exists(stopfile) or time.time() - start > max_s
+
+def body_for(n):
+    return (b"0123456789abcdef" * (n // 16 + 1))[:n]
+
+def fail(kind, detail):
+    with lock:
+        counts["failures"] += 1
+        counts["fail_" + kind] += 1
+        if len(examples) < 15:
+            examples.append("%.3f %s: %s" % (time.time() - start, kind, detail))
+
+def check(status, body, size):
+    if status != 200:
+        fail("status", status)
+        return False
+    if body != body_for(size):
+        fail("body", "%d of %d bytes" % (len(body), size))
+        return False
+    return True
+
+def new_conn_request(size, kind):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+    try:
+        c.request("GET", "/%d" % size, headers={"Connection": "close"})
+        r = c.getresponse()
+        body = r.read()
+    except ConnectionRefusedError as e:
+        fail("refused", e); return
+    except http.client.IncompleteRead as e:
+        fail("short_body", repr(e)[:80]); return
+    except (ConnectionResetError, BrokenPipeError) as e:
+        fail("reset", e); return
+    except Exception as e:
+        fail(type(e).__name__, e); return
+    finally:
+        c.close()
+    if check(r.status, body, size):
+        with lock:
+            counts["requests"] += 1
+            counts[kind] += 1
+
+def new_worker(i):
+    n = i
+    while not stopped():
+        new_conn_request(SIZES[n % len(SIZES)], "new_conn")
+        n += 1
+
+def ka_worker(i):
+    conn = None
+    n = i
+    while not stopped():
+        size = SIZES[n % len(SIZES)]
+        n += 1
+        fresh = conn is None
+        if fresh:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+        try:  # phase 1: request sent, status line read
+            conn.request("GET", "/%d" % size)
+            r = conn.getresponse()
+        except ConnectionRefusedError as e:
+            conn.close(); conn = None
+            fail("refused", e); continue
+        except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as e:
+            conn.close(); conn = None
+            if fresh:
+                fail("reset", e); continue
+            with lock:
+                counts["ka_resent"] += 1
+            new_conn_request(size, "keepalive")
+            continue
+        except Exception as e:
+            conn.close(); conn = None
+            fail(type(e).__name__, e); continue
+        try:  # phase 2: the body
+            body = r.read()
+        except Exception as e:
+            conn.close(); conn = None
+            fail("short_body", repr(e)[:80]); continue
+        if check(r.status, body, size):
+            with lock:
+                counts["requests"] += 1
+                counts["keepalive"] += 1
+        if r.will_close:
+            conn.close(); conn = None
+    if conn is not None:
+        conn.close()
+
+threads = [threading.Thread(target=ka_worker, args=(i,)) for i in range(nthreads)]
+threads += [threading.Thread(target=new_worker, args=(i,)) for i in range(nthreads)]
+for t in threads: t.start()
+for t in threads: t.join()
+secs = time.time() - start
+print("requests=%d failures=%d keepalive=%d new_conn=%d ka_resent=%d seconds=%.1f" % (
+    counts["requests"], counts["failures"], counts["keepalive"], counts["new_conn"],
+    counts["ka_resent"], secs))
+kinds = sorted(k for k in counts if k.startswith("fail_"))
+if kinds:
+    print("failure kinds: " + " ".join("%s=%d" % (k[5:], counts[k]) for k in kinds))
+for e in examples:
+    print("  " + e)
+sys.exit(1 if counts["failures"] else 0)
+EOF
+
+UP_PORT="$(free_port)"
+python3 "$TMP/upstream.py" "$UP_PORT" >"$TMP/upstream.log" 2>&1 &
+PIDS+=("$!")
+for ((i = 0; i < 50; i++)); do
+    python3 -c "import socket; socket.create_connection(('127.0.0.1', $UP_PORT), 1)" 2>/dev/null && break
+    sleep 0.1
+done
+
+PORT="$(free_port)"
+SERIAL=0
+# start_sluice: a new sluice on $PORT; sets SPID and SLOG
+start_sluice() {
+    SERIAL=$((SERIAL + 1))
+    SLOG="$TMP/sluice-$SERIAL.log"
+    RUST_LOG=info "$BIN" --listen "127.0.0.1:$PORT" --upstream "127.0.0.1:$UP_PORT" \
+        --workers "$WORKERS" --drain-timeout 10s </dev/null >"$SLOG" 2>&1 &
+    SPID=$!
+    PIDS+=("$SPID")
+}
+# wait_log PID LOG PATTERN SECONDS: until LOG has a line matching PATTERN
+wait_log() {
+    local pid=$1 logfile=$2 pattern=$3 secs=$4 i
+    for ((i = 0; i < secs * 20; i++)); do
+        grep -q -- "$pattern" "$logfile" 2>/dev/null && return 0
+        kill -0 "$pid" 2>/dev/null || { tail -n 20 "$logfile" >&2; die "sluice pid $pid exited"; }
+        sleep 0.05
+    done
+    tail -n 20 "$logfile" >&2
+    die "sluice pid $pid: no '$pattern' in its log within ${secs}s"
+}
+# wait_exit PID SECONDS: sets EXIT_RC (124 if still running, then killed)
+wait_exit() {
+    local pid=$1 secs=$2 i
+    for ((i = 0; i < secs * 20; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        EXIT_RC=124
+        return
+    fi
+    set +e
+    wait "$pid"
+    EXIT_RC=$?
+    set -e
+}
+
+start_sluice
+OLD_PID=$SPID
+OLD_LOG=$SLOG
+wait_log "$OLD_PID" "$OLD_LOG" "listening on" 10
+log "upstream 127.0.0.1:$UP_PORT, sluice 127.0.0.1:$PORT (pid $OLD_PID, --workers $WORKERS)"
+
+STOP="$TMP/stop"
+python3 "$TMP/load.py" "$PORT" "$STOP" 120 "$LOAD_THREADS" >"$TMP/load.out" 2>&1 &
+LOAD_PID=$!
+PIDS+=("$LOAD_PID")
+wait_log "$OLD_PID" "$OLD_LOG" "access client=" 10
+sleep 0.5
+
+BAD_EXITS=0
+for ((swap = 1; swap <= SWAPS; swap++)); do
+    start_sluice
+    wait_log "$SPID" "$SLOG" "access client=" 10 # the new one serves
+    sleep 0.3
+    t0=$(date +%s%N)
+    kill -TERM "$OLD_PID"
+    wait_exit "$OLD_PID" 15
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    old_requests="$(grep -c 'access client=' "$OLD_LOG" || true)"
+    log "swap $swap: pid $OLD_PID → $SPID; old one exited with $EXIT_RC after ${ms} ms ($old_requests requests served)"
+    [[ "$EXIT_RC" -eq 0 ]] || BAD_EXITS=$((BAD_EXITS + 1))
+    OLD_PID=$SPID
+    OLD_LOG=$SLOG
+    sleep 0.5
+done
+
+sleep 0.5
+touch "$STOP"
+set +e
+timeout 30 tail --pid="$LOAD_PID" -f /dev/null
+wait "$LOAD_PID"
+LOAD_RC=$?
+set -e
+kill -TERM "$OLD_PID"
+wait_exit "$OLD_PID" 15
+[[ "$EXIT_RC" -eq 0 ]] || BAD_EXITS=$((BAD_EXITS + 1))
+
+log "load: $(head -n 1 "$TMP/load.out")"
+tail -n +2 "$TMP/load.out" | sed 's/^/restart:   /'
+if grep -q 'panicked' "$TMP"/sluice-*.log; then
+    grep -h -m3 -A2 'panicked' "$TMP"/sluice-*.log >&2
+    die "a sluice process panicked"
+fi
+if [[ "$LOAD_RC" -ne 0 || "$BAD_EXITS" -ne 0 ]]; then
+    log "FAILED: load exit $LOAD_RC, $BAD_EXITS sluice processes did not exit 0 after SIGTERM"
+    exit 1
+fi
+log "OK: $SWAPS swaps, no failed request"
