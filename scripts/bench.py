@@ -248,6 +248,22 @@ def cpu_seconds(pids):
 CPU_SOURCE = "schedstat" if os.path.exists("/proc/self/schedstat") else "stat"
 
 
+def cpu_busy_ticks(cpu):
+    """(busy, total) clock ticks of one CPU from /proc/stat."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu%d " % cpu):
+                v = [int(x) for x in line.split()[1:]]
+                idle = v[3] + (v[4] if len(v) > 4 else 0)
+                return sum(v[:8]) - idle, sum(v[:8])
+    return 0, 0
+
+
+def busy_pct(before, after):
+    db, dt = after[0] - before[0], after[1] - before[1]
+    return 100.0 * db / dt if dt else None
+
+
 def rss_kib(pids):
     total = 0
     for pid in pids:
@@ -262,10 +278,10 @@ def rss_kib(pids):
     return total
 
 
-def run_cmd(argv, timeout):
+def run_cmd(argv, timeout, env=None):
     """Run a bounded command; returns (rc, output). Timeout kills it by PID."""
     try:
-        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, env=env)
         return r.returncode, (r.stdout + r.stderr).decode("utf-8", "replace")
     except subprocess.TimeoutExpired as e:
         out = ((e.stdout or b"") + (e.stderr or b"")).decode("utf-8", "replace")
@@ -280,45 +296,56 @@ def have(tool):
     return shutil.which(tool) is not None
 
 
+APT_UPDATED = []
+
+
 def apt_install(packages):
     """apt-get install as root on Debian; apt-get update first if it fails."""
-    if os.geteuid() != 0 or not have("apt-get"):
-        return False, "not root or no apt-get"
+    if os.geteuid() != 0:
+        return False, "not root, so not installing with apt-get"
+    if not have("apt-get"):
+        return False, "no apt-get on this machine"
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    cmd = ["apt-get", "install", "-y", "--no-install-recommends"] + packages
+    cmd = ["apt-get", "install", "-y"] + packages
     say("running: " + shlex.join(cmd))
-    rc, out = run_cmd(cmd, 600)
-    if rc != 0:
-        say("install failed; running apt-get update, then again")
-        run_cmd(["apt-get", "update"], 600)
-        rc, out = run_cmd(cmd, 600)
-    return rc == 0, out.strip().splitlines()[-1] if out.strip() else ""
+    rc, out = run_cmd(cmd, 900, env=env)
+    if rc != 0 and not APT_UPDATED:
+        APT_UPDATED.append(True)
+        say("install failed; running apt-get update, then installing again")
+        run_cmd(["apt-get", "update"], 900, env=env)
+        rc, out = run_cmd(cmd, 900, env=env)
+    lines = [l for l in out.strip().splitlines() if l.strip()]
+    return rc == 0, ("apt-get install failed: " + lines[-1]) if rc != 0 and lines else ""
+
+
+def find_tool(tool):
+    return shutil.which(tool) or (os.access("/usr/sbin/" + tool, os.X_OK) and "/usr/sbin/" + tool) or None
 
 
 def ensure_tools(args):
-    """Returns {peer_or_tool: reason} for what is missing after trying to install."""
-    wanted = {"wrk": ["wrk"], "curl": ["curl"], "nginx": ["nginx-light"], "haproxy": ["haproxy"]}
-    if not have("taskset"):
-        wanted["taskset"] = ["util-linux"]
-    missing = {}
-    for tool, pkgs in wanted.items():
-        if have(tool) or (tool == "nginx" and os.path.exists("/usr/sbin/nginx")) or (
-            tool == "haproxy" and os.path.exists("/usr/sbin/haproxy")
-        ):
-            continue
-        if args.no_install:
-            missing[tool] = "%s not found and --no-install given" % tool
-            continue
-        ok, msg = apt_install(pkgs)
-        if not ok and tool == "nginx":  # newer Debian has no nginx-light
-            ok, msg = apt_install(["nginx"])
-        if not ok or not (have(tool) or os.path.exists("/usr/sbin/" + tool)):
-            missing[tool] = "%s not found and could not be installed (%s)" % (tool, msg)
-    return missing
+    """Installs what is missing where it can; returns {tool: reason} for what
+    is still missing (its peer or scenario is then skipped)."""
+    packages = {"wrk": ["wrk"], "curl": ["curl"], "nginx": ["nginx-light"], "haproxy": ["haproxy"],
+                "taskset": ["util-linux"]}
+    missing = [t for t in packages if not find_tool(t)]
+    if not missing:
+        return {}
+    if args.no_install:
+        return {t: "%s not found, and --no-install given" % t for t in missing}
+    ok, msg = apt_install(sum((packages[t] for t in missing), []))
+    why = {t: msg for t in missing}
+    can = "not root" not in msg and "no apt-get" not in msg
+    if not ok and len(missing) > 1 and can:
+        for t in missing:  # one at a time, so one unavailable package does not block the rest
+            if not find_tool(t):
+                ok, why[t] = apt_install(packages[t])
+    if "nginx" in missing and not find_tool("nginx") and can:
+        ok, why["nginx"] = apt_install(["nginx"])  # Debian 13 has no nginx-light
+    return {t: "%s not found and not installed (%s)" % (t, why[t] or "?") for t in missing if not find_tool(t)}
 
 
 def tool_path(tool):
-    return shutil.which(tool) or "/usr/sbin/" + tool
+    return find_tool(tool) or tool
 
 
 def version_of(argv):
@@ -450,7 +477,7 @@ class Peer:
         log = os.path.join(d, "stderr.log")
         if name == "sluice":
             argv = [sluice_bin, "--listen", "127.0.0.1:%d" % self.port, "--upstream", "127.0.0.1:%d" % upstream_port,
-                    "--max-connections", str(MAX_CONNS)]
+                    "--max-connections", str(MAX_CONNS)] + SLUICE_ARGS
             env = dict(os.environ, RUST_LOG="warn")
             self.proc = Proc(name, pinned(PROXY_CPU, argv), log, env=env)
         elif name in ("nginx", "nginx-nobuf"):
@@ -491,7 +518,7 @@ class Peer:
                     "%s exited with status %s during the run:\n%s" % (self.name, self.proc.p.returncode, self.proc.log_tail()))
             return
         tail = self.proc.log_tail(200)
-        bad = [l for l in tail.splitlines() if re.search(r"panick|\bERROR\b|\[emerg\]|\[alert\]|\[crit\]|\[ALERT\]", l)]
+        bad = [l for l in tail.splitlines() if "FD limit (" not in l and re.search(r"panick|\bERROR\b|\[emerg\]|\[alert\]|\[crit\]|\[ALERT\]", l)]
         if bad:
             problem(where, shlex.join(self.proc.argv), "log lines:\n" + "\n".join(bad[-20:]))
 
@@ -544,16 +571,18 @@ class Ctx:
 
 def s1(ctx, peer, where, conns):
     mark = ctx.up.mark()
-    c0, t0 = peer.cpu(), time.time()
+    c0, t0, b0 = peer.cpu(), time.time(), cpu_busy_ticks(LOAD_CPU)
     r = run_wrk(where, peer.port, conns, ctx.dur)
     wall = time.time() - t0
     cpu = peer.cpu() - c0
+    load_busy = busy_pct(b0, cpu_busy_ticks(LOAD_CPU))
     reqs, upconns = ctx.up.count_since(mark)
     res = {"rps": r["rps"], "p50": r["p50"], "p99": r["p99"]}
     if peer.proc:
         res["cpu_us_req"] = cpu * 1e6 / r["requests"] if r["requests"] else None
         res["cpu_pct"] = 100.0 * cpu / wall
     res["reuse"] = reqs / upconns if upconns else None
+    res["load_busy"] = load_busy
     return res
 
 
@@ -744,12 +773,14 @@ ROWS = [  # (scenario, run key, metric key, label, better, format)
     ("S1", "S1c64", "cpu_us_req", "S1 64 conns: proxy CPU µs/req", "lower", "%.1f"),
     ("S1", "S1c64", "cpu_pct", "S1 64 conns: proxy CPU % of its core", "", "%.0f"),
     ("S1", "S1c64", "reuse", "S1 64 conns: upstream reuse (req/upstream conn)", "higher", "%.0f"),
+    ("S1", "S1c64", "load_busy", "S1 64 conns: CPU 0 (wrk + upstream) busy %", "", "%.0f"),
     ("S1", "S1c512", "rps", "S1 keep-alive GET, 512 conns: req/s", "higher", "%.0f"),
     ("S1", "S1c512", "p50", "S1 512 conns: latency p50 ms", "lower", "%.2f"),
     ("S1", "S1c512", "p99", "S1 512 conns: latency p99 ms", "lower", "%.2f"),
     ("S1", "S1c512", "cpu_us_req", "S1 512 conns: proxy CPU µs/req", "lower", "%.1f"),
     ("S1", "S1c512", "cpu_pct", "S1 512 conns: proxy CPU % of its core", "", "%.0f"),
     ("S1", "S1c512", "reuse", "S1 512 conns: upstream reuse (req/upstream conn)", "higher", "%.0f"),
+    ("S1", "S1c512", "load_busy", "S1 512 conns: CPU 0 (wrk + upstream) busy %", "", "%.0f"),
     ("S2", "S2", "rps", "S2 new connection per request: req/s", "higher", "%.0f"),
     ("S2", "S2", "cpu_us_req", "S2: proxy CPU µs/req", "lower", "%.1f"),
     ("S3", "S3", "mibs", "S3 100 MiB download: MiB/s", "higher", "%.0f"),
@@ -775,6 +806,7 @@ def table(results, peers, scenarios, ctx):
     for sc, key, metric, label, better, fmt in ROWS:
         if sc not in scenarios:
             continue
+        ratio_ok = bool(better)
         if sc == "S5":
             label = label.replace("200", str(ctx.slow_n))
         if sc == "S6":
@@ -786,7 +818,7 @@ def table(results, peers, scenarios, ctx):
         if "sluice" in cols:
             for p in others:
                 a, b = meds["sluice"], meds[p]
-                cells.append("%.2f" % (a / b) if a is not None and b not in (None, 0) else "n/a")
+                cells.append("%.2f" % (a / b) if ratio_ok and a is not None and b not in (None, 0) else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -795,6 +827,7 @@ def table(results, peers, scenarios, ctx):
 
 
 NOFILE = 20000
+SLUICE_ARGS = []
 
 
 def raise_nofile():
@@ -813,7 +846,7 @@ def raise_nofile():
 
 
 def main():
-    global PIN, MAX_CONNS
+    global PIN, SLUICE_ARGS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
@@ -824,10 +857,13 @@ def main():
     ap.add_argument("--json", default="", help="also write every run's raw numbers to this file")
     ap.add_argument("--upstream", choices=["auto", "nginx", "python"], default="auto",
                     help="origin server: nginx (auto: when installed) or scripts/bench/upstream.py")
+    ap.add_argument("--sluice-args", default="", help="extra sluice flags, e.g. '--pool-max-idle-per-peer 512'")
+    ap.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (configs, logs) for inspection")
     ap.add_argument("--no-build", action="store_true", help="use target/release/sluice (or $SLUICE_BIN) as is")
     ap.add_argument("--no-install", action="store_true", help="never run apt-get; skip what is missing")
     args = ap.parse_args()
 
+    SLUICE_ARGS = shlex.split(args.sluice_args)
     scenarios = [s.strip().upper() for s in args.only.split(",") if s.strip()] or SCENARIOS
     for s in scenarios:
         if s not in SCENARIOS:
@@ -881,7 +917,8 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="sluice-bench-")
     ctx.tmp = tmp
-    atexit.register(lambda: shutil.rmtree(tmp, ignore_errors=True))
+    if not args.keep_tmp:
+        atexit.register(lambda: shutil.rmtree(tmp, ignore_errors=True))
     atexit.register(stop_all)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
@@ -899,7 +936,7 @@ def main():
             f.write(block)
 
     # --- upstreams ------------------------------------------------------
-    nginx_ok = have("nginx") or os.path.exists("/usr/sbin/nginx")
+    nginx_ok = find_tool("nginx") is not None
     if args.upstream == "nginx" and not nginx_ok:
         sys.exit("bench: --upstream nginx, but nginx is not installed")
     if nginx_ok and args.upstream != "python":
@@ -993,8 +1030,9 @@ def main():
                % (ctx.reps, ctx.dur, ctx.slow_n, ctx.slow_secs, SLOW_SIZE // MIB, ctx.idle_n))
     out.append("- proxy CPU = user+system of the proxy's processes over the run (%s); RSS = VmRSS summed over them, "
                "growth over the idle proxy. Every proxy gets 20000 max connections; nginx keepalive_requests "
-               "1000000; nginx-nobuf = proxy_buffering off + proxy_request_buffering off; sluice RUST_LOG=warn."
-               % ("/proc/PID/task/*/schedstat" if CPU_SOURCE == "schedstat" else "/proc/PID/stat"))
+               "1000000; nginx-nobuf = proxy_buffering off + proxy_request_buffering off; sluice RUST_LOG=warn%s."
+               % ("/proc/PID/task/*/schedstat" if CPU_SOURCE == "schedstat" else "/proc/PID/stat",
+                  (" " + shlex.join(SLUICE_ARGS)) if SLUICE_ARGS else ""))
     out.append("")
     out.append(table(results, peers, scenarios, ctx))
     out.append("")

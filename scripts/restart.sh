@@ -190,13 +190,13 @@ def new_conn_request(size, kind):
         r = c.getresponse()
         body = r.read()
     except ConnectionRefusedError as e:
-        fail("refused", e); return
+        fail("refused", "new connection: %s" % e); return
     except http.client.IncompleteRead as e:
         fail("short_body", repr(e)[:80]); return
     except (ConnectionResetError, BrokenPipeError) as e:
-        fail("reset", e); return
+        fail("reset", "new connection: %r" % e); return
     except Exception as e:
-        fail(type(e).__name__, e); return
+        fail(type(e).__name__, "new connection: %r" % e); return
     finally:
         c.close()
     if check(r.status, body, size):
@@ -228,7 +228,7 @@ def ka_worker(i):
         except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as e:
             conn.close(); conn = None
             if fresh:
-                fail("reset", e); continue
+                fail("reset", "new keep-alive connection: %r" % e); continue
             with lock:
                 counts["ka_resent"] += 1
             new_conn_request(size, "keepalive")
@@ -322,6 +322,7 @@ wait_log "$OLD_PID" "$OLD_LOG" "listening on" 10
 log "upstream 127.0.0.1:$UP_PORT, sluice 127.0.0.1:$PORT (pid $OLD_PID, --workers $WORKERS)"
 
 STOP="$TMP/stop"
+LOAD_T0=$(date +%s%N)
 python3 "$TMP/load.py" "$PORT" "$STOP" 120 "$LOAD_THREADS" >"$TMP/load.out" 2>&1 &
 LOAD_PID=$!
 PIDS+=("$LOAD_PID")
@@ -338,7 +339,7 @@ for ((swap = 1; swap <= SWAPS; swap++)); do
     wait_exit "$OLD_PID" 15
     ms=$((($(date +%s%N) - t0) / 1000000))
     old_requests="$(grep -c 'access client=' "$OLD_LOG" || true)"
-    log "swap $swap: pid $OLD_PID → $SPID; old one exited with $EXIT_RC after ${ms} ms ($old_requests requests served)"
+    log "swap $swap at t=$(((t0 - LOAD_T0) / 1000000)) ms: pid $OLD_PID → $SPID; old one exited with $EXIT_RC after ${ms} ms ($old_requests requests served)"
     [[ "$EXIT_RC" -eq 0 ]] || BAD_EXITS=$((BAD_EXITS + 1))
     OLD_PID=$SPID
     OLD_LOG=$SLOG

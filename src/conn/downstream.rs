@@ -794,7 +794,9 @@ impl Session {
         let mut to_up =
             WatermarkBuffer::new(sh.bufs.get(), sh.cfg.high_watermark, sh.cfg.low_watermark);
         Stats::add(&sh.stats.buffers_in_use, 1);
-        to_up.extend_from_slice(&ex.head_bytes);
+        if to_up.extend_from_slice(&ex.head_bytes) == Crossing::High {
+            Stats::add(&sh.stats.read_pauses, 1);
+        }
         sh.stats.buffered_add(ex.head_bytes.len() as u64);
         ex.to_upstream = Some(to_up);
         self.exchange = Some(ex);
@@ -991,7 +993,9 @@ impl Session {
             let body = decoder
                 .scan(avail)
                 .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
-            out.extend_from_slice(avail.get(..body).unwrap_or(&[]));
+            if out.extend_from_slice(avail.get(..body).unwrap_or(&[])) == Crossing::High {
+                Stats::add(&sh.stats.read_pauses, 1);
+            }
             ex.resp_bytes += body as u64;
             sh.stats.buffered_add(body as u64);
             upin.consume(body);
@@ -1236,7 +1240,9 @@ impl Session {
         if out.is_empty() {
             self.down_write_at = sh.now;
         }
-        out.extend_from_slice(&bytes);
+        if out.extend_from_slice(&bytes) == Crossing::High {
+            Stats::add(&sh.stats.read_pauses, 1);
+        }
         sh.stats.buffered_add(bytes.len() as u64);
         // Try at once: the socket is usually writable.
         self.io.writable = true;
