@@ -8,34 +8,38 @@ stopped here by its own PID; every loop is bounded in count and time.
 Scenarios:
   one     one slow reader of a big file (default 100 MiB)
   many    READERS concurrent slow readers of a smaller file each
-  upload  curl sends a file as fast as it can, the upstream reads it slowly
+  upload  a python client sends a file as fast as it can; the upstream reads
+          it slowly (4 KiB recvs paced to --upload-rate)
 Slow readers (--client): `curl --limit-rate RATE --max-time SECONDS`, and/or
 `torture.py readers`, one python process that reads each socket at exactly
-RATE bytes/s (curl 7.x reads a burst of several MiB before its limiter
-engages, then pauses; the paced reader keeps sluice cycling between its
-watermarks for the whole run).
+RATE bytes/s (curl 7.x lets a burst of several MiB through before its limiter
+engages, then reads nothing for a while; the paced reader keeps sluice cycling
+between its watermarks for the whole run).
 
-For each: sluice's idle RSS, peak RSS and growth (VmRSS sampled every 0.5 s,
-and VmHWM), the bytes the upstream sent vs the bytes the client received (or
-client sent vs upstream received for the upload), the bytes in kernel socket
-queues on the path (/proc/net/tcp tx_queue + rx_queue), and what is left for
-sluice itself to hold: gap - kernel queues (DESIGN §4: <= high watermark + one
-read per direction). PASS/FAIL per threshold; exit status 1 on any FAIL.
+Reported per scenario: sluice's idle RSS (VmRSS before any request), peak RSS
+(VmRSS every 0.5 s, and VmHWM) and growth; bytes the source sent vs bytes the
+sink received and the gap; during the run, the part of the gap in kernel
+socket queues (sock_diag netlink, else /proc/net/tcp: send + receive queues
+of every socket on the proxy and upstream ports) and the rest, held by sluice
+(DESIGN §4: <= high watermark + one read per direction); sluice's own
+peak_buffered counter when its log has one. Exit status 1 on any FAIL.
 
-The upstream is this file run as `torture.py upstream DIR`: a thread per
-connection, HTTP/1.1 with Content-Length, and counters it reports on
-GET /__stats (asked directly, never through the proxy):
+The upstream is this file run as `torture.py upstream DIR COUNTERS`: a thread
+per connection, HTTP/1.1 with Content-Length; its byte counters live in the
+small file COUNTERS (mmap), read at any time without asking it:
   GET /f/NAME                 the file DIR/NAME, written in 64 KiB sends
-  PUT /slow-upload?rate=BPS   reads the body at BPS bytes/s (4 KiB recvs)
+  PUT /slow-upload?rate=BPS   reads the body at BPS bytes/s in 4 KiB recvs
 """
 
 import argparse
 import json
+import mmap
 import os
 import re
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import threading
@@ -44,7 +48,8 @@ import time
 KiB = 1024
 MiB = 1024 * KiB
 SEND_CHUNK = 64 * KiB
-STATE_PER_EXCHANGE = 16 * KiB  # heads, session state, upstream connection
+STATE_PER_EXCHANGE = 16 * KiB  # heads, session state, an upstream connection
+LINGER_WAIT = 3.0              # s for sluice to drop a finished exchange's sockets
 
 
 def parse_size(text):
@@ -65,25 +70,40 @@ def human(n):
     return f"{int(n)} B"
 
 
+class Shm:
+    """Little-endian int64 counters in a small mmap'd file, shared between processes."""
+
+    def __init__(self, path, slots=4, create=False):
+        if create:
+            with open(path, "wb") as f:
+                f.write(bytes(8 * slots))
+        self.f = open(path, "r+b")
+        self.mm = mmap.mmap(self.f.fileno(), 8 * slots)
+        self.slots = slots
+
+    def set(self, i, v):
+        struct.pack_into("<q", self.mm, 8 * i, v)
+
+    def get(self, i):
+        return struct.unpack_from("<q", self.mm, 8 * i)[0]
+
+
 # --------------------------------------------------------------------------
 # upstream server (its own process)
 
+SENT, RECEIVED, ACTIVE, REQUESTS = range(4)
+
+
 class Counters:
-    def __init__(self):
+    def __init__(self, shm):
         self.lock = threading.Lock()
-        self.sent = 0
-        self.received = 0
-        self.active = 0
-        self.requests = 0
+        self.v = [0, 0, 0, 0]
+        self.shm = shm
 
-    def add(self, field, n):
+    def add(self, i, n):
         with self.lock:
-            setattr(self, field, getattr(self, field) + n)
-
-    def snapshot(self):
-        with self.lock:
-            return {"sent": self.sent, "received": self.received,
-                    "active": self.active, "requests": self.requests}
+            self.v[i] += n
+            self.shm.set(i, self.v[i])
 
 
 def read_head(conn, buf):
@@ -99,24 +119,23 @@ def read_head(conn, buf):
     return head, rest
 
 
-def reply(conn, status, body, close=False, ctype="text/plain"):
-    head = (f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
-            f"Content-Length: {len(body)}\r\n")
+def reply(conn, status, body, close=False):
+    head = f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
     if close:
         head += "Connection: close\r\n"
     conn.sendall(head.encode() + b"\r\n" + body)
 
 
 def handle(conn, root, ctr):
-    ctr.add("active", 1)
+    ctr.add(ACTIVE, 1)
     buf = b""
     try:
-        conn.settimeout(300)  # makes send() return partial counts (exact stats)
+        conn.settimeout(300)  # send() then returns partial counts: exact byte counters
         for _ in range(10000):  # requests per connection
             head, buf = read_head(conn, buf)
             if head is None:
                 return
-            ctr.add("requests", 1)
+            ctr.add(REQUESTS, 1)
             lines = head.decode("latin-1").split("\r\n")
             parts = lines[0].split(" ")
             if len(parts) != 3:
@@ -132,19 +151,12 @@ def handle(conn, root, ctr):
             path, _, query = target.partition("?")
             params = dict(p.partition("=")[::2] for p in query.split("&") if p)
 
-            if path == "/__stats":
-                reply(conn, "200 OK", json.dumps(ctr.snapshot()).encode(),
-                      close=True, ctype="application/json")
-                return
             if method == "GET" and path.startswith("/f/"):
-                name = os.path.basename(path[3:])
                 try:
-                    f = open(os.path.join(root, name), "rb")
+                    f = open(os.path.join(root, os.path.basename(path[3:])), "rb")
                 except OSError:
-                    reply(conn, "404 Not Found", b"no such file\n", close=close)
-                    if close:
-                        return
-                    continue
+                    reply(conn, "404 Not Found", b"no such file\n", close=True)
+                    return
                 with f:
                     size = os.fstat(f.fileno()).st_size
                     conn.sendall((f"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
@@ -159,15 +171,12 @@ def handle(conn, root, ctr):
                         while off < n:
                             k = conn.send(view[off:n])
                             off += k
-                            ctr.add("sent", k)
-                if close:
-                    return
-                continue
-            if path == "/slow-upload":
+                            ctr.add(SENT, k)
+            elif path == "/slow-upload":
                 rate = max(1, int(params.get("rate", "102400")))
                 got = min(len(buf), length)
                 buf = buf[got:]
-                ctr.add("received", got)
+                ctr.add(RECEIVED, got)
                 t0 = time.monotonic()
                 while got < length:
                     ahead = got - rate * (time.monotonic() - t0)
@@ -178,27 +187,23 @@ def handle(conn, root, ctr):
                     if not data:
                         return
                     got += len(data)
-                    ctr.add("received", len(data))
+                    ctr.add(RECEIVED, len(data))
                 reply(conn, "200 OK", f"received {got}\n".encode(), close=close)
-                if close:
-                    return
-                continue
-            # anything else: drain a small body, answer 404
-            if length:
+            else:
+                reply(conn, "404 Not Found", b"not found\n", close=True)
                 return
-            reply(conn, "404 Not Found", b"not found\n", close=close)
             if close:
                 return
     except OSError:
         return
     finally:
-        ctr.add("active", -1)
+        ctr.add(ACTIVE, -1)
         conn.close()
 
 
-def serve(root):
+def serve(root, counters_path):
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    ctr = Counters()
+    ctr = Counters(Shm(counters_path))
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", 0))
@@ -207,6 +212,97 @@ def serve(root):
     while True:
         conn, _ = srv.accept()
         threading.Thread(target=handle, args=(conn, root, ctr), daemon=True).start()
+
+
+# --------------------------------------------------------------------------
+# clients (their own processes)
+
+def paced_readers(port, path, count, rate, seconds, counters_path):
+    """Opens COUNT connections, GETs PATH on each and reads each at RATE bytes/s
+    (non-blocking recv every 50 ms) for SECONDS. Body bytes received so far in
+    slot 0 of COUNTERS; prints JSON results at the end."""
+    port, count, rate, seconds = int(port), int(count), int(rate), float(seconds)
+    shm = Shm(counters_path)
+    req = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: torture-paced\r\n\r\n".encode()
+    conns = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(req)
+        s.setblocking(False)
+        conns.append({"s": s, "raw": 0, "head": 0, "buf": b"", "err": None, "t0": time.monotonic()})
+    total_raw = total_head = 0
+    t_end = time.monotonic() + seconds
+    for _ in range(int(seconds / 0.05) + 100):
+        now = time.monotonic()
+        if now >= t_end:
+            break
+        for c in conns:
+            if c["err"]:
+                continue
+            allowed = int(rate * (now - c["t0"])) - c["raw"]
+            if allowed <= 0:
+                continue
+            try:
+                data = c["s"].recv(min(allowed, 256 * KiB))
+            except BlockingIOError:
+                continue
+            except OSError as e:
+                c["err"] = f"recv error {e.strerror}"
+                continue
+            if not data:
+                c["err"] = "EOF before the end of the body"
+                continue
+            c["raw"] += len(data)
+            total_raw += len(data)
+            if not c["head"]:
+                c["buf"] += data
+                if b"\r\n\r\n" in c["buf"]:
+                    head = c["buf"].split(b"\r\n\r\n", 1)[0]
+                    c["head"] = len(head) + 4
+                    total_head += c["head"]
+                    c["buf"] = b""
+                    if b" 200 " not in head.split(b"\r\n", 1)[0] + b" ":
+                        c["err"] = "status " + head.split(b"\r\n", 1)[0].decode("latin-1")
+            shm.set(0, total_raw - total_head)
+        time.sleep(max(0.0, 0.05 - (time.monotonic() - now)))
+    errors = {}
+    for c in conns:
+        if c["err"]:
+            errors[c["err"]] = errors.get(c["err"], 0) + 1
+        c["s"].close()
+    print(json.dumps({"got": [c["raw"] - c["head"] for c in conns], "errors": errors}))
+
+
+def uploader(port, path, size, seconds, counters_path):
+    """PUTs SIZE bytes to PATH as fast as the socket takes them, for at most
+    SECONDS; body bytes sent so far in slot 0 of COUNTERS; prints JSON."""
+    port, size, seconds = int(port), int(size), float(seconds)
+    shm = Shm(counters_path)
+    t_end = time.monotonic() + seconds
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall((f"PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: torture-upload\r\n"
+               f"Content-Type: application/octet-stream\r\nContent-Length: {size}\r\n\r\n").encode())
+    block = memoryview(os.urandom(256 * KiB))
+    sent, status, error = 0, None, None
+    try:
+        for _ in range(10 ** 7):
+            left = t_end - time.monotonic()
+            if sent >= size or left <= 0:
+                break
+            s.settimeout(min(0.2, left))
+            try:
+                n = s.send(block[: min(len(block), size - sent)])
+            except socket.timeout:
+                continue
+            sent += n
+            shm.set(0, sent)
+        if sent >= size:
+            s.settimeout(max(0.1, t_end - time.monotonic()))
+            status = s.recv(4096).split(b"\r\n", 1)[0].decode("latin-1")
+    except OSError as e:
+        error = e.strerror or str(e)
+    s.close()
+    print(json.dumps({"sent": sent, "status": status, "error": error}))
 
 
 # --------------------------------------------------------------------------
@@ -259,25 +355,87 @@ def free_port():
     return port
 
 
-def tcp_rows():
-    with open("/proc/net/tcp") as f:
-        next(f)
-        for line in f:
-            p = line.split()
-            lport = int(p[1].split(":")[1], 16)
-            rport = int(p[2].split(":")[1], 16)
-            tx, rx = (int(x, 16) for x in p[4].split(":"))
-            yield lport, rport, p[3], tx, rx
+TCP_STATES = ["?", "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2", "TIME_WAIT",
+              "CLOSE", "CLOSE_WAIT", "LAST_ACK", "LISTEN", "CLOSING", "NEW_SYN_RECV"]
+NO_TW_LISTEN = 0x1FFF & ~(1 << 6) & ~(1 << 10)
+
+
+def tcp_diag(states):
+    """IPv4 TCP sockets in STATES (bit mask) as (lport, rport, state, sendq, recvq,
+    inode), from the sock_diag netlink socket (fast with many TIME_WAITs)."""
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 4)  # NETLINK_SOCK_DIAG
+    try:
+        s.settimeout(2)
+        req = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0, states) + bytes(48)
+        s.sendall(struct.pack("=IHHII", 16 + len(req), 20, 0x301, 1, 0) + req)  # REQUEST|DUMP
+        out = []
+        for _ in range(100000):
+            data = s.recv(1 << 20)
+            off = 0
+            while off + 16 <= len(data):
+                length, typ = struct.unpack_from("=IH", data, off)
+                if typ == 3:  # NLMSG_DONE
+                    return out
+                if typ == 2 or length < 16:
+                    raise OSError("sock_diag error")
+                m = off + 16
+                sport, dport = struct.unpack_from(">HH", data, m + 4)
+                rq, wq, _, ino = struct.unpack_from("=IIII", data, m + 56)
+                out.append((sport, dport, data[m + 1], wq, rq, ino))
+                off += (length + 3) & ~3
+        raise OSError("sock_diag: no end")
+    finally:
+        s.close()
+
+
+def tcp_sockets():
+    """Non-listening, non-TIME_WAIT IPv4 TCP sockets: (lport, rport, state, sendq, recvq, inode)."""
+    try:
+        return tcp_diag(NO_TW_LISTEN)
+    except OSError:
+        rows = []
+        with open("/proc/net/tcp") as f:
+            next(f)
+            for line in f:
+                p = line.split()
+                st = int(p[3], 16)
+                if st in (6, 10):
+                    continue
+                tx, rx = (int(x, 16) for x in p[4].split(":"))
+                rows.append((int(p[1].split(":")[1], 16), int(p[2].split(":")[1], 16), st, tx, rx,
+                             int(p[9])))
+        return rows
 
 
 def listening(port):
-    return any(lp == port and st == "0A" for lp, _, st, _, _ in tcp_rows())
+    try:
+        with open("/proc/net/tcp") as f:  # only at startup
+            return any(int(l.split()[1].split(":")[1], 16) == port and l.split()[3] == "0A"
+                       for l in list(f)[1:])
+    except OSError:
+        return False
 
 
 def kernel_queued(ports):
-    """Bytes in send + receive queues of every non-listening socket on ports."""
-    return sum(tx + rx for lp, rp, st, tx, rx in tcp_rows()
-               if st != "0A" and (lp in ports or rp in ports))
+    return sum(tx + rx for lp, rp, _, tx, rx, _ in tcp_sockets() if lp in ports or rp in ports)
+
+
+def socket_inodes(pid):
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(int(link[8:-1]))
+    return inodes
+
+
+def sluice_conns(pid):
+    """sluice's connected TCP sockets: [(lport, rport, state, sendq, recvq)]."""
+    mine = socket_inodes(pid)
+    return [r[:5] for r in tcp_sockets() if r[5] in mine]
 
 
 def proc_status(pid):
@@ -289,33 +447,6 @@ def proc_status(pid):
     return out["VmRSS"], out["VmHWM"]
 
 
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def io_counter(pid, field):
-    try:
-        with open(f"/proc/{pid}/io") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def up_stats(port):
-    with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
-        s.sendall(b"GET /__stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        data = b""
-        for _ in range(100):
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-    return json.loads(data.split(b"\r\n\r\n", 1)[1])
-
-
 def log_tail(path, n=15):
     try:
         with open(path, "rb") as f:
@@ -325,29 +456,48 @@ def log_tail(path, n=15):
         return "    (no log)"
 
 
+def log_peak_buffered(path):
+    try:
+        with open(path, "rb") as f:
+            m = re.findall(rb"peak_buffered=(\d+)", f.read())
+        return int(m[-1]) if m else None
+    except OSError:
+        return None
+
+
+def make_file(path, size):
+    if os.path.exists(path) and os.path.getsize(path) == size:
+        return
+    with open(path, "wb") as out:
+        subprocess.run(["head", "-c", str(size), "/dev/urandom"], stdout=out, check=True)
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
         self.procs = Procs()
         self.up = None
         self.up_port = None
+        self.up_ctr = None
 
     def start_upstream(self):
-        p = self.procs.start([sys.executable, os.path.abspath(__file__), "upstream", self.args.tmp],
+        path = os.path.join(self.args.tmp, "upstream.counters")
+        self.up_ctr = Shm(path, create=True)
+        p = self.procs.start([sys.executable, os.path.abspath(__file__), "upstream", self.args.tmp, path],
                              stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
         line = p.stdout.readline().strip()
         if not line.isdigit():
             raise Fail(f"upstream did not start (got {line!r})")
         self.up, self.up_port = p, int(line)
 
-    def start_sluice(self, name, extra=()):
+    def start_sluice(self, name):
         logpath = os.path.join(self.args.tmp, f"sluice-{name}.log")
-        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
+        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"))
         for _ in range(3):  # a free port can be taken between bind(0) and sluice's bind
             port = free_port()
             argv = [self.args.bin, "--listen", f"127.0.0.1:{port}",
-                    "--upstream", f"127.0.0.1:{self.up_port}", *self.args.sluice_extra, *extra]
-            with open(logpath, "ab") as log:
+                    "--upstream", f"127.0.0.1:{self.up_port}", *self.args.sluice_extra]
+            with open(logpath, "wb") as log:
                 p = self.procs.start(argv, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=log, env=env)
             for _ in range(100):  # 5 s
@@ -360,30 +510,48 @@ class Bench:
             self.procs.stop([p])
         raise Fail(f"sluice did not start; log:\n{log_tail(logpath)}")
 
-    def check_sluice_alive(self, p, logpath, res):
-        if p.poll() is not None:
-            res["fails"].append(f"sluice exited with status {p.returncode} during the run")
-            res["log"] = log_tail(logpath)
-            return False
-        return True
 
-    def wait_upstream_idle(self, res, what):
-        """After the clients left, sluice must close (or pool) its upstream connections."""
-        st = up_stats(self.up_port)
-        for _ in range(30):  # 3 s
-            if st["active"] <= 1:  # the /__stats connection itself
-                return st
+def sample(sl, port, b, src, dst):
+    """One sample; the two byte counters are read before and after the kernel
+    queues and averaged, so the skew of the (short) netlink read cancels."""
+    s1, d1 = src(), dst()
+    kq = kernel_queued({port, b.up_port})
+    d2, s2 = dst(), src()
+    rss, _ = proc_status(sl.pid)
+    return {"rss": rss, "sent": (s1 + s2) / 2, "recv": (d1 + d2) / 2, "kq": kq}
+
+
+def after_run(b, sl, port, logpath, res, idle_rss, samples, what, linger_fails, pooled_ok=0):
+    """Peak RSS, lingering connections, sluice's own counters; stops sluice.
+    POOLED_OK: idle upstream connections that may stay (exchanges that completed)."""
+    hwm = 0
+    if sl.poll() is None:
+        _, hwm = proc_status(sl.pid)
+        left, pooled = [], []
+        for _ in range(int(LINGER_WAIT / 0.1)):
+            left = sluice_conns(sl.pid)
+            pooled = [c for c in left if c[0] != port and c[2] == 1 and c[3] == c[4] == 0][:pooled_ok]
+            left = [c for c in left if c not in pooled]
+            if not left:
+                break
             time.sleep(0.1)
-            st = up_stats(self.up_port)
-        res["fails"].append(f"{st['active'] - 1} upstream connection(s) still open 3 s after the {what} ended")
-        return st
-
-
-def make_file(path, size):
-    if os.path.exists(path) and os.path.getsize(path) == size:
-        return
-    with open(path, "wb") as out:
-        subprocess.run(["head", "-c", str(size), "/dev/urandom"], stdout=out, check=True)
+        if pooled:
+            res.setdefault("notes", []).append(
+                f"{len(pooled)} idle upstream connection(s) kept in sluice's pool "
+                f"({pooled_ok} download(s) completed)")
+        if left:
+            desc = ", ".join(f"{TCP_STATES[st] if st < len(TCP_STATES) else st} "
+                             f"{'client' if lp == port else 'upstream'} side sendq={human(tx)} "
+                             f"recvq={human(rx)}" for lp, rp, st, tx, rx in left[:4])
+            msg = (f"sluice still has {len(left)} connection(s) {LINGER_WAIT:.0f} s after the "
+                   f"{what} ended: {desc}")
+            (res["fails"] if linger_fails else res.setdefault("notes", [])).append(msg)
+    else:
+        res["fails"].append(f"sluice exited with status {sl.returncode} during the run")
+        res["log"] = log_tail(logpath)
+    b.procs.stop([sl])
+    res["peak_buffered"] = log_peak_buffered(logpath)
+    return max([s["rss"] for s in samples] + [hwm, idle_rss])
 
 
 # --------------------------------------------------------------------------
@@ -400,12 +568,16 @@ class CurlReaders:
              "-o", out, "-w", "%{size_download} %{http_code}", url],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
             for out in self.outs]
+        self.count = count
 
     def received(self):
         return sum(os.path.getsize(o) if os.path.exists(o) else 0 for o in self.outs)
 
-    def running(self):
-        return sum(p.poll() is None for p in self.procs)
+    def all_running(self):
+        return all(p.poll() is None for p in self.procs)
+
+    def any_running(self):
+        return any(p.poll() is None for p in self.procs)
 
     def finish(self):
         """Returns (bytes received per reader, list of failures)."""
@@ -424,94 +596,38 @@ class CurlReaders:
         return got, bad
 
 
-class PacedReaders:
-    """One python process (`torture.py readers`) pacing READERS sockets exactly."""
+class PyClient:
+    """One python client process (`torture.py readers|upload ...`) with a shared counter."""
 
-    def __init__(self, b, port, path, count, rate, seconds, tag):
+    def __init__(self, b, sub, argv, tag):
         self.b = b
-        self.status = os.path.join(b.args.tmp, f"{tag}-readers.status")
-        self.proc = b.procs.start(
-            [sys.executable, os.path.abspath(__file__), "readers", str(port), path, str(count),
-             str(rate), str(seconds), self.status],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        path = os.path.join(b.args.tmp, f"{tag}.counters")
+        self.shm = Shm(path, create=True)
+        self.proc = b.procs.start([sys.executable, os.path.abspath(__file__), sub, *map(str, argv), path],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL)
 
     def received(self):
-        try:
-            with open(self.status) as f:
-                return int(f.read().strip() or 0)
-        except (OSError, ValueError):
-            return 0
+        return self.shm.get(0)
 
-    def running(self):
-        return 1 if self.proc.poll() is None else 0
+    def all_running(self):
+        return self.proc.poll() is None
 
-    def finish(self):
+    any_running = all_running
+
+    def result(self):
         self.b.procs.stop([self.proc])
         out, err = self.proc.communicate()
         try:
-            r = json.loads(out.decode())
+            return json.loads(out.decode()), None
         except ValueError:
-            return [], [f"paced reader failed (exit {self.proc.returncode}): {err.decode()[-300:]}"]
-        bad = [f"{n} reader(s): {what}" for what, n in r["errors"].items()]
-        return r["got"], bad
+            return None, f"client failed (exit {self.proc.returncode}): {err.decode()[-300:]}"
 
-
-def paced_readers(port, path, count, rate, seconds, status):
-    """Opens COUNT connections, GETs PATH on each, reads each at RATE bytes/s
-    (non-blocking recv every 50 ms) for SECONDS; prints JSON results."""
-    port, count, rate, seconds = int(port), int(count), int(rate), float(seconds)
-    req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: torture-paced\r\n\r\n").encode()
-    conns = []
-    for _ in range(count):
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        s.sendall(req)
-        s.setblocking(False)
-        conns.append({"s": s, "raw": 0, "head": None, "buf": b"", "err": None, "t0": time.monotonic()})
-    t_end = time.monotonic() + seconds
-    last_status = 0.0
-    for _ in range(int(seconds / 0.05) + 100):
-        now = time.monotonic()
-        if now >= t_end:
-            break
-        for c in conns:
-            if c["err"] or c["s"] is None:
-                continue
-            allowed = int(rate * (now - c["t0"])) - c["raw"]
-            if allowed <= 0:
-                continue
-            try:
-                data = c["s"].recv(min(allowed, 256 * KiB))
-            except BlockingIOError:
-                continue
-            except OSError as e:
-                c["err"] = f"recv error {e.errno}"
-                continue
-            if not data:
-                c["err"] = "EOF before the end of the body"
-                continue
-            c["raw"] += len(data)
-            if c["head"] is None:
-                c["buf"] += data
-                if b"\r\n\r\n" in c["buf"]:
-                    head = c["buf"].split(b"\r\n\r\n", 1)[0]
-                    c["head"] = len(head) + 4
-                    c["buf"] = b""
-                    if b" 200 " not in head.split(b"\r\n", 1)[0]:
-                        c["err"] = "status " + head.split(b"\r\n", 1)[0].decode("latin-1")
-        if now - last_status >= 0.1:
-            total = sum(c["raw"] - (c["head"] or c["raw"]) for c in conns)
-            with open(status + ".tmp", "w") as f:
-                f.write(str(total))
-            os.replace(status + ".tmp", status)
-            last_status = now
-        time.sleep(max(0.0, 0.05 - (time.monotonic() - now)))
-    got = [c["raw"] - (c["head"] or c["raw"]) for c in conns]
-    errors = {}
-    for c in conns:
-        if c["err"]:
-            errors[c["err"]] = errors.get(c["err"], 0) + 1
-        c["s"].close()
-    print(json.dumps({"got": got, "errors": errors}))
+    def finish(self):
+        r, err = self.result()
+        if r is None:
+            return [], [err]
+        return r["got"], [f"{n} reader(s): {what}" for what, n in r["errors"].items()]
 
 
 def run_download(b, name, readers, size, rate_text, seconds, threshold, thr_note, client):
@@ -524,57 +640,44 @@ def run_download(b, name, readers, size, rate_text, seconds, threshold, thr_note
     sl, port, logpath, argv = b.start_sluice(tag)
     res["cmd"] = " ".join(argv)
     idle_rss, _ = proc_status(sl.pid)
-    idle_fds = fd_count(sl.pid)
-    base = up_stats(b.up_port)
+    base = b.up_ctr.get(SENT)
     t0 = time.monotonic()
     if client == "curl":
         cl = CurlReaders(b, f"http://127.0.0.1:{port}/f/{fname}", readers, rate_text, seconds, tag)
     else:
-        cl = PacedReaders(b, port, f"/f/{fname}", readers, rate, seconds, tag)
+        cl = PyClient(b, "readers", [port, f"/f/{fname}", readers, rate, seconds], tag)
     samples = []
-    peak_fds = idle_fds
     for _ in range(int((seconds + 10) / 0.5) + 1):
-        if time.monotonic() > t0 + seconds + 10 or not b.check_sluice_alive(sl, logpath, res):
+        if time.monotonic() > t0 + seconds + 10 or sl.poll() is not None:
             break
-        t_sample = time.monotonic() - t0
-        n_before = cl.running()
-        sent = up_stats(b.up_port)["sent"] - base["sent"]
-        kq = kernel_queued({port, b.up_port})
-        recv = cl.received()
-        rss, _ = proc_status(sl.pid)
-        peak_fds = max(peak_fds, fd_count(sl.pid))
-        n_after = cl.running()
-        if n_after == 0:
+        t = time.monotonic() - t0
+        smp = sample(sl, port, b, lambda: b.up_ctr.get(SENT) - base, cl.received)
+        if not cl.any_running():
             break
-        if n_before == n_after == (readers if client == "curl" else 1):  # nobody left mid-sample
-            samples.append({"t": t_sample, "rss": rss, "sent": sent, "recv": recv, "kq": kq})
+        if cl.all_running():  # nobody left during the sample
+            smp["t"] = t
+            samples.append(smp)
         time.sleep(0.5)
-    if cl.running():
+    if cl.any_running():
         res["fails"].append(f"client(s) still running {seconds + 10} s after start (stalled?)")
     got, bad = cl.finish()
     received = sum(got)
+    sent_total = b.up_ctr.get(SENT) - base
     expected = rate * seconds
     short = sum(1 for g in got if g < expected * 0.5 and g < size)
     if bad:
-        res["fails"].append(f"{len(bad)} reader failure kind(s), first: {bad[0]}")
+        res["fails"].append(f"{len(bad)} kind(s) of reader failure, first: {bad[0]}")
     if short:
         res["fails"].append(f"{short} reader(s) got < 50% of rate x time ({human(expected)}): stall?")
     if client == "curl" and received > 2 * expected * readers:
-        res["notes"] = [f"curl got {received / (expected * readers):.1f} x rate x time: its --limit-rate "
+        res.setdefault("notes", []).extend([f"curl got {received / (expected * readers):.1f} x rate x time: its --limit-rate "
                         f"lets a burst of several MiB through at the start (also without sluice), "
-                        f"then it reads nothing for a while"]
-    if b.check_sluice_alive(sl, logpath, res):
-        _, hwm = proc_status(sl.pid)
-        st = b.wait_upstream_idle(res, "downloads")
-        sent_total = st["sent"] - base["sent"]
-        time.sleep(0.2)
-        res["fds"] = (idle_fds, peak_fds, fd_count(sl.pid))
-    else:
-        hwm = 0
-        sent_total = max((s["sent"] for s in samples), default=0)
-    b.procs.stop([sl])
-    what = "curl --limit-rate" if client == "curl" else "python paced reader(s), rate"
-    return finish(res, a, samples, idle_rss, hwm, readers, sent_total, received,
+                        f"then it reads nothing for a while"])
+    complete = sum(1 for g in got if g >= size)
+    peak = after_run(b, sl, port, logpath, res, idle_rss, samples, "downloads", linger_fails=True,
+                     pooled_ok=complete)
+    what = "curl --limit-rate" if client == "curl" else "python, paced at"
+    return finish(res, a, samples, idle_rss, peak, readers, sent_total, received,
                   label=(f"{readers} slow reader(s) ({what} {rate_text}), {human(size)} file each, "
                          f"{seconds} s"),
                   frm="upstream sent", to="client received", thr_note=thr_note,
@@ -585,80 +688,56 @@ def run_upload(b):
     a = b.args
     size, seconds = a.upload_size, a.upload_seconds
     up_rate = parse_size(a.upload_rate)
-    fname = f"upload-{size}.bin"
-    path = os.path.join(a.tmp, fname)
-    make_file(path, size)
     res = {"name": "upload", "fails": [], "threshold": a.threshold}
     sl, port, logpath, argv = b.start_sluice("upload")
     res["cmd"] = " ".join(argv)
     idle_rss, _ = proc_status(sl.pid)
-    idle_fds = fd_count(sl.pid)
-    base = up_stats(b.up_port)
-    url = f"http://127.0.0.1:{port}/slow-upload?rate={up_rate}"
+    base = b.up_ctr.get(RECEIVED)
     t0 = time.monotonic()
-    c = b.procs.start(["curl", "-sS", "--http1.1", "-H", "Expect:", "-T", path, "--max-time", str(seconds),
-                       "-o", os.devnull, "-w", "%{size_upload} %{http_code}", url],
-                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    wchar0 = None
+    cl = PyClient(b, "upload", [port, f"/slow-upload?rate={up_rate}", size, seconds], "upload")
     samples = []
-    peak_fds = idle_fds
     for _ in range(int((seconds + 10) / 0.5) + 1):
-        if time.monotonic() > t0 + seconds + 10 or not b.check_sluice_alive(sl, logpath, res):
+        if time.monotonic() > t0 + seconds + 10 or sl.poll() is not None:
             break
-        wchar = io_counter(c.pid, "wchar")
-        if wchar0 is None:
-            wchar0 = wchar or 0
-        recv = up_stats(b.up_port)["received"] - base["received"]
-        kq = kernel_queued({port, b.up_port})
-        rss, _ = proc_status(sl.pid)
-        peak_fds = max(peak_fds, fd_count(sl.pid))
-        if c.poll() is not None:
+        t = time.monotonic() - t0
+        smp = sample(sl, port, b, cl.received, lambda: b.up_ctr.get(RECEIVED) - base)
+        if not cl.all_running():
             break
-        if wchar is not None:  # curl's socket writes (minus a few startup writes)
-            samples.append({"t": time.monotonic() - t0, "rss": rss, "sent": wchar - wchar0,
-                            "recv": recv, "kq": kq})
+        smp["t"] = t
+        samples.append(smp)
         time.sleep(0.5)
-    if c.poll() is None:
-        res["fails"].append(f"curl still running {seconds + 10} s after start (stalled?)")
-        b.procs.stop([c])
-    out, err = c.communicate()
-    fields = out.decode().split()
-    client_sent = int(float(fields[0])) if fields else 0
-    code = fields[1] if len(fields) > 1 else "?"
-    if c.returncode not in (0, 28):
-        res["fails"].append(f"curl exit {c.returncode}, HTTP {code}: {err.decode().strip()[:200]}")
+    if cl.all_running():
+        res["fails"].append(f"client still running {seconds + 10} s after start (stalled?)")
+    r, err = cl.result()
+    if r is None:
+        res["fails"].append(err)
+        r = {"sent": cl.received()}
+    elif r["error"]:
+        res["fails"].append(f"upload client: {r['error']}")
+    client_sent = r["sent"]
+    up_recv = b.up_ctr.get(RECEIVED) - base
     expected = up_rate * seconds
-    if b.check_sluice_alive(sl, logpath, res):
-        _, hwm = proc_status(sl.pid)
-        st = b.wait_upstream_idle(res, "upload")
-        up_recv = st["received"] - base["received"]
-        time.sleep(0.2)
-        res["fds"] = (idle_fds, peak_fds, fd_count(sl.pid))
-    else:
-        hwm = 0
-        up_recv = max((s["recv"] for s in samples), default=0)
     if up_recv < 0.5 * min(expected, size):
         res["fails"].append(f"upstream received {human(up_recv)} < 50% of its read rate x time "
                             f"({human(expected)}): stall?")
-    b.procs.stop([sl])
-    return finish(res, a, samples, idle_rss, hwm, 1, client_sent, up_recv,
-                  label=(f"1 fast upload of {human(size)} (curl -T), upstream reads "
-                         f"{a.upload_rate}/s, --max-time {seconds}"),
+    peak = after_run(b, sl, port, logpath, res, idle_rss, samples, "upload", linger_fails=False)
+    return finish(res, a, samples, idle_rss, peak, 1, client_sent, up_recv,
+                  label=(f"python client PUTs {human(size)} as fast as it can, upstream reads "
+                         f"{a.upload_rate}/s, {seconds} s"),
                   frm="client sent", to="upstream received", thr_note="same as one reader",
                   expected=expected)
 
 
-def finish(res, a, samples, idle_rss, hwm, conns, frm_total, to_total, label, frm, to,
+def finish(res, a, samples, idle_rss, peak, conns, frm_total, to_total, label, frm, to,
            thr_note, expected):
-    peak = max([s["rss"] for s in samples] + [hwm, idle_rss])
     growth = peak - idle_rss
     gap = frm_total - to_total
-    # steady state: skip the first 2 s (TCP windows opening)
-    steady = [s for s in samples if s["t"] >= 2.0] or samples
+    steady = [s for s in samples if s["t"] >= 2.0] or samples  # TCP windows open in the 1st s
     held = [s["sent"] - s["recv"] - s["kq"] for s in steady]
     held_med = statistics.median(held) if held else 0
     held_max = max(held) if held else 0
     kq_med = statistics.median([s["kq"] for s in steady]) if steady else 0
+    gap_med = statistics.median([s["sent"] - s["recv"] for s in steady]) if steady else 0
     bound = conns * (a.high + SEND_CHUNK) + 256 * KiB
     if growth > res["threshold"]:
         res["fails"].append(f"RSS growth {human(growth)} > threshold {human(res['threshold'])}")
@@ -666,24 +745,23 @@ def finish(res, a, samples, idle_rss, hwm, conns, frm_total, to_total, label, fr
         res["fails"].append(f"sluice holds ~{human(held_med)} (gap - kernel queues) > "
                             f"{conns} x (high {human(a.high)} + 64 KiB) + 256 KiB = {human(bound)}")
     res.update(idle=idle_rss, peak=peak, growth=growth, frm_total=frm_total, to_total=to_total,
-               gap=gap, kq=kq_med, held=held_med, held_max=held_max, bound=bound)
-    ok = not res["fails"]
+               gap=gap, held=held_med if held else None)
     print(f"\n== {res['name']}: {label} ==")
     print(f"  sluice: {res['cmd']}")
-    print(f"  sluice idle RSS           {human(idle_rss)}")
-    print(f"  sluice peak RSS           {human(peak)}  (growth {human(growth)}; "
-          f"threshold {human(res['threshold'])}: {thr_note})")
-    print(f"  {frm + ' ' * (26 - len(frm))}{human(frm_total)}")
-    print(f"  {to + ' ' * (26 - len(to))}{human(to_total)}  (rate x time ~ {human(expected)})")
-    print(f"  gap (after the run)       {human(gap)}")
+    print(f"  sluice idle RSS            {human(idle_rss)}")
+    print(f"  sluice peak RSS            {human(peak)}  (growth {human(growth)}; "
+          f"threshold {human(res['threshold'])} = {thr_note})")
+    print(f"  {frm:<27}{human(frm_total)}")
+    print(f"  {to:<27}{human(to_total)}  (rate x time = {human(expected)})")
+    print(f"  gap at the end             {human(gap)}")
     if held:
-        print(f"  during the run (median of {len(steady)} samples after 2 s):")
-        print(f"    gap in kernel queues    {human(kq_med)}  (/proc/net/tcp tx+rx on both hops)")
-        print(f"    gap held by sluice      {human(held_med)}  (max {human(held_max)}; "
-              f"bound {human(bound)})")
-    if "fds" in res:
-        i, p, after = res["fds"]
-        print(f"  sluice open fds           idle {i}, peak {p}, after {after}")
+        print(f"  during the run, median of {len(steady)} samples after 2 s:")
+        print(f"    gap                      {human(gap_med)}")
+        print(f"    in kernel socket queues  {human(kq_med)}")
+        print(f"    held by sluice           {human(held_med)}  (max {human(held_max)}; "
+              f"bound {conns} x (high + 64 KiB) + 256 KiB = {human(bound)})")
+    if res.get("peak_buffered") is not None:
+        print(f"  sluice's peak_buffered     {human(res['peak_buffered'])}  (its own counter, from its log)")
     if a.verbose and samples:
         print("    t(s)   RSS        from        to          gap         kernel")
         for s in samples[::4]:
@@ -695,28 +773,28 @@ def finish(res, a, samples, idle_rss, hwm, conns, frm_total, to_total, label, fr
         print(f"  FAIL: {f}")
     if "log" in res:
         print("  sluice log tail:\n" + res["log"])
-    print(f"  => {'PASS' if ok else 'FAIL'}")
-    res["ok"] = ok
+    res["ok"] = not res["fails"]
+    print(f"  => {'PASS' if res['ok'] else 'FAIL'}")
     return res
 
 
 def run(args):
-    for tool in ("curl", "head"):
-        if subprocess.run(["sh", "-c", f"command -v {tool}"], stdout=subprocess.DEVNULL).returncode:
-            raise Fail(f"'{tool}' not found")
     b = Bench(args)
     results = []
     t_start = time.monotonic()
     try:
         b.start_upstream()
-        print(f"torture: sluice {args.bin} (high {human(args.high)}), upstream pid {b.up.pid} "
-              f"port {b.up_port}, kernel tcp_wmem/tcp_rmem max "
-              f"{open('/proc/sys/net/ipv4/tcp_wmem').read().split()[2]}/"
-              f"{open('/proc/sys/net/ipv4/tcp_rmem').read().split()[2]}")
+        with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+            wmem = int(f.read().split()[2])
+        with open("/proc/sys/net/ipv4/tcp_rmem") as f:
+            rmem = int(f.read().split()[2])
+        print(f"torture: sluice {args.bin}; upstream pid {b.up.pid} port {b.up_port}; "
+              f"high watermark {human(args.high)}; kernel tcp_wmem/tcp_rmem max "
+              f"{human(wmem)}/{human(rmem)} (what the kernel may queue per socket)")
         scen = ["one", "many", "upload"] if args.scenario == "all" else [args.scenario]
         clients = ["curl", "python"] if args.client == "both" else [args.client]
         for s in scen:
-            for client in (clients if s != "upload" else ["curl"]):
+            for client in (clients if s != "upload" else ["python"]):
                 if s == "one":
                     results.append(run_download(b, "one", 1, args.size, args.rate, args.seconds,
                                                 args.threshold, "--threshold", client))
@@ -732,39 +810,43 @@ def run(args):
                     results.append(run_upload(b))
     finally:
         b.procs.stop_all()
-    print("\n| scenario | idle RSS | peak RSS | growth | threshold | from | to | gap | held by sluice | result |")
+    print("\n| scenario | idle RSS | peak RSS | growth | threshold | from | to | gap at end "
+          "| held by sluice | result |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
+        held = human(r["held"]) if r["held"] is not None else "-"
         print(f"| {r['name']} | {human(r['idle'])} | {human(r['peak'])} | {human(r['growth'])} | "
               f"{human(r['threshold'])} | {human(r['frm_total'])} | {human(r['to_total'])} | "
-              f"{human(r['gap'])} | {human(r['held'])} | {'PASS' if r['ok'] else 'FAIL'} |")
-    print(f"(from/to: upstream sent/client received for downloads, client sent/upstream received "
-          f"for the upload; total {time.monotonic() - t_start:.0f} s)")
+              f"{human(r['gap'])} | {held} | {'PASS' if r['ok'] else 'FAIL'} |")
+    print(f"from/to: upstream sent/client received (downloads), client sent/upstream received "
+          f"(upload); held by sluice = median of (gap - kernel queues) during the run. "
+          f"Total {time.monotonic() - t_start:.0f} s.")
     return 0 if all(r["ok"] for r in results) else 1
 
 
 def main():
     env = os.environ.get
-    if len(sys.argv) >= 2 and sys.argv[1] == "upstream":
-        serve(sys.argv[2])
-        return 0
-    if len(sys.argv) == 8 and sys.argv[1] == "readers":
+    sub = sys.argv[1] if len(sys.argv) > 1 else ""
+    if sub in ("upstream", "readers", "upload"):
         signal.signal(signal.SIGTERM, lambda *_: os._exit(1))
-        paced_readers(*sys.argv[2:])
+        {"upstream": serve, "readers": paced_readers, "upload": uploader}[sub](*sys.argv[2:])
         return 0
     ap = argparse.ArgumentParser(prog="torture.sh", description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", required=True, help=argparse.SUPPRESS)
     ap.add_argument("--tmp", required=True, help=argparse.SUPPRESS)
     ap.add_argument("--scenario", choices=["one", "many", "upload", "all"],
                     default=env("TORTURE_SCENARIO", "all"))
+    ap.add_argument("--client", choices=["curl", "python", "both"], default=env("TORTURE_CLIENT", "both"),
+                    help="slow readers: curl --limit-rate, a python reader paced exactly, or both "
+                         "one after the other (both)")
     ap.add_argument("--size", type=parse_size, default=env("TORTURE_SIZE", "100M"),
                     help="file for the one slow reader (100M)")
     ap.add_argument("--rate", default=env("TORTURE_RATE", "100k"),
-                    help="curl --limit-rate per reader (100k = 102400 B/s)")
+                    help="read rate per reader, curl --limit-rate syntax (100k = 102400 B/s)")
     ap.add_argument("--seconds", type=int, default=int(env("TORTURE_SECONDS", "20")),
-                    help="curl --max-time for the one reader (20)")
+                    help="duration of the one-reader run (20)")
     ap.add_argument("--threshold", type=parse_size, default=env("TORTURE_THRESHOLD", "4M"),
-                    help="max RSS growth for one reader and the upload (4M)")
+                    help="max RSS growth for one reader and for the upload (4M)")
     ap.add_argument("--readers", type=int, default=int(env("TORTURE_READERS", "200")),
                     help="concurrent slow readers in 'many' (200)")
     ap.add_argument("--many-size", type=parse_size, default=env("TORTURE_MANY_SIZE", "20M"),
@@ -779,11 +861,7 @@ def main():
     ap.add_argument("--high", type=parse_size, default=env("TORTURE_HIGH"),
                     help="run sluice with --high-watermark HIGH --low-watermark HIGH/4 "
                          "(default: sluice's own, 64k)")
-    ap.add_argument("--client", choices=["curl", "python", "both"],
-                    default=env("TORTURE_CLIENT", "both"),
-                    help="slow readers: curl --limit-rate, an exactly paced python reader, or "
-                         "both, one after the other (default both)")
-    ap.add_argument("--verbose", action="store_true", help="print the samples")
+    ap.add_argument("--verbose", action="store_true", help="print every 4th sample")
     args = ap.parse_args()
     if not 1 <= args.readers <= 2000:
         ap.error("--readers must be 1..2000")
@@ -792,8 +870,7 @@ def main():
             ap.error(f"--{name.replace('_', '-')} must be 1..600")
     args.sluice_extra = []
     if args.high:
-        args.sluice_extra = ["--high-watermark", str(args.high),
-                             "--low-watermark", str(args.high // 4)]
+        args.sluice_extra = ["--high-watermark", str(args.high), "--low-watermark", str(args.high // 4)]
     else:
         args.high = 64 * KiB
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -9,20 +9,22 @@
 #            [--client curl|python|both] [--high BYTES] [--verbose]
 #   one     1 reader, `curl --limit-rate RATE --max-time SECONDS`, 100 MiB file
 #   many    READERS concurrent slow readers, a 20 MiB file each, 15 s
-#   upload  curl -T 50 MiB as fast as it can; the upstream reads 100 KB/s
+#   upload  a python client PUTs 50 MiB as fast as it can; the upstream
+#           reads it at 100 KiB/s
 #   all     the three, in that order (default; about 2 minutes)
 # Readers: curl --limit-rate and/or an exactly paced python reader (--client,
 # default both: one and many run once with each).
 # Env: the same knobs as TORTURE_SCENARIO, TORTURE_SIZE, TORTURE_RATE,
 #      TORTURE_SECONDS, TORTURE_READERS, TORTURE_THRESHOLD, ... ;
-#      SLUICE_BIN=path (skip the build), SLUICE_NO_BUILD=1, RUST_LOG (warn).
+#      SLUICE_BIN=path (skip the build), SLUICE_NO_BUILD=1, RUST_LOG (info: one line per request, and
+#      sluice's exit counters).
 # Prints per scenario idle/peak RSS, bytes sent vs received and the gap, and
 # a summary table; exits 1 if a threshold is broken or a transfer fails.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 case "${1:-}" in
-    -h | --help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 need python3 curl head
 lib_tmp

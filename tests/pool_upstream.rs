@@ -225,6 +225,73 @@ fn upstream_idle_close_is_evicted_before_reuse_on_one_client_connection() {
     idle_close_scenario(false);
 }
 
+/// Connection `index` answers up to `n` requests; it answers the last one
+/// with its FIN in the same TCP segment (TCP_CORK held the response back
+/// until `shutdown(Write)`), without `Connection: close`: the proxy gets
+/// one readable edge for response and FIN together.
+fn answer_n_then_fin_with_last(n: usize) -> impl Fn(UpConn) + Send + Sync + 'static {
+    move |mut conn: UpConn| {
+        for i in 1..=n {
+            let Some(req) = conn.read_request() else {
+                return;
+            };
+            if i == n {
+                let sock = socket2::SockRef::from(&conn.wire.stream);
+                sock.set_tcp_cork(true).expect("TCP_CORK");
+                conn.send(tagged_ok(conn.index, &req.target));
+                let _ = conn.wire.stream.shutdown(std::net::Shutdown::Write);
+                conn.hold_until_closed();
+                return;
+            }
+            if !conn.send(tagged_ok(conn.index, &req.target)) {
+                return;
+            }
+        }
+    }
+}
+
+/// The upstream's FIN arrives with the answer (same segment, one readable
+/// edge). The proxy must not park a connection it could know is closed;
+/// if it parks it, the FIN must still evict it (STYLE §7: "check at park
+/// and at take"), not leave it in the pool in CLOSE_WAIT until a take or
+/// the pool idle timeout.
+fn fin_with_answer_case(n: usize) {
+    let conns = Conns::default();
+    let upstream = Upstream::start(conns.track(answer_n_then_fin_with_last(n)));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    for i in 1..=n {
+        let resp = client.round_trip(get(&format!("/{i}")));
+        assert_eq!((resp.status, conn_of(&resp)), (200, 0), "request {i}");
+        if i < n {
+            wait_stat(&proxy, "pool_idle", 1, |s| s.pool_idle);
+        }
+    }
+    // The proxy closes connection 0 (the upstream sees EOF) and holds no
+    // idle connection.
+    let closed = wait_until(WAIT, || conns.ended() == [0]);
+    let st = proxy.stats.snapshot();
+    assert!(
+        closed && st.pool_idle == 0,
+        "upstream FIN came with answer {n}: the proxy still holds the connection \
+         (closed by proxy: {closed}); stats {st:?}"
+    );
+    let resp = client.round_trip(get("/next"));
+    assert_eq!((resp.status, conn_of(&resp)), (200, 1), "a new connection");
+    let st = proxy.stats.snapshot();
+    assert_eq!((st.retries, st.status_502), (0, 0), "{st:?}");
+}
+
+#[test]
+fn fin_with_the_first_answer_leaves_nothing_in_the_pool() {
+    fin_with_answer_case(1);
+}
+
+#[test]
+fn fin_with_an_answer_on_a_reused_connection_leaves_nothing_in_the_pool() {
+    fin_with_answer_case(2);
+}
+
 // ---------------------------------------------------------------------------
 // 2. The upstream closes when the next request arrives: retry or 502
 // ---------------------------------------------------------------------------

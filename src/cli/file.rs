@@ -250,7 +250,10 @@ fn describe(text: &str, e: &toml::de::Error) -> String {
             None => format!(": {msg}"),
         };
     };
-    let start = span.start.min(text.len());
+    let mut start = span.start.min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
     let line_no = text[..start].matches('\n').count() + 1;
     let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
     let line = text[line_start..].lines().next().unwrap_or("");

@@ -800,10 +800,12 @@ impl Session {
         sh.stats.buffered_add(ex.head_bytes.len() as u64);
         ex.to_upstream = Some(to_up);
         self.exchange = Some(ex);
-        self.attach_upstream(sh)
+        self.attach_upstream(sh, false)
     }
 
-    fn attach_upstream(&mut self, sh: &mut Shared) -> Result<()> {
+    /// Gives the exchange an upstream connection: pooled or new, or
+    /// always new if `fresh` (a retry goes on a new connection, DESIGN §7).
+    fn attach_upstream(&mut self, sh: &mut Shared, fresh: bool) -> Result<()> {
         let owner = (self.key, self.generation);
         let generation = sh.next_gen();
         let Some(ex) = self.exchange.as_deref_mut() else {
@@ -811,7 +813,15 @@ impl Session {
         };
         let (key, reused) = sh
             .ups
-            .acquire(ex.peer, owner, generation, &sh.registry, &sh.stats, sh.now)
+            .acquire(
+                ex.peer,
+                owner,
+                generation,
+                fresh,
+                &sh.registry,
+                &sh.stats,
+                sh.now,
+            )
             .map_err(|e| ProxyError::upstream(ErrorKind::ConnectFailed(e.kind())))?;
         ex.upstream = Some(key);
         ex.reused = reused;
@@ -1193,7 +1203,7 @@ impl Session {
         ex.rewind();
         let after = ex.to_upstream.as_ref().map_or(0, |b| b.pending());
         sh.stats.buffered_add(after.saturating_sub(before) as u64);
-        match self.attach_upstream(sh) {
+        match self.attach_upstream(sh, true) {
             Ok(()) => true,
             Err(e) => {
                 debug!("retry connect failed: {e}");

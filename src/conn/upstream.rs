@@ -92,18 +92,24 @@ impl Upstreams {
     }
 
     /// A connection to `peer` for session `owner`: the newest live parked
-    /// one (LIFO), else a new non-blocking connect. Returns its key and
-    /// whether it was reused. Errors: the connect failed at once.
+    /// one (LIFO), else a new non-blocking connect; always a new one if
+    /// `fresh` (a retry, DESIGN.md §7). Returns its key and whether it was
+    /// reused. Errors: the connect failed at once.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn acquire(
         &mut self,
         peer: Peer,
         owner: (usize, u32),
         generation: u32,
+        fresh: bool,
         registry: &Registry,
         stats: &Stats,
         now: Instant,
     ) -> io::Result<(usize, bool)> {
-        while let Some(key) = self.pool.take(&peer) {
+        while !fresh {
+            let Some(key) = self.pool.take(&peer) else {
+                break;
+            };
             let verdict = match self.slab.get_mut(key) {
                 Some(up) => probe(&up.stream),
                 None => continue,
@@ -155,6 +161,23 @@ impl Upstreams {
     /// Parks `key` (its exchange ended cleanly and nothing is unread). It
     /// stays registered for READABLE. A cap may evict another connection.
     pub(crate) fn park(&mut self, key: usize, registry: &Registry, stats: &Stats, now: Instant) {
+        let Some(up) = self.slab.get_mut(key) else {
+            return;
+        };
+        // Check at park: an event already reported the upstream's FIN (it
+        // came with the answer, and no new edge will announce it), or the
+        // socket may still hold unread bytes: look without blocking.
+        let verdict = if up.io.read_closed {
+            Some(Eviction::PeerClosed)
+        } else if up.io.readable {
+            probe(&up.stream)
+        } else {
+            None
+        };
+        if let Some(why) = verdict {
+            self.evict(key, why, registry, stats);
+            return;
+        }
         let Some(up) = self.slab.get_mut(key) else {
             return;
         };

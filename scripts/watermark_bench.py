@@ -1,0 +1,387 @@
+#!/usr/bin/env python3
+"""Large-body throughput and CPU per MiB of sluice at several watermark
+settings (DESIGN.md §9: confirm the 64 KiB / 16 KiB default by benchmark).
+Driven by scripts/watermark_bench.sh (which builds the binary and passes
+--bin and --tmp).
+
+For each repetition, for each HIGH/LOW setting (the order rotates between
+repetitions): a fresh sluice `--high-watermark HIGH --low-watermark LOW`
+pinned to CPU 0 (`taskset -c 0`), the upstream and curl pinned to CPU 1;
+  download  curl -o /dev/null of SIZE bytes the upstream sends from memory
+  upload    curl -T of a SIZE-byte sparse file to an upstream that discards it
+MiB/s = size / curl's time_total; CPU ms/MiB = sluice's utime+stime
+(/proc/PID/stat, clock ticks) during the transfer / MiB; also the same from
+/proc/PID/schedstat (ns). A direct run (curl to the upstream, no proxy) each
+repetition shows the ceiling of this client/upstream pair. Medians of the
+repetitions in a markdown table. Exit 1 if a transfer fails or is slower
+than --min-mibs.
+
+The upstream is this file run as `watermark_bench.py upstream SIZE`: a thread
+per connection; GET /big answers SIZE bytes from memory in one sendall();
+PUT /sink reads the body in 1 MiB recv_into() calls and answers 200.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+KiB = 1024
+MiB = 1024 * KiB
+BUDGET = 225.0  # s: the brief asks for under 4 minutes
+
+
+def parse_size(text):
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:i?[bB])?\s*", str(text))
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
+    return int(float(m.group(1)) * {"": 1, "k": KiB, "m": MiB, "g": 1024 * MiB}[m.group(2).lower()])
+
+
+def label(n):
+    return f"{n // MiB}M" if n % MiB == 0 else f"{n // KiB}K" if n % KiB == 0 else str(n)
+
+
+# --------------------------------------------------------------------------
+# upstream
+
+def handle(conn, data):
+    try:
+        buf = b""
+        sink = bytearray(MiB)
+        for _ in range(1000):  # requests per connection
+            while b"\r\n\r\n" not in buf:
+                chunk = conn.recv(65536)
+                if not chunk or len(buf) > 65536:
+                    return
+                buf += chunk
+            head, buf = buf.split(b"\r\n\r\n", 1)
+            lines = head.decode("latin-1").split("\r\n")
+            method, target = lines[0].split(" ")[:2]
+            length = 0
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.strip())
+            if method == "GET" and target == "/big":
+                conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                             f"Content-Length: {len(data)}\r\n\r\n".encode())
+                conn.sendall(data)
+            elif method in ("PUT", "POST") and target == "/sink":
+                got = min(len(buf), length)
+                buf = buf[got:]
+                while got < length:
+                    n = conn.recv_into(sink, min(len(sink), length - got))
+                    if not n:
+                        return
+                    got += n
+                conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(str(got)) + 1}\r\n\r\n"
+                             f"{got}\n".encode())
+            else:
+                conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                return
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
+def serve(size):
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    size = int(size)
+    block = os.urandom(MiB)
+    data = memoryview(block * (size // MiB) + block[: size % MiB])
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(128)
+    print(srv.getsockname()[1], flush=True)
+    while True:
+        conn, _ = srv.accept()
+        threading.Thread(target=handle, args=(conn, data), daemon=True).start()
+
+
+# --------------------------------------------------------------------------
+# orchestration
+
+class Fail(Exception):
+    pass
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def listening(port):
+    with open("/proc/net/tcp") as f:
+        return any(int(l.split()[1].split(":")[1], 16) == port and l.split()[3] == "0A"
+                   for l in list(f)[1:])
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu(pid):
+    """(utime+stime in s from /proc/PID/stat, on-CPU s from /proc/PID/schedstat or None)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            ns = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ns = None
+    return ticks / TICK, (ns / 1e9 if ns is not None else None)
+
+
+def hwm(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * KiB
+    return 0
+
+
+def stop(p, grace=3.0):
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+class Runner:
+    def __init__(self, args):
+        self.args = args
+        self.children = []
+        ncpu = os.cpu_count() or 1
+        if not shutil.which("taskset"):
+            self.pin_proxy, self.pin_other = [], []
+            self.pin_note = "taskset not found: nothing pinned"
+        elif ncpu < 2:
+            self.pin_proxy, self.pin_other = [], []
+            self.pin_note = "1 CPU: nothing pinned"
+        else:
+            self.pin_proxy, self.pin_other = ["taskset", "-c", "0"], ["taskset", "-c", "1"]
+            self.pin_note = "sluice on CPU 0; upstream and curl on CPU 1 (taskset)"
+
+    def spawn(self, argv, **kw):
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **kw)
+        self.children.append(p)
+        return p
+
+    def stop_all(self):
+        for p in reversed(self.children):
+            stop(p)
+            if p.stdout:
+                p.stdout.close()
+
+    def curl(self, argv, kind):
+        a = self.args
+        r = subprocess.run(self.pin_other + ["curl", "-sS", "--http1.1", "--max-time", str(a.max_time),
+                                             "-w", "%{http_code} %{size_download} %{size_upload} %{time_total}",
+                                             *argv],
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=a.max_time + 10)
+        fields = r.stdout.decode().split()
+        if r.returncode != 0 or len(fields) != 4 or fields[0] != "200":
+            raise Fail(f"curl {' '.join(argv)}: exit {r.returncode}, {r.stdout.decode()!r} "
+                       f"{r.stderr.decode().strip()[:200]}")
+        size = int(float(fields[1] if kind == "down" else fields[2]))
+        if size != a.size:
+            raise Fail(f"curl {' '.join(argv)}: moved {size} bytes, not {a.size}")
+        return float(fields[3])
+
+    def transfer(self, port, kind, sl=None):
+        """--transfers transfers through PORT, one after the other; returns
+        (MiB/s over their summed time_total, sluice CPU s from ticks, from schedstat)."""
+        a = self.args
+        argv = (["-o", os.devnull, f"http://127.0.0.1:{port}/big"] if kind == "down" else
+                ["-o", os.devnull, "-H", "Expect:", "-T", a.upfile, f"http://127.0.0.1:{port}/sink"])
+        c0 = cpu(sl.pid) if sl else (0, 0)
+        secs = sum(self.curl(argv, kind) for _ in range(a.transfers))
+        c1 = cpu(sl.pid) if sl else (0, 0)
+        ns = c1[1] - c0[1] if sl and c0[1] is not None else None
+        return a.size * a.transfers / MiB / secs, c1[0] - c0[0], ns
+
+    def start_sluice(self, up_port, high, low, tag):
+        logpath = os.path.join(self.args.tmp, f"sluice-{tag}.log")
+        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
+        for _ in range(3):
+            port = free_port()
+            with open(logpath, "wb") as log:
+                sl = self.spawn(self.pin_proxy + [self.args.bin, "--listen", f"127.0.0.1:{port}",
+                                                  "--upstream", f"127.0.0.1:{up_port}",
+                                                  "--high-watermark", str(high),
+                                                  "--low-watermark", str(low)],
+                                stdout=subprocess.DEVNULL, stderr=log, env=env)
+            for _ in range(100):
+                if sl.poll() is not None or listening(port):
+                    break
+                time.sleep(0.05)
+            if sl.poll() is None and listening(port):
+                return sl, port, logpath
+            stop(sl)
+        with open(logpath, errors="replace") as f:
+            raise Fail(f"sluice (high {high}, low {low}) did not start: {f.read()[-500:]}")
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def run(args):
+    r = Runner(args)
+    t_end = time.monotonic() + BUDGET
+    settings = []
+    for item in args.settings.split(","):
+        high, _, low = item.partition("/")
+        settings.append((parse_size(high), parse_size(low or str(parse_size(high) // 4))))
+    args.upfile = os.path.join(args.tmp, "upload.bin")
+    with open(args.upfile, "wb") as f:
+        f.truncate(args.size)  # sparse: reading it costs the client little
+    print(f"watermark_bench: {args.size // MiB} MiB per transfer, {args.transfers} transfers per "
+          f"measurement, {args.reps} repetitions, "
+          f"settings {' '.join(f'{label(h)}/{label(l)}' for h, l in settings)}; {r.pin_note}; "
+          f"{os.cpu_count()} CPUs; load average {loadavg()}; sluice {args.bin}")
+    res = {}  # key -> {"down": [...], "up": [...], "hwm": [...]}
+    notes = []
+    try:
+        up = r.spawn(r.pin_other + [sys.executable, os.path.abspath(__file__), "upstream", str(args.size)],
+                     stdout=subprocess.PIPE)
+        line = up.stdout.readline().strip()
+        if not line.isdigit():
+            raise Fail(f"upstream did not start ({line!r})")
+        up_port = int(line)
+        for rep in range(args.reps):
+            order = settings[rep % len(settings):] + settings[: rep % len(settings)]
+            if time.monotonic() > t_end - 20:
+                notes.append(f"time budget reached: stopped after {rep} repetition(s)")
+                break
+            d = res.setdefault("direct", {"down": [], "up": [], "hwm": []})
+            d["down"].append(r.transfer(up_port, "down"))
+            if not args.no_upload:
+                d["up"].append(r.transfer(up_port, "up"))
+            for high, low in order:
+                key = (high, low)
+                e = res.setdefault(key, {"down": [], "up": [], "hwm": []})
+                sl, port, logpath = r.start_sluice(up_port, high, low, f"{label(high)}-{rep}")
+                try:
+                    e["down"].append(r.transfer(port, "down", sl))
+                    if args.no_upload:
+                        pass
+                    elif time.monotonic() < t_end - 15:
+                        e["up"].append(r.transfer(port, "up", sl))
+                    elif "upload skipped" not in " ".join(notes):
+                        notes.append("upload skipped for some runs: time budget")
+                    if sl.poll() is not None:
+                        raise Fail(f"sluice exited ({sl.returncode})")
+                    e["hwm"].append(hwm(sl.pid))
+                except Fail as ex:
+                    with open(logpath, errors="replace") as f:
+                        raise Fail(f"{ex}\nsluice log tail:\n{f.read()[-800:]}") from None
+                finally:
+                    stop(sl)
+                if args.verbose:
+                    dn = e["down"][-1]
+                    print(f"  rep {rep + 1} {label(high)}/{label(low)}: down {dn[0]:.0f} MiB/s "
+                          f"cpu {dn[1] * 1000:.0f} ms" + (f", up {e['up'][-1][0]:.0f} MiB/s "
+                                                          f"cpu {e['up'][-1][1] * 1000:.0f} ms"
+                                                          if e["up"] else ""))
+    finally:
+        r.stop_all()
+
+    mib = args.size * args.transfers / MiB
+    print(f"\n| high/low | download MiB/s | download CPU ms/MiB | upload MiB/s | upload CPU ms/MiB "
+          f"| sluice peak RSS |")
+    print("|---|---|---|---|---|---|")
+    failed = []
+    for key, e in res.items():
+        name = "direct, no proxy" if key == "direct" else f"{label(key[0])}/{label(key[1])}"
+        cells = []
+        for kind in ("down", "up"):
+            runs = e[kind]
+            mbps = median([x[0] for x in runs])
+            tick = median([x[1] * 1000 / mib for x in runs]) if key != "direct" else None
+            ns = median([x[2] * 1000 / mib if x[2] is not None else None for x in runs]) \
+                if key != "direct" else None
+            cpu_cell = "-" if tick is None else f"{tick:.2f}" + (f" ({ns:.2f})" if ns is not None else "")
+            cells += [fmt(mbps, ".0f"), cpu_cell]
+            if key != "direct" and mbps is not None and mbps < args.min_mibs:
+                failed.append(f"{name} {kind}load {mbps:.0f} MiB/s < --min-mibs {args.min_mibs}")
+        peak = median(e["hwm"])
+        print(f"| {name} | {' | '.join(cells)} | {f'{peak / MiB:.1f} MiB' if peak else '-'} |")
+    print(f"Medians of {len(res.get('direct', {}).get('down', []))} repetition(s) of "
+          f"{args.transfers} x {args.size // MiB} MiB. CPU ms/MiB: sluice utime+stime "
+          f"(/proc/PID/stat, {1000 // TICK} ms ticks), in parentheses the same from "
+          f"/proc/PID/schedstat (ns). MiB/s from curl's time_total. Load average at the end "
+          f"{loadavg()} (other work on these CPUs makes MiB/s noisy).")
+    for n in notes:
+        print(f"note: {n}")
+    for f in failed:
+        print(f"FAIL: {f}")
+    return 1 if failed else 0
+
+
+def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "upstream":
+        serve(sys.argv[2])
+        return 0
+    env = os.environ.get
+    ap = argparse.ArgumentParser(prog="watermark_bench.sh", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", required=True, help=argparse.SUPPRESS)
+    ap.add_argument("--tmp", required=True, help=argparse.SUPPRESS)
+    ap.add_argument("--settings", default=env("WM_SETTINGS", "16K/4K,64K/16K,256K/64K,1M/256K"),
+                    help="comma-separated HIGH/LOW pairs (16K/4K,64K/16K,256K/64K,1M/256K)")
+    ap.add_argument("--size", type=parse_size, default=env("WM_SIZE", "256M"),
+                    help="bytes per transfer (256M)")
+    ap.add_argument("--reps", type=int, default=int(env("WM_REPS", "3")), help="repetitions (3)")
+    ap.add_argument("--transfers", type=int, default=int(env("WM_TRANSFERS", "4")),
+                    help="transfers per measurement, one after the other on one sluice (4)")
+    ap.add_argument("--no-upload", action="store_true", help="downloads only")
+    ap.add_argument("--min-mibs", type=float, default=float(env("WM_MIN_MIBS", "50")),
+                    help="FAIL below this median MiB/s through sluice (50)")
+    ap.add_argument("--max-time", type=int, default=20, help="curl --max-time per transfer (20)")
+    ap.add_argument("--verbose", action="store_true", help="print every run")
+    args = ap.parse_args()
+    if not 1 <= args.transfers <= 20:
+        ap.error("--transfers must be 1..20")
+    if not 1 <= args.reps <= 10:
+        ap.error("--reps must be 1..10")
+    if not MiB <= args.size <= 4096 * MiB:
+        ap.error("--size must be 1M..4G")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        return run(args)
+    except Fail as e:
+        print(f"watermark_bench: FAIL: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

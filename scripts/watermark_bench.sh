@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Large-body throughput and CPU per MiB of sluice at several watermark
+# settings (DESIGN.md §9: confirm the 64 KiB / 16 KiB default by benchmark).
+#
+# Usage: scripts/watermark_bench.sh [--settings 16K/4K,64K/16K,256K/64K,1M/256K]
+#            [--size 256M] [--transfers 4] [--reps 3] [--no-upload] [--min-mibs 50]
+#            [--verbose]
+#   Each repetition runs every setting once (rotating the order): a fresh
+#   sluice pinned to CPU 0 (taskset -c 0, if taskset exists), a python
+#   upstream serving SIZE bytes from memory and curl pinned to CPU 1; a
+#   download (curl -o /dev/null) and an upload (curl -T) through the proxy,
+#   TRANSFERS of each per measurement.
+#   Prints medians in a markdown table: MiB/s and sluice's CPU ms per MiB
+#   (utime+stime), plus a direct run without the proxy. Under 4 minutes.
+# Env: WM_SETTINGS, WM_SIZE, WM_TRANSFERS, WM_REPS, WM_MIN_MIBS; SLUICE_BIN=path (skip the
+#      build), SLUICE_NO_BUILD=1, RUST_LOG (warn).
+# Exits 1 when a transfer fails or a median is below --min-mibs.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+case "${1:-}" in
+    -h | --help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
+need python3 curl
+command -v taskset >/dev/null 2>&1 || echo "watermark_bench: taskset not found: processes will not be pinned"
+lib_tmp
+lib_sluice_bin
+lib_run_python "$ROOT/scripts/watermark_bench.py" --bin "$SLUICE" --tmp "$LIB_TMP" "$@"
