@@ -106,10 +106,7 @@ impl Upstreams {
         stats: &Stats,
         now: Instant,
     ) -> io::Result<(usize, bool)> {
-        while !fresh {
-            let Some(key) = self.pool.take(&peer) else {
-                break;
-            };
+        while let Some(key) = if fresh { None } else { self.pool.take(&peer) } {
             let verdict = match self.slab.get_mut(key) {
                 Some(up) => probe(&up.stream),
                 None => continue,
