@@ -3,7 +3,11 @@
 HAProxy, and a direct connection to the upstream (the limit).
 
 Usage: scripts/bench.sh [--quick] [--only S1,S3] [--peers sluice,nginx]
-                        [--reps N] [--json FILE] [--no-build] [--no-install]
+                        [--reps N] [--json FILE] [--upstream nginx|python]
+                        [--sluice-args '--high-watermark 262144 ...']
+                        [--keep-tmp] [--no-build] [--no-install]
+Exit status 1 when any run had a problem (errors, non-2xx, a crash): the
+report ends with each one's exact command and output.
 
 Every proxy under test runs on CPU 1 (taskset -c 1); the load generator, the
 upstream and this script run on CPU 0 (taskset -c 0). Each proxy is started
@@ -596,29 +600,36 @@ def s2(ctx, peer, where):
     return res
 
 
-def curl_transfer(where, peer, cmd, expect_bytes, body_file=None):
+def curl_transfer(ctx, where, peer, cmd, expect_bytes, body_file=None):
+    """ctx.transfers sequential transfers on one proxy: the median MiB/s, and
+    the proxy's CPU over all of them per MiB."""
+    speeds = []
     c0 = peer.cpu()
-    rc, out = run_cmd(cmd, 300)
-    cpu = peer.cpu() - c0
-    try:
-        code, size, total = out.strip().splitlines()[-1].split()
-        code, size, total = int(code), int(float(size)), float(total)
-    except (ValueError, IndexError):
-        code, size, total = 0, 0, 0.0
-    got = size
-    if body_file is not None:  # the sink answers with the byte count it read
+    for _ in range(ctx.transfers):
+        if body_file is not None and os.path.exists(body_file):
+            os.unlink(body_file)
+        rc, out = run_cmd(cmd, 300)
         try:
-            with open(body_file) as f:
-                got = int(f.read().strip() or 0)
-        except (OSError, ValueError):
-            got = -1
-    if rc != 0 or code != 200 or size != expect_bytes or got != expect_bytes or total <= 0:
-        problem(where, shlex.join(cmd), "exit %s, status %s, %s bytes (expected %d, upstream got %s)\n%s"
-                % (rc, code, size, expect_bytes, got, out))
-        return {}
-    res = {"mibs": expect_bytes / MIB / total}
+            code, size, total = out.strip().splitlines()[-1].split()
+            code, size, total = int(code), int(float(size)), float(total)
+        except (ValueError, IndexError):
+            code, size, total = 0, 0, 0.0
+        got = size
+        if body_file is not None:  # the sink answers with the byte count it read
+            try:
+                with open(body_file) as f:
+                    got = int(f.read().strip() or 0)
+            except (OSError, ValueError):
+                got = -1
+        if rc != 0 or code != 200 or size != expect_bytes or got != expect_bytes or total <= 0:
+            problem(where, shlex.join(cmd), "exit %s, status %s, %s bytes (expected %d, upstream got %s)\n%s"
+                    % (rc, code, size, expect_bytes, got, out))
+            return {}
+        speeds.append(expect_bytes / MIB / total)
+    cpu = peer.cpu() - c0
+    res = {"mibs": statistics.median(speeds)}
     if peer.proc:
-        res["cpu_ms_mib"] = cpu * 1e3 / (expect_bytes / MIB)
+        res["cpu_ms_mib"] = cpu * 1e3 / (ctx.transfers * expect_bytes / MIB)
     return res
 
 
@@ -626,17 +637,15 @@ def s3(ctx, peer, where):
     cmd = pinned(LOAD_CPU, ["curl", "-sS", "-o", "/dev/null", "--max-time", "120", "-w",
                             "%{http_code} %{size_download} %{time_total}\n",
                             "http://127.0.0.1:%d/files/big.bin" % peer.port])
-    return curl_transfer(where, peer, cmd, BIG_SIZE)
+    return curl_transfer(ctx, where, peer, cmd, BIG_SIZE)
 
 
 def s4(ctx, peer, where):
     resp = os.path.join(ctx.tmp, "sink-response")
-    if os.path.exists(resp):
-        os.unlink(resp)
     cmd = pinned(LOAD_CPU, ["curl", "-sS", "-o", resp, "--max-time", "120", "-H", "Expect:", "-T", ctx.big,
                             "-w", "%{http_code} %{size_upload} %{time_total}\n",
                             "http://127.0.0.1:%d/sink" % peer.port])
-    return curl_transfer(where, peer, cmd, BIG_SIZE, body_file=resp)
+    return curl_transfer(ctx, where, peer, cmd, BIG_SIZE, body_file=resp)
 
 
 def s5(ctx, peer, where):
@@ -801,7 +810,8 @@ def median(vals):
 def table(results, peers, scenarios, ctx):
     cols = [p for p in PEERS if p in peers]
     others = [p for p in cols if p != "sluice"]
-    head = ["scenario / metric", "better"] + cols + (["sluice/" + p for p in others] if "sluice" in cols else [])
+    head = (["scenario / metric", "better"] + cols + (["sluice/" + p for p in others] if "sluice" in cols else [])
+            + ["spread"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for sc, key, metric, label, better, fmt in ROWS:
         if sc not in scenarios:
@@ -819,6 +829,12 @@ def table(results, peers, scenarios, ctx):
             for p in others:
                 a, b = meds["sluice"], meds[p]
                 cells.append("%.2f" % (a / b) if ratio_ok and a is not None and b not in (None, 0) else "-")
+        spreads = []
+        for p in cols:
+            vals = [r.get(metric) for r in results.get((key, p), []) if r.get(metric) is not None]
+            if len(vals) > 1 and statistics.median(vals):
+                spreads.append((max(vals) - min(vals)) / statistics.median(vals))
+        cells.append("%.0f%%" % (100 * max(spreads)) if spreads else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -847,7 +863,7 @@ def raise_nofile():
 
 def main():
     global PIN, SLUICE_ARGS
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="scripts/bench.sh", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--quick", action="store_true", help="1 repetition, 2 s wrk runs, 4 s S5 (for development)")
@@ -882,6 +898,7 @@ def main():
     ctx.dur = 2 if args.quick else 5
     ctx.slow_secs = 4 if args.quick else 10
     ctx.slow_n = 200
+    ctx.transfers = 1 if args.quick else 3
     ctx.idle_n = 10000
 
     # --- tools and CPUs -------------------------------------------------
@@ -1026,8 +1043,10 @@ def main():
         out.append("- " + n)
     out.append("- upstream: " + up_desc + ("; S4 sink: scripts/bench/upstream.py (CPU %d)" % LOAD_CPU if sink else ""))
     out.append("- %d repetition(s), peers alternating inside each; medians. wrk -t1 -d%ds; S2 -c64; S5 %d x "
-               "`curl --limit-rate 100k` for %d s on a %d MiB file; S6 %d connections, one GET each."
-               % (ctx.reps, ctx.dur, ctx.slow_n, ctx.slow_secs, SLOW_SIZE // MIB, ctx.idle_n))
+               "`curl --limit-rate 100k` for %d s on a %d MiB file; S6 %d connections, one GET each. "
+               "S3/S4: %d transfers per run, median MiB/s. spread = (max-min)/median over the repetitions, "
+               "worst peer of the row." % (ctx.reps, ctx.dur, ctx.slow_n, ctx.slow_secs, SLOW_SIZE // MIB, ctx.idle_n,
+                                           ctx.transfers))
     out.append("- proxy CPU = user+system of the proxy's processes over the run (%s); RSS = VmRSS summed over them, "
                "growth over the idle proxy. Every proxy gets 20000 max connections; nginx keepalive_requests "
                "1000000; nginx-nobuf = proxy_buffering off + proxy_request_buffering off; sluice RUST_LOG=warn%s."

@@ -2,10 +2,10 @@
 # Side-by-side benchmark of sluice against nginx (buffered and unbuffered),
 # HAProxy and a direct connection; prints a markdown table on stdout.
 #
-# Usage: scripts/bench.sh [--quick] [--only S1,S3] [--peers sluice,nginx]
+# Usage: scripts/bench.sh [--quick] [--only S1,S3] [--peers sluice,nginx] [--help]
 #                         [--reps N] [--json FILE] [--no-build] [--no-install]
 # Env:   SLUICE_BIN=path   skip the build and benchmark this binary
-# A full run takes about 10-15 minutes on 2 cores; --quick about 3. The logic
+# A full run takes about 8 minutes on 2 cores; --quick about 1. The logic
 # is in scripts/bench.py (see its --help); templates in scripts/bench/.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

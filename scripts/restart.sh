@@ -100,7 +100,9 @@ if [[ -r "$SYSCTL" ]]; then
         *) die "MIGRATE must be on, off or keep" ;;
     esac
     if [[ -n "$want" && "$current" != "$want" ]]; then
-        if [[ "$(id -u)" -eq 0 ]] && sysctl -q -w "net.ipv4.tcp_migrate_req=$want" >/dev/null 2>&1; then
+        if [[ "$(id -u)" -eq 0 ]] &&
+            { sysctl -q -w "net.ipv4.tcp_migrate_req=$want" >/dev/null 2>&1 ||
+                printf '%s\n' "$want" >"$SYSCTL" 2>/dev/null; }; then
             MIGRATE_OLD="$current"
         else
             log "could not set net.ipv4.tcp_migrate_req=$want (needs root and a writable /proc/sys)"

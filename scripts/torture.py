@@ -416,8 +416,27 @@ def listening(port):
         return False
 
 
-def kernel_queued(ports):
-    return sum(tx + rx for lp, rp, _, tx, rx, _ in tcp_sockets() if lp in ports or rp in ports)
+def kernel_queued(ports, sluice_inodes):
+    """(bytes queued in all sockets on PORTS, the part in sluice's own sockets)."""
+    total = own = 0
+    for lp, rp, _, tx, rx, ino in tcp_sockets():
+        if lp in ports or rp in ports:
+            total += tx + rx
+            if ino in sluice_inodes:
+                own += tx + rx
+    return total, own
+
+
+def tcp_ext():
+    """Kernel TCP counters that explain stalls: memory pressure and receive-queue drops."""
+    try:
+        with open("/proc/net/netstat") as f:
+            lines = [l.split() for l in f if l.startswith("TcpExt:")]
+        names, values = lines[0][1:], lines[1][1:]
+        d = dict(zip(names, map(int, values)))
+        return {k: d.get(k, 0) for k in ("TCPMemoryPressures", "TCPRcvQDrop", "PruneCalled")}
+    except (OSError, IndexError, ValueError):
+        return {}
 
 
 def socket_inodes(pid):
@@ -514,17 +533,25 @@ class Bench:
 def sample(sl, port, b, src, dst):
     """One sample; the two byte counters are read before and after the kernel
     queues and averaged, so the skew of the (short) netlink read cancels."""
+    inodes = socket_inodes(sl.pid)
     s1, d1 = src(), dst()
-    kq = kernel_queued({port, b.up_port})
+    kq, own = kernel_queued({port, b.up_port}, inodes)
     d2, s2 = dst(), src()
     rss, _ = proc_status(sl.pid)
-    return {"rss": rss, "sent": (s1 + s2) / 2, "recv": (d1 + d2) / 2, "kq": kq}
+    return {"rss": rss, "sent": (s1 + s2) / 2, "recv": (d1 + d2) / 2, "kq": kq, "own": own}
 
 
 def after_run(b, sl, port, logpath, res, idle_rss, samples, what, linger_fails, pooled_ok=0):
     """Peak RSS, lingering connections, sluice's own counters; stops sluice.
     POOLED_OK: idle upstream connections that may stay (exchanges that completed)."""
     hwm = 0
+    ext = tcp_ext()
+    grew = {k: v - res["ext0"].get(k, 0) for k, v in ext.items() if v > res["ext0"].get(k, 0)}
+    if grew:
+        res.setdefault("notes", []).append(
+            "kernel TCP memory pressure / drops during the run (" +
+            ", ".join(f"{k} +{v}" for k, v in grew.items()) +
+            "): the host's TCP memory (tcp_mem) ran short; this run and others on the host may stall")
     if sl.poll() is None:
         _, hwm = proc_status(sl.pid)
         left, pooled = [], []
@@ -640,6 +667,7 @@ def run_download(b, name, readers, size, rate_text, seconds, threshold, thr_note
     sl, port, logpath, argv = b.start_sluice(tag)
     res["cmd"] = " ".join(argv)
     idle_rss, _ = proc_status(sl.pid)
+    res["ext0"] = tcp_ext()
     base = b.up_ctr.get(SENT)
     t0 = time.monotonic()
     if client == "curl":
@@ -692,6 +720,7 @@ def run_upload(b):
     sl, port, logpath, argv = b.start_sluice("upload")
     res["cmd"] = " ".join(argv)
     idle_rss, _ = proc_status(sl.pid)
+    res["ext0"] = tcp_ext()
     base = b.up_ctr.get(RECEIVED)
     t0 = time.monotonic()
     cl = PyClient(b, "upload", [port, f"/slow-upload?rate={up_rate}", size, seconds], "upload")
@@ -737,6 +766,7 @@ def finish(res, a, samples, idle_rss, peak, conns, frm_total, to_total, label, f
     held_med = statistics.median(held) if held else 0
     held_max = max(held) if held else 0
     kq_med = statistics.median([s["kq"] for s in steady]) if steady else 0
+    own_med = statistics.median([s["own"] for s in steady]) if steady else 0
     gap_med = statistics.median([s["sent"] - s["recv"] for s in steady]) if steady else 0
     bound = conns * (a.high + SEND_CHUNK) + 256 * KiB
     if growth > res["threshold"]:
@@ -757,7 +787,8 @@ def finish(res, a, samples, idle_rss, peak, conns, frm_total, to_total, label, f
     if held:
         print(f"  during the run, median of {len(steady)} samples after 2 s:")
         print(f"    gap                      {human(gap_med)}")
-        print(f"    in kernel socket queues  {human(kq_med)}")
+        print(f"    in kernel socket queues  {human(kq_med)}  (of which in sluice's own sockets "
+              f"{human(own_med)}: kernel memory, not in RSS)")
         print(f"    held by sluice           {human(held_med)}  (max {human(held_max)}; "
               f"bound {conns} x (high + 64 KiB) + 256 KiB = {human(bound)})")
     if res.get("peak_buffered") is not None:

@@ -167,6 +167,10 @@ class Runner:
     def __init__(self, args):
         self.args = args
         self.children = []
+        self.slowest = (0.0, "", 0)
+        self.kernel = {}  # TcpExt counter increases during transfers
+        self.slow = []    # transfers slower than --slow
+        self.tag = ""
         ncpu = os.cpu_count() or 1
         if not shutil.which("taskset"):
             self.pin_proxy, self.pin_other = [], []
@@ -211,7 +215,22 @@ class Runner:
         argv = (["-o", os.devnull, f"http://127.0.0.1:{port}/big"] if kind == "down" else
                 ["-o", os.devnull, "-H", "Expect:", "-T", a.upfile, f"http://127.0.0.1:{port}/sink"])
         c0 = cpu(sl.pid) if sl else (0, 0)
-        secs = sum(self.curl(argv, kind) for _ in range(a.transfers))
+        times = []
+        for _ in range(a.transfers):
+            e0 = tcp_ext()
+            times.append(self.curl(argv, kind))
+            grew = {k: v - e0.get(k, 0) for k, v in tcp_ext().items() if v > e0.get(k, 0)}
+            for k, v in grew.items():
+                self.kernel[k] = self.kernel.get(k, 0) + v
+            if times[-1] > a.slow:
+                self.slow.append(f"{kind}load {'via sluice ' + self.tag if sl else 'direct'} "
+                                 f"{times[-1]:.2f} s" + (" (kernel: " + ", ".join(
+                                     f"{k} +{v}" for k, v in grew.items()) + ")" if grew else ""))
+        secs = sum(times)
+        self.slowest = max(self.slowest, (max(times), kind, port))
+        if a.verbose:
+            print(f"    {kind} via {'sluice' if sl else 'direct'}: " +
+                  " ".join(f"{t:.2f}s" for t in times))
         c1 = cpu(sl.pid) if sl else (0, 0)
         ns = c1[1] - c0[1] if sl and c0[1] is not None else None
         return a.size * a.transfers / MiB / secs, c1[0] - c0[0], ns
@@ -236,6 +255,30 @@ class Runner:
             stop(sl)
         with open(logpath, errors="replace") as f:
             raise Fail(f"sluice (high {high}, low {low}) did not start: {f.read()[-500:]}")
+
+
+def tcp_ext():
+    """Kernel TCP counters that explain stalls: memory pressure and receive-queue drops."""
+    try:
+        with open("/proc/net/netstat") as f:
+            lines = [l.split() for l in f if l.startswith("TcpExt:")]
+        d = dict(zip(lines[0][1:], map(int, lines[1][1:])))
+        return {k: d.get(k, 0) for k in ("TCPMemoryPressures", "TCPRcvQDrop", "PruneCalled")}
+    except (OSError, IndexError, ValueError):
+        return {}
+
+
+def tcp_mem():
+    """'TCP memory in use / pressure threshold' from sockstat and tcp_mem (pages)."""
+    try:
+        with open("/proc/net/sockstat") as f:
+            used = int(re.search(r"TCP:.* mem (\d+)", f.read()).group(1))
+        with open("/proc/sys/net/ipv4/tcp_mem") as f:
+            pressure = int(f.read().split()[1])
+        page = os.sysconf("SC_PAGE_SIZE")
+        return f"{used * page / MiB:.0f} MiB of {pressure * page / MiB:.0f} MiB"
+    except (OSError, AttributeError, ValueError, IndexError):
+        return "?"
 
 
 def loadavg():
@@ -268,7 +311,8 @@ def run(args):
     print(f"watermark_bench: {args.size // MiB} MiB per transfer, {args.transfers} transfers per "
           f"measurement, {args.reps} repetitions, "
           f"settings {' '.join(f'{label(h)}/{label(l)}' for h, l in settings)}; {r.pin_note}; "
-          f"{os.cpu_count()} CPUs; load average {loadavg()}; sluice {args.bin}")
+          f"{os.cpu_count()} CPUs; load average {loadavg()}; kernel TCP memory {tcp_mem()} "
+          f"(pressure threshold); sluice {args.bin}")
     res = {}  # key -> {"down": [...], "up": [...], "hwm": [...]}
     notes = []
     try:
@@ -291,6 +335,7 @@ def run(args):
                 key = (high, low)
                 e = res.setdefault(key, {"down": [], "up": [], "hwm": []})
                 sl, port, logpath = r.start_sluice(up_port, high, low, f"{label(high)}-{rep}")
+                r.tag = f"{label(high)}/{label(low)}"
                 try:
                     e["down"].append(r.transfer(port, "down", sl))
                     if args.no_upload:
@@ -341,6 +386,17 @@ def run(args):
           f"(/proc/PID/stat, {1000 // TICK} ms ticks), in parentheses the same from "
           f"/proc/PID/schedstat (ns). MiB/s from curl's time_total. Load average at the end "
           f"{loadavg()} (other work on these CPUs makes MiB/s noisy).")
+    print(f"Slowest single transfer: {r.slowest[0]:.2f} s ({r.slowest[1]}load of {args.size // MiB} MiB).")
+    if r.slow:
+        print(f"Transfers slower than {args.slow} s: {len(r.slow)}: " + "; ".join(r.slow[:8]))
+    if r.kernel.get("TCPMemoryPressures") or r.kernel.get("TCPRcvQDrop"):
+        print("note: kernel TCP memory pressure / receive-queue drops during transfers (" +
+              ", ".join(f"{k} +{v}" for k, v in r.kernel.items()) + f"; TCP memory now {tcp_mem()}): "
+              "loopback segments were dropped and retransmitted, so MiB/s medians are disturbed; "
+              "rerun on a quiet host")
+    elif r.kernel:
+        print(f"note: receive queues pruned/collapsed during transfers (PruneCalled "
+              f"+{r.kernel.get('PruneCalled', 0)}), no drops")
     for n in notes:
         print(f"note: {n}")
     for f in failed:
@@ -367,6 +423,8 @@ def main():
     ap.add_argument("--min-mibs", type=float, default=float(env("WM_MIN_MIBS", "50")),
                     help="FAIL below this median MiB/s through sluice (50)")
     ap.add_argument("--max-time", type=int, default=20, help="curl --max-time per transfer (20)")
+    ap.add_argument("--slow", type=float, default=1.0,
+                    help="list transfers slower than this many seconds (1.0)")
     ap.add_argument("--verbose", action="store_true", help="print every run")
     args = ap.parse_args()
     if not 1 <= args.transfers <= 20:

@@ -104,6 +104,8 @@ pub(crate) struct Session {
     head_started: Option<Instant>,
     down_write_at: Instant,
     idle_counted: bool,
+    /// A graceful drain is under way (one-way).
+    draining: bool,
 }
 
 impl Session {
@@ -149,6 +151,7 @@ impl Session {
             head_started: None,
             down_write_at: sh.now,
             idle_counted: false,
+            draining: false,
         };
         s.set_idle(true, &sh.stats);
         Ok(s)
@@ -193,14 +196,16 @@ impl Session {
         more
     }
 
-    /// A graceful drain began: no further request on this connection; an
-    /// idle one closes now, a busy one after its response (which says
-    /// `Connection: close` if its head has not gone out yet).
+    /// A graceful drain began: no further request on this connection. A
+    /// busy one closes after its response (which says `Connection: close`
+    /// if its head has not gone out yet). An idle keep-alive one is read
+    /// once more (a request already sent is served) and then closed. A new
+    /// connection still waiting for its first request gets it served,
+    /// bounded by the request head timeout: it came from the accept queue.
     pub(crate) fn begin_drain(&mut self) {
         self.keep_alive = false;
-        if self.phase == Phase::Head && !self.head_bytes_seen() {
-            self.phase = Phase::Closed;
-        }
+        self.draining = true;
+        self.io.readable = true;
     }
 
     /// The loop's timer for this session fired at `sh.now`.
@@ -695,7 +700,7 @@ impl Session {
             return Ok(false);
         }
         let Some(buf) = self.inbuf.as_ref().filter(|b| !b.is_empty()) else {
-            if self.read_eof {
+            if self.read_eof || (self.draining && self.requests > 0) {
                 self.phase = Phase::Closed;
                 return Ok(true);
             }
