@@ -205,6 +205,15 @@ impl WatermarkBuffer {
         self.after_shrink()
     }
 
+    /// The `n` newest pending bytes, writable (fewer if fewer are
+    /// pending): for rewriting bytes just read in place before `unfill`
+    /// drops a tail of them.
+    pub fn tail_mut(&mut self, n: usize) -> &mut [u8] {
+        let len = self.end.saturating_sub(self.start);
+        let from = self.end.saturating_sub(n.min(len));
+        self.storage.get_mut(from..self.end).unwrap_or_default()
+    }
+
     /// Removes the `n` newest pending bytes (bytes read from the source past
     /// the end of a body, which belong elsewhere). `n > pending` is clamped.
     /// Returns [`Crossing::Low`] if that un-pauses the buffer.

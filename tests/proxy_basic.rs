@@ -349,3 +349,50 @@ fn request_filter_reply_to_request_with_body_closes_connection() {
     });
     assert!(upstream.requests().is_empty());
 }
+
+#[test]
+fn http10_client_gets_chunked_response_as_plain_body_delimited_by_close() {
+    // RFC 9112 §7.1: an HTTP/1.0 recipient knows no chunked coding.
+    let upstream = Upstream::start(respond_n(
+        1,
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n\
+          5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nX-Sum: 12\r\n\r\n"
+            .to_vec(),
+    ));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(b"GET / HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\n");
+    let head = client.read_response_head();
+    assert_eq!(head.status, 200);
+    assert!(!head.has("transfer-encoding"), "{}", preview(&head.head));
+    assert!(!head.has("trailer"), "{}", preview(&head.head));
+    assert!(head.says_close(), "{}", preview(&head.head));
+    let body = client.read_until_closed(Duration::from_secs(3));
+    assert_eq!(String::from_utf8_lossy(&body), "hello, world");
+}
+
+#[test]
+fn http10_client_gets_large_chunked_response_dechunked_byte_for_byte() {
+    let mut raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    let mut want = Vec::new();
+    for i in 0..300u32 {
+        let chunk: Vec<u8> = (0..(1000 + i * 7)).map(|j| (i + j) as u8).collect();
+        raw.extend_from_slice(format!("{:x};n={i}\r\n", chunk.len()).as_bytes());
+        raw.extend_from_slice(&chunk);
+        raw.extend_from_slice(b"\r\n");
+        want.extend_from_slice(&chunk);
+    }
+    raw.extend_from_slice(b"0\r\n\r\n");
+    let upstream = Upstream::start(respond_n(1, raw));
+    let proxy = start_forward_proxy(upstream.addr, |c| {
+        c.high_watermark = 4096;
+        c.low_watermark = 1024;
+    });
+    let mut client = proxy.client();
+    client.send(b"GET / HTTP/1.0\r\nHost: a\r\n\r\n");
+    let head = client.read_response_head();
+    assert_eq!(head.status, 200);
+    let body = client.read_until_closed(Duration::from_secs(3));
+    assert_eq!(body.len(), want.len());
+    assert!(body == want, "body differs from the chunk data");
+}

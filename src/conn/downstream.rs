@@ -523,15 +523,36 @@ impl Session {
                         ex.up_read_at = sh.now;
                         let start = out.pending().saturating_sub(n);
                         let fresh = out.as_slice().get(start..).unwrap_or(&[]);
-                        let body = decoder
-                            .scan(fresh)
-                            .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
+                        let ranges = &mut ex.ranges;
+                        ranges.clear();
+                        let body = if ex.dechunk {
+                            decoder.scan_data(fresh, |r| ranges.push(r))
+                        } else {
+                            decoder.scan(fresh)
+                        }
+                        .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
                         if body < n {
                             ex.extra_bytes = true;
-                            out.unfill(n - body);
                         }
-                        ex.resp_bytes += body as u64;
-                        sh.stats.buffered_add(body as u64);
+                        let kept = if ex.dechunk {
+                            // Keep only chunk data: move it to the front of
+                            // the bytes just read, drop the rest.
+                            let tail = out.tail_mut(n);
+                            let mut w = 0;
+                            for r in ranges.iter() {
+                                let len = r.len();
+                                if r.end <= tail.len() {
+                                    tail.copy_within(r.clone(), w);
+                                    w += len;
+                                }
+                            }
+                            w
+                        } else {
+                            body
+                        };
+                        out.unfill(n - kept);
+                        ex.resp_bytes += kept as u64;
+                        sh.stats.buffered_add(kept as u64);
                         if out.is_paused() {
                             Stats::add(&sh.stats.read_pauses, 1);
                         }
@@ -973,6 +994,14 @@ impl Session {
             if framing == BodyKind::UntilClose && !ex.tunnel {
                 self.keep_alive = false;
             }
+            if framing == BodyKind::Chunked && ex.req.version == 0 {
+                // An HTTP/1.0 client knows no chunked coding (RFC 9112
+                // §7.1): it gets the chunk data, delimited by the close.
+                ex.dechunk = true;
+                self.keep_alive = false;
+                head.headers.remove_all("transfer-encoding");
+                head.headers.remove_all("trailer");
+            }
             remove_hop_by_hop(&mut head.headers, ex.tunnel);
             sh.filter.response_filter(&ex.req, &mut head);
             if !ex.tunnel {
@@ -1005,14 +1034,32 @@ impl Session {
             // All of it moves, past the watermark if need be: it is at
             // most one head's worth, and `upin` is released below.
             let avail = upin.as_slice();
-            let body = decoder
-                .scan(avail)
-                .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
-            if out.extend_from_slice(avail.get(..body).unwrap_or(&[])) == Crossing::High {
+            let ranges = &mut ex.ranges;
+            ranges.clear();
+            let body = if ex.dechunk {
+                decoder.scan_data(avail, |r| ranges.push(r))
+            } else {
+                decoder.scan(avail)
+            }
+            .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
+            let mut moved = 0;
+            let mut crossed = false;
+            if ex.dechunk {
+                for r in ranges.iter() {
+                    let part = avail.get(r.clone()).unwrap_or(&[]);
+                    crossed |= out.extend_from_slice(part) == Crossing::High;
+                    moved += part.len();
+                }
+            } else {
+                let part = avail.get(..body).unwrap_or(&[]);
+                crossed = out.extend_from_slice(part) == Crossing::High;
+                moved = part.len();
+            }
+            if crossed {
                 Stats::add(&sh.stats.read_pauses, 1);
             }
-            ex.resp_bytes += body as u64;
-            sh.stats.buffered_add(body as u64);
+            ex.resp_bytes += moved as u64;
+            sh.stats.buffered_add(moved as u64);
             upin.consume(body);
             if decoder.is_done() {
                 ex.resp = Resp::Done;

@@ -77,6 +77,11 @@ pub(crate) struct Exchange {
     pub upgrade: bool,
     /// A 101 switched both directions to a raw tunnel.
     pub tunnel: bool,
+    /// The client speaks HTTP/1.0 and the response is chunked: only chunk
+    /// data goes downstream, delimited by closing (RFC 9112 §7.1).
+    pub dechunk: bool,
+    /// Scratch for the chunk-data ranges of one read (`dechunk` only).
+    pub ranges: Vec<std::ops::Range<usize>>,
     /// The upstream's sending side was shut after the client's EOF (tunnel).
     pub up_write_shut: bool,
     /// Last read from the upstream (or when waiting for it began).
@@ -122,6 +127,8 @@ impl Exchange {
             retries: 0,
             upgrade,
             tunnel: false,
+            dechunk: false,
+            ranges: Vec::new(),
             up_write_shut: false,
             up_read_at: now,
             up_write_at: now,

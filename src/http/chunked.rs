@@ -145,6 +145,19 @@ impl ChunkedScanner {
     /// RFC 9112 §7.1 (or the strictness rules of the module doc), whatever
     /// way the stream was split; later calls return the same error.
     pub fn scan(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
+        self.scan_data(bytes, |_| {})
+    }
+
+    /// Like [`ChunkedScanner::scan`], and also calls `data` with each run of
+    /// chunk-data bytes in `bytes` (a range of indexes into `bytes`, in
+    /// order; runs are never empty). Whoever must hand the body to an
+    /// HTTP/1.0 recipient, which knows no chunked coding (RFC 9112 §7.1),
+    /// keeps just these bytes.
+    pub fn scan_data(
+        &mut self,
+        bytes: &[u8],
+        mut data: impl FnMut(std::ops::Range<usize>),
+    ) -> Result<usize, ParseError> {
         let mut used: usize = 0;
         loop {
             let rest = bytes.get(used..).unwrap_or_default();
@@ -158,7 +171,11 @@ impl ChunkedScanner {
                     let avail = u64::try_from(rest.len()).unwrap_or(u64::MAX);
                     let take = remaining.min(avail);
                     let left = remaining.saturating_sub(take);
+                    let start = used;
                     used = used.saturating_add(usize::try_from(take).unwrap_or(usize::MAX));
+                    if used > start {
+                        data(start..used);
+                    }
                     self.state = if left == 0 {
                         State::DataCr
                     } else {

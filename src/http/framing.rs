@@ -340,6 +340,25 @@ impl BodyDecoder {
         }
     }
 
+    /// Like [`BodyDecoder::scan`], and also calls `data` with the ranges
+    /// of `bytes` that are body content: for a chunked body, the chunk data
+    /// without sizes, extensions and trailer section; for the others, all
+    /// the body bytes.
+    pub fn scan_data(
+        &mut self,
+        bytes: &[u8],
+        mut data: impl FnMut(std::ops::Range<usize>),
+    ) -> Result<usize, ParseError> {
+        if let Decoding::Chunked(scanner) = &mut self.decoding {
+            return scanner.scan_data(bytes, data);
+        }
+        let n = self.scan(bytes)?;
+        if n > 0 {
+            data(0..n);
+        }
+        Ok(n)
+    }
+
     /// True once the body's last byte was scanned (at once for `Empty` and
     /// `Length(0)`; after EOF for `UntilClose`).
     pub fn is_done(&self) -> bool {

@@ -421,3 +421,35 @@ fn generated_inputs_agree_however_split() {
     }
     assert!(done > 0, "the generator reaches the end sometimes");
 }
+
+/// Chunk data of `input` as `scan_data` reports it when fed in `pieces`.
+fn data_of(pieces: &[&[u8]]) -> Vec<u8> {
+    let mut scanner = ChunkedScanner::new();
+    let mut data = Vec::new();
+    for piece in pieces {
+        let mut ranges = Vec::new();
+        let used = scanner
+            .scan_data(piece, |r| ranges.push(r))
+            .unwrap_or_else(|e| panic!("valid body rejected: {e}"));
+        for r in ranges {
+            assert!(r.end <= used, "data range past the body");
+            data.extend_from_slice(&piece[r]);
+        }
+    }
+    assert!(scanner.is_done());
+    data
+}
+
+#[test]
+fn scan_data_yields_only_chunk_data_however_split() {
+    let body: &[u8] =
+        b"5;ext=\"a;b\"\r\nhello\r\nA\r\n, chunked!\r\n0;last\r\nTrailer-X: 1\r\n\r\n";
+    let want: &[u8] = b"hello, chunked!";
+    assert_eq!(data_of(&[body]), want, "whole");
+    for at in 0..=body.len() {
+        let (a, b) = body.split_at(at);
+        assert_eq!(data_of(&[a, b]), want, "split at {at}");
+    }
+    let bytes: Vec<&[u8]> = body.chunks(1).collect();
+    assert_eq!(data_of(&bytes), want, "byte by byte");
+}
