@@ -48,6 +48,7 @@ pub struct Server {
     local_addr: SocketAddr,
     sessions: Slab<Session>,
     runnable: Vec<(usize, u32)>,
+    runnable_spare: Vec<(usize, u32)>,
     timers: Timers,
     sh: Shared,
     shutdown: Arc<AtomicBool>,
@@ -123,6 +124,7 @@ impl Server {
             local_addr,
             sessions: Slab::new(),
             runnable: Vec::new(),
+            runnable_spare: Vec::new(),
             timers: Timers::default(),
             sh,
             shutdown: Arc::new(AtomicBool::new(false)),
@@ -244,8 +246,11 @@ impl Server {
     }
 
     fn drive_runnable(&mut self) {
-        let list = std::mem::take(&mut self.runnable);
-        for (key, generation) in list {
+        // Swap with the spare list (both keep their capacity): sessions
+        // queued while driving wait for the next turn.
+        let mut list = std::mem::take(&mut self.runnable_spare);
+        std::mem::swap(&mut list, &mut self.runnable);
+        for &(key, generation) in &list {
             let Some(s) = self
                 .sessions
                 .get_mut(key)
@@ -257,6 +262,8 @@ impl Server {
             let more = s.drive(&mut self.sh);
             self.after_drive(key, more);
         }
+        list.clear();
+        self.runnable_spare = list;
     }
 
     /// Frees a closed session, or arms its next deadline.

@@ -52,6 +52,11 @@ struct Parked<K> {
     seq: u64,
 }
 
+/// Peers whose emptied LIFO stack is kept for reuse; past this many
+/// peers, an emptied stack is dropped so peers that come and go cannot
+/// grow the map without bound.
+const KEEP_EMPTY_STACKS: usize = 1024;
+
 /// Idle upstream connection ids by peer key `K`: LIFO per peer, per-peer and
 /// global caps, idle deadlines.
 #[derive(Debug)]
@@ -174,7 +179,10 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
         } else {
             debug_assert!(false, "IdlePool: id {id} has no stack");
         }
-        if emptied {
+        // An emptied stack keeps its allocation for the peer's next put
+        // (no allocation per request on the steady path), unless many
+        // peers have come and gone.
+        if emptied && self.peers.len() > KEEP_EMPTY_STACKS {
             self.peers.remove(&entry.key);
         }
         true

@@ -740,12 +740,15 @@ impl Session {
             }
             return Ok(false);
         };
-        let parsed = RequestHead::parse(
-            buf.as_slice().get(..len).unwrap_or(&[]),
-            sh.cfg.max_header_count,
-        )
-        .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
-        let Some((req, used)) = parsed else {
+        let mut ex = sh.take_exchange();
+        let parsed = ex
+            .req
+            .parse_into(
+                buf.as_slice().get(..len).unwrap_or(&[]),
+                sh.cfg.max_header_count,
+            )
+            .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
+        let Some(used) = parsed else {
             return Err(ProxyError::downstream(ErrorKind::Parse(
                 ParseError::Malformed("incomplete request head"),
             )));
@@ -758,23 +761,31 @@ impl Session {
         self.head_started = None;
         Stats::add(&sh.stats.requests, 1);
         self.phase = Phase::Busy;
-        self.start_request(req, sh)?;
+        self.start_request(ex, sh)?;
         self.release(sh, false);
         Ok(true)
     }
 
-    fn start_request(&mut self, mut req: RequestHead, sh: &mut Shared) -> Result<()> {
+    /// Runs the hooks on the request head parsed into `ex.req` and starts
+    /// its exchange (or the proxy's own reply).
+    fn start_request(&mut self, mut ex: Box<Exchange>, sh: &mut Shared) -> Result<()> {
+        let req = &mut ex.req;
         let framing = req
             .body_kind()
-            .and_then(|k| check_host(&req).map(|()| k))
-            .and_then(|k| normalize_absolute_form(&mut req).map(|()| k));
-        let framing = framing.map_err(|e| {
-            self.own_reply = Some(OwnReply::new(&req, 0, sh.now));
-            ProxyError::downstream(ErrorKind::Parse(e))
-        })?;
+            .and_then(|k| check_host(req).map(|()| k))
+            .and_then(|k| normalize_absolute_form(req).map(|()| k));
+        let framing = match framing {
+            Ok(f) => f,
+            Err(e) => {
+                self.own_reply = Some(OwnReply::new(req, 0, sh.now));
+                sh.recycle_exchange(ex);
+                return Err(ProxyError::downstream(ErrorKind::Parse(e)));
+            }
+        };
         if req.is_method("CONNECT") {
             // A reverse proxy opens no tunnels to arbitrary hosts.
-            self.own_reply = Some(OwnReply::new(&req, 0, sh.now));
+            self.own_reply = Some(OwnReply::new(req, 0, sh.now));
+            sh.recycle_exchange(ex);
             return Err(ProxyError::downstream(ErrorKind::NotImplemented));
         }
         if !request_keep_alive(req.version, &req.headers) {
@@ -789,34 +800,26 @@ impl Session {
             sh.cfg.add_x_forwarded_for,
             sh.cfg.add_x_forwarded_proto,
         );
-        if let Some(reply) = sh.filter.request_filter(&mut req) {
+        if let Some(reply) = sh.filter.request_filter(req) {
             Stats::add(&sh.stats.filter_replies, 1);
             if !matches!(framing, BodyKind::Empty | BodyKind::Length(0)) {
                 // Its body is never read: it must not be parsed as a request.
                 self.keep_alive = false;
             }
-            let mut own = OwnReply::new(&req, reply.status, sh.now);
+            let mut own = OwnReply::new(req, reply.status, sh.now);
             let head_only = req.is_method("HEAD");
+            sh.recycle_exchange(ex);
             own.bytes =
                 self.queue_reply(sh, reply.status, &reply.headers, &reply.body, head_only) as u64;
             self.own_reply = Some(own);
             return Ok(());
         }
-        let peer = sh.filter.upstream_peer(&req);
+        let peer = sh.filter.upstream_peer(req);
         if !req.headers.contains("host") {
             // HTTP/1.0 without Host: HTTP/1.1 upstream needs one (RFC 9112 §3.2).
             req.headers.append("Host", peer.addr.to_string().as_bytes());
         }
-        let mut head_bytes = Vec::with_capacity(256);
-        req.encode_upstream(&mut head_bytes);
-        let mut ex = Box::new(Exchange::new(
-            req,
-            peer,
-            BodyDecoder::new(framing),
-            head_bytes,
-            upgrade,
-            sh.now,
-        ));
+        ex.start(peer, BodyDecoder::new(framing), upgrade, sh.now);
         let mut to_up =
             WatermarkBuffer::new(sh.bufs.get(), sh.cfg.high_watermark, sh.cfg.low_watermark);
         Stats::add(&sh.stats.buffers_in_use, 1);
@@ -942,12 +945,16 @@ impl Session {
         let Some(len) = ex.resp_scanner.find_end(upin.as_slice()) else {
             return Ok(false);
         };
-        let parsed = ResponseHead::parse(
-            upin.as_slice().get(..len).unwrap_or(&[]),
-            sh.cfg.max_header_count,
-        )
-        .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
-        let Some((mut head, used)) = parsed else {
+        // Parsed into the exchange's own head and encoded into its scratch:
+        // both keep their storage from one exchange to the next.
+        let mut head = std::mem::take(&mut ex.resp_head);
+        let parsed = head
+            .parse_into(
+                upin.as_slice().get(..len).unwrap_or(&[]),
+                sh.cfg.max_header_count,
+            )
+            .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
+        let Some(used) = parsed else {
             return Err(ProxyError::upstream(ErrorKind::Parse(
                 ParseError::Malformed("incomplete response head"),
             )));
@@ -958,7 +965,8 @@ impl Session {
             Stats::add(&sh.stats.buffers_in_use, 1);
             WatermarkBuffer::new(sh.bufs.get(), sh.cfg.high_watermark, sh.cfg.low_watermark)
         });
-        let mut encoded = Vec::with_capacity(256);
+        let mut encoded = std::mem::take(&mut ex.scratch);
+        encoded.clear();
         if (100..200).contains(&head.status) && head.status != 101 {
             // Interim response: forward it (not to HTTP/1.0 clients,
             // RFC 9110 §15.2) and keep waiting for the final one.
@@ -1029,6 +1037,8 @@ impl Session {
         }
         ex.resp_bytes += encoded.len() as u64;
         sh.stats.buffered_add(encoded.len() as u64);
+        ex.resp_head = head;
+        ex.scratch = encoded;
         // Bytes after the head are body bytes (or the next head).
         if let Resp::Body(decoder) = &mut ex.resp {
             // All of it moves, past the watermark if need be: it is at
@@ -1126,6 +1136,7 @@ impl Session {
                 sh.ups.close(k, &sh.registry);
             }
             self.release_exchange_buffers(&mut ex, sh);
+            sh.recycle_exchange(ex);
         } else if let Some(r) = self.own_reply.take() {
             r.log(self.client, sh.now);
         }
@@ -1214,6 +1225,7 @@ impl Session {
             ex.resp_bytes += reply_len as u64;
             self.log_exchange(&ex, sh.now, status);
             self.release_exchange_buffers(&mut ex, sh);
+            sh.recycle_exchange(ex);
         } else if let Some(mut r) = self.own_reply.take() {
             if let Some(code) = status {
                 r.status = code;
@@ -1409,6 +1421,10 @@ impl Session {
     }
 
     fn log_exchange(&self, ex: &Exchange, now: Instant, status: Option<u16>) {
+        if !log::log_enabled!(log::Level::Info) {
+            // Nothing is formatted (nor allocated) when nobody reads it.
+            return;
+        }
         let status = status.unwrap_or(ex.status);
         let upconn = if ex.up_port == 0 && ex.status == 0 {
             "none".to_string()

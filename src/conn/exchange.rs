@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use crate::buffer::WatermarkBuffer;
 use crate::filter::Peer;
-use crate::http::{BodyDecoder, HeadScanner, RequestHead};
+use crate::http::{BodyDecoder, HeadScanner, RequestHead, ResponseHead};
 
 /// Where the response half stands.
 #[derive(Debug)]
@@ -58,6 +58,10 @@ pub(crate) struct Exchange {
     pub resp_scanner: HeadScanner,
     /// Response half.
     pub resp: Resp,
+    /// Storage the response head is parsed into (reused).
+    pub resp_head: ResponseHead,
+    /// Storage heads are encoded into before they are queued (reused).
+    pub scratch: Vec<u8>,
     /// A 1xx head was forwarded downstream.
     pub interim_sent: bool,
     /// The final response head went downstream.
@@ -93,23 +97,17 @@ pub(crate) struct Exchange {
 }
 
 impl Exchange {
-    /// A new exchange for `req`, whose body ends as `req_body` says.
-    pub(crate) fn new(
-        req: RequestHead,
-        peer: Peer,
-        req_body: BodyDecoder,
-        head_bytes: Vec<u8>,
-        upgrade: bool,
-        now: Instant,
-    ) -> Self {
+    /// An exchange with nothing in it yet (a request head is parsed into
+    /// its `req`, then [`Exchange::start`] fills the rest).
+    pub(crate) fn blank(now: Instant) -> Self {
         Exchange {
-            req,
-            peer,
+            req: RequestHead::default(),
+            peer: Peer::new(std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
             started: now,
-            req_body,
+            req_body: BodyDecoder::new(crate::http::BodyKind::Empty),
             req_abandoned: false,
             req_body_bytes: 0,
-            head_bytes,
+            head_bytes: Vec::new(),
             to_upstream: None,
             up_written: 0,
             upstream: None,
@@ -118,6 +116,8 @@ impl Exchange {
             upin: None,
             resp_scanner: HeadScanner::new(),
             resp: Resp::AwaitHead,
+            resp_head: ResponseHead::default(),
+            scratch: Vec::new(),
             interim_sent: false,
             resp_head_sent: false,
             status: 0,
@@ -125,7 +125,7 @@ impl Exchange {
             extra_bytes: false,
             resp_bytes: 0,
             retries: 0,
-            upgrade,
+            upgrade: false,
             tunnel: false,
             dechunk: false,
             ranges: Vec::new(),
@@ -134,6 +134,28 @@ impl Exchange {
             up_write_at: now,
             down_read_at: now,
         }
+    }
+
+    /// Starts the exchange of the request in `req` (hooks already ran):
+    /// every other field is reset, the storage of `req`, `head_bytes`,
+    /// `resp_head`, `scratch` and `ranges` is kept for reuse, and the head
+    /// going upstream is encoded into `head_bytes`.
+    pub(crate) fn start(&mut self, peer: Peer, req_body: BodyDecoder, upgrade: bool, now: Instant) {
+        let fresh = Exchange {
+            req: std::mem::take(&mut self.req),
+            head_bytes: std::mem::take(&mut self.head_bytes),
+            resp_head: std::mem::take(&mut self.resp_head),
+            scratch: std::mem::take(&mut self.scratch),
+            ranges: std::mem::take(&mut self.ranges),
+            peer,
+            req_body,
+            upgrade,
+            ..Exchange::blank(now)
+        };
+        *self = fresh;
+        self.ranges.clear();
+        self.head_bytes.clear();
+        self.req.encode_upstream(&mut self.head_bytes);
     }
 
     /// The request half is over: its body fully taken from the client, or

@@ -17,6 +17,7 @@ use crate::buffer::BufferPool;
 use crate::config::Config;
 use crate::filter::Filter;
 use crate::stats::Stats;
+use exchange::Exchange;
 use upstream::Upstreams;
 
 /// Everything a session may touch besides itself, owned by the loop.
@@ -35,8 +36,18 @@ pub(crate) struct Shared {
     pub stats: Arc<Stats>,
     /// The time the current batch of events is handled at.
     pub now: Instant,
+    /// Finished exchanges kept for reuse, so the steady path allocates no
+    /// exchange, head or encode buffer per request (at most `MAX_SPARE`).
+    /// Boxed: a session holds its exchange as a `Box`, which moves here
+    /// and back without copying the struct.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Exchange>>,
     next_gen: u32,
 }
+
+/// Most finished exchanges kept for reuse (each a few hundred bytes plus
+/// the storage of the largest heads it held).
+const MAX_SPARE: usize = 256;
 
 impl Shared {
     /// Assembles the shared state.
@@ -56,7 +67,24 @@ impl Shared {
             ups,
             stats,
             now: Instant::now(),
+            spare: Vec::new(),
             next_gen: 0,
+        }
+    }
+
+    /// An exchange to parse the next request into: a recycled one if any.
+    pub(crate) fn take_exchange(&mut self) -> Box<Exchange> {
+        self.spare
+            .pop()
+            .unwrap_or_else(|| Box::new(Exchange::blank(self.now)))
+    }
+
+    /// Keeps a finished exchange for reuse (its buffers and upstream must
+    /// already be gone).
+    pub(crate) fn recycle_exchange(&mut self, ex: Box<Exchange>) {
+        debug_assert!(ex.upstream.is_none() && ex.to_upstream.is_none() && ex.upin.is_none());
+        if self.spare.len() < MAX_SPARE && ex.upstream.is_none() {
+            self.spare.push(ex);
         }
     }
 

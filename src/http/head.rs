@@ -316,21 +316,6 @@ fn field_slots<'s, 'b>(
     }
 }
 
-/// Copies httparse's borrowed fields into a new `Headers`, sized once.
-fn headers_from(parsed: &[httparse::Header<'_>]) -> Headers {
-    let name_bytes = parsed.iter().map(|h| h.name.len()).sum();
-    let value_bytes = parsed.iter().map(|h| h.value.len()).sum();
-    let mut headers = Headers {
-        names: String::with_capacity(name_bytes),
-        values: Vec::with_capacity(value_bytes),
-        fields: Vec::with_capacity(parsed.len()),
-    };
-    for h in parsed {
-        headers.push_parsed(h.name, h.value);
-    }
-    headers
-}
-
 /// The minor version httparse read, checked to be 0 or 1: the proxy only
 /// speaks HTTP/1.x (RFC 9112 §2.3).
 fn version_ok(minor: Option<u8>) -> Result<u8, ParseError> {
@@ -372,6 +357,19 @@ impl RequestHead {
         buf: &[u8],
         max_fields: usize,
     ) -> Result<Option<(RequestHead, usize)>, ParseError> {
+        let mut head = RequestHead::default();
+        Ok(head.parse_into(buf, max_fields)?.map(|len| (head, len)))
+    }
+
+    /// [`RequestHead::parse`] into this head, reusing its storage (no
+    /// allocation once it has held a head as large): `Ok(Some(len))` when a
+    /// whole head was parsed. After `Ok(None)` or an error the head's
+    /// contents are unspecified.
+    pub fn parse_into(
+        &mut self,
+        buf: &[u8],
+        max_fields: usize,
+    ) -> Result<Option<usize>, ParseError> {
         let mut stack: [httparse::Header<'_>; STACK_SLOTS] = [httparse::EMPTY_HEADER; STACK_SLOTS];
         let mut heap = Vec::new();
         let slots = field_slots(&mut stack, &mut heap, max_fields);
@@ -385,13 +383,16 @@ impl RequestHead {
         let target = req
             .path
             .ok_or(ParseError::Malformed("missing request-target"))?;
-        let head = RequestHead {
-            method: method.to_owned(),
-            target: target.to_owned(),
-            version,
-            headers: headers_from(req.headers),
-        };
-        Ok(Some((head, len)))
+        self.method.clear();
+        self.method.push_str(method);
+        self.target.clear();
+        self.target.push_str(target);
+        self.version = version;
+        self.headers.clear();
+        for h in req.headers.iter() {
+            self.headers.push_parsed(h.name, h.value);
+        }
+        Ok(Some(len))
     }
 
     /// Writes `METHOD target HTTP/1.1\r\n`, the fields, and the blank line.
@@ -438,6 +439,18 @@ impl ResponseHead {
         buf: &[u8],
         max_fields: usize,
     ) -> Result<Option<(ResponseHead, usize)>, ParseError> {
+        let mut head = ResponseHead::default();
+        Ok(head.parse_into(buf, max_fields)?.map(|len| (head, len)))
+    }
+
+    /// [`ResponseHead::parse`] into this head, reusing its storage:
+    /// `Ok(Some(len))` when a whole head was parsed. After `Ok(None)` or an
+    /// error the head's contents are unspecified.
+    pub fn parse_into(
+        &mut self,
+        buf: &[u8],
+        max_fields: usize,
+    ) -> Result<Option<usize>, ParseError> {
         let mut stack: [httparse::Header<'_>; STACK_SLOTS] = [httparse::EMPTY_HEADER; STACK_SLOTS];
         let mut heap = Vec::new();
         let slots = field_slots(&mut stack, &mut heap, max_fields);
@@ -451,13 +464,15 @@ impl ResponseHead {
             Some(code @ 100..=599) => code,
             _ => return Err(ParseError::Malformed("status code outside 100-599")),
         };
-        let head = ResponseHead {
-            version,
-            status,
-            reason: resp.reason.unwrap_or_default().to_owned(),
-            headers: headers_from(resp.headers),
-        };
-        Ok(Some((head, len)))
+        self.version = version;
+        self.status = status;
+        self.reason.clear();
+        self.reason.push_str(resp.reason.unwrap_or_default());
+        self.headers.clear();
+        for h in resp.headers.iter() {
+            self.headers.push_parsed(h.name, h.value);
+        }
+        Ok(Some(len))
     }
 
     /// A head the proxy writes itself: HTTP/1.1, `status`, its standard
@@ -477,7 +492,7 @@ impl ResponseHead {
     /// written as SP.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"HTTP/1.1 ");
-        out.extend_from_slice(self.status.to_string().as_bytes());
+        push_decimal(out, self.status);
         out.push(b' ');
         push_sanitized(out, self.reason.as_bytes());
         out.extend_from_slice(b"\r\n");
@@ -664,4 +679,22 @@ impl HeadScanner {
             None => Ok(None),
         }
     }
+}
+
+/// Appends `n` in decimal without allocating.
+fn push_decimal(out: &mut Vec<u8>, n: u16) {
+    let mut digits = [0u8; 5];
+    let mut i = digits.len();
+    let mut v = n;
+    loop {
+        i = i.saturating_sub(1);
+        if let Some(d) = digits.get_mut(i) {
+            *d = b'0' + (v % 10) as u8;
+        }
+        v /= 10;
+        if v == 0 || i == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(digits.get(i..).unwrap_or_default());
 }

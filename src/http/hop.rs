@@ -64,11 +64,21 @@ pub fn is_upgrade_request(headers: &Headers) -> bool {
 /// `Connection: upgrade` at the end (DESIGN §6).
 pub fn remove_hop_by_hop(headers: &mut Headers, keep_upgrade: bool) {
     // The names `Connection` lists, copied: `retain` borrows `headers`.
-    let named: Vec<Vec<u8>> = headers
+    // Most messages carry none or only `close`/`keep-alive` (which name no
+    // field): then nothing is collected and nothing allocated.
+    let names_fields = headers
         .get_all("connection")
         .flat_map(list_elements)
-        .map(<[u8]>::to_vec)
-        .collect();
+        .any(|t| !t.eq_ignore_ascii_case(b"close") && !t.eq_ignore_ascii_case(b"keep-alive"));
+    let named: Vec<Vec<u8>> = if names_fields {
+        headers
+            .get_all("connection")
+            .flat_map(list_elements)
+            .map(<[u8]>::to_vec)
+            .collect()
+    } else {
+        Vec::new()
+    };
     headers.retain(|name, _| {
         let is = |list: &[&str]| list.iter().any(|n| n.eq_ignore_ascii_case(name));
         if is(&NEVER_REMOVED) {
@@ -130,7 +140,9 @@ pub fn add_forwarding_fields(
         headers.append("Via", b"1.1 sluice");
     }
     if xff {
-        let ip = client_ip.to_canonical().to_string();
+        // Formatted on the stack: no allocation per request.
+        let mut text = [0u8; 64];
+        let ip = format_ip(client_ip.to_canonical(), &mut text);
         let last_is_empty = headers
             .get_all("x-forwarded-for")
             .last()
@@ -141,8 +153,14 @@ pub fn add_forwarding_fields(
                 headers.append_to_last("x-forwarded-for", ip.as_bytes());
             }
             Some(false) => {
-                let suffix = format!(", {ip}");
-                headers.append_to_last("x-forwarded-for", suffix.as_bytes());
+                let mut suffix = [0u8; 66];
+                let (head, tail) = suffix.split_at_mut(2);
+                head.copy_from_slice(b", ");
+                let len = 2 + ip.len().min(tail.len());
+                if let Some(dst) = tail.get_mut(..ip.len()) {
+                    dst.copy_from_slice(ip.as_bytes());
+                }
+                headers.append_to_last("x-forwarded-for", suffix.get(..len).unwrap_or_default());
             }
         }
     }
@@ -150,4 +168,14 @@ pub fn add_forwarding_fields(
         headers.remove_all("x-forwarded-proto");
         headers.append("X-Forwarded-Proto", b"http");
     }
+}
+
+/// Writes `ip` in its usual text form into `buf` (large enough for any
+/// IPv6 address, 45 bytes) and returns it.
+fn format_ip(ip: IpAddr, buf: &mut [u8; 64]) -> &str {
+    use std::io::Write;
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cursor, "{ip}");
+    let len = usize::try_from(cursor.position()).unwrap_or(0);
+    std::str::from_utf8(buf.get(..len).unwrap_or_default()).unwrap_or_default()
 }
