@@ -106,6 +106,11 @@ pub(crate) struct Session {
     idle_counted: bool,
     /// A graceful drain is under way (one-way).
     draining: bool,
+    /// Closing must linger (half-close, read and drop until EOF) because
+    /// the client may still be sending: an error reply, an unread request
+    /// body, pipelined bytes. Otherwise the socket closes once flushed, as
+    /// nginx's `lingering_close on` does.
+    linger: bool,
 }
 
 impl Session {
@@ -152,6 +157,7 @@ impl Session {
             down_write_at: sh.now,
             idle_counted: false,
             draining: false,
+            linger: false,
         };
         s.set_idle(true, &sh.stats);
         Ok(s)
@@ -339,9 +345,9 @@ impl Session {
         }
         self.release(sh, true);
         self.set_idle(false, &sh.stats);
-        if self.io.interest.is_some() {
-            let _ = sh.registry.deregister(&mut self.stream);
-        }
+        // Dropping the socket closes it, and closing removes it from the
+        // epoll set: no `epoll_ctl` per connection (stale events of this
+        // batch are dropped by the token's generation).
         Stats::sub(&sh.stats.downstream_active, 1);
     }
 
@@ -805,6 +811,7 @@ impl Session {
             if !matches!(framing, BodyKind::Empty | BodyKind::Length(0)) {
                 // Its body is never read: it must not be parsed as a request.
                 self.keep_alive = false;
+                self.linger = true;
             }
             let mut own = OwnReply::new(req, reply.status, sh.now);
             let head_only = req.is_method("HEAD");
@@ -1130,6 +1137,11 @@ impl Session {
     }
 
     fn finish_request(&mut self, sh: &mut Shared) {
+        if self.exchange.as_ref().is_some_and(|e| e.req_abandoned)
+            || self.inbuf.as_ref().is_some_and(|b| !b.is_empty())
+        {
+            self.linger = true;
+        }
         if let Some(mut ex) = self.exchange.take() {
             self.log_exchange(&ex, sh.now, None);
             if let Some(k) = ex.upstream.take() {
@@ -1159,7 +1171,7 @@ impl Session {
         if self.out.as_ref().is_some_and(|b| !b.is_empty()) {
             return false;
         }
-        if self.read_eof {
+        if self.read_eof || !self.linger {
             self.phase = Phase::Closed;
             return true;
         }
@@ -1189,6 +1201,7 @@ impl Session {
             _ => info!("client {}: {err}", self.client),
         }
         self.keep_alive = false;
+        self.linger = true;
         let client_gone = err.side == Side::Downstream
             && matches!(
                 err.kind,
