@@ -30,7 +30,8 @@ use super::Shared;
 use super::exchange::{Exchange, Resp};
 use super::io::{Io, Read1, read_into, write_from};
 use super::token;
-use crate::buffer::{Crossing, WatermarkBuffer};
+use crate::buffer::{BufferPool, Crossing, WatermarkBuffer};
+use crate::config::Config;
 use crate::error::{Answer, ErrorKind, ProxyError, Side, Timeout};
 use crate::http::target::normalize_absolute_form;
 use crate::http::{
@@ -475,14 +476,9 @@ impl Session {
         }
         match &mut ex.resp {
             Resp::AwaitHead => {
-                let buf = ex.upin.get_or_insert_with(|| {
-                    Stats::add(&sh.stats.buffers_in_use, 1);
-                    WatermarkBuffer::new(
-                        sh.bufs.get(),
-                        sh.cfg.max_head_size,
-                        sh.cfg.max_head_size.saturating_sub(1),
-                    )
-                });
+                let buf = ex
+                    .upin
+                    .get_or_insert_with(|| head_buffer(&mut sh.bufs, &sh.cfg, &sh.stats));
                 if buf.room() == 0 {
                     return Err(ProxyError::upstream(ErrorKind::Parse(
                         ParseError::HeadTooLarge,
@@ -501,10 +497,9 @@ impl Session {
                 }
             }
             Resp::Body(decoder) => {
-                let out = self.out.get_or_insert_with(|| {
-                    Stats::add(&sh.stats.buffers_in_use, 1);
-                    WatermarkBuffer::new(sh.bufs.get(), sh.cfg.high_watermark, sh.cfg.low_watermark)
-                });
+                let out = self
+                    .out
+                    .get_or_insert_with(|| body_buffer(&mut sh.bufs, &sh.cfg, &sh.stats));
                 let max = clamp(decoder.remaining_hint());
                 let was_paused = out.is_paused();
                 let r = read_into(&mut up.stream, &mut up.io, out, max)
@@ -605,11 +600,9 @@ impl Session {
             Phase::Closed => Ok(false),
             Phase::Closing { .. } => self.discard_client(),
             Phase::Head => {
-                let max_head = sh.cfg.max_head_size;
-                let buf = self.inbuf.get_or_insert_with(|| {
-                    Stats::add(&sh.stats.buffers_in_use, 1);
-                    WatermarkBuffer::new(sh.bufs.get(), max_head, max_head.saturating_sub(1))
-                });
+                let buf = self
+                    .inbuf
+                    .get_or_insert_with(|| head_buffer(&mut sh.bufs, &sh.cfg, &sh.stats));
                 let r = read_into(&mut self.stream, &mut self.io, buf, READ_CHUNK)
                     .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
                 match r {
@@ -676,14 +669,8 @@ impl Session {
                             // Bytes past the body: the next request (pipelining).
                             let extra = fresh.get(body..).unwrap_or(&[]).to_vec();
                             buf.unfill(n - body);
-                            let max_head = sh.cfg.max_head_size;
                             let inbuf = self.inbuf.get_or_insert_with(|| {
-                                Stats::add(&sh.stats.buffers_in_use, 1);
-                                WatermarkBuffer::new(
-                                    sh.bufs.get(),
-                                    max_head,
-                                    max_head.saturating_sub(1),
-                                )
+                                head_buffer(&mut sh.bufs, &sh.cfg, &sh.stats)
                             });
                             inbuf.extend_from_slice(&extra);
                         }
@@ -827,9 +814,7 @@ impl Session {
             req.headers.append("Host", peer.addr.to_string().as_bytes());
         }
         ex.start(peer, BodyDecoder::new(framing), upgrade, sh.now);
-        let mut to_up =
-            WatermarkBuffer::new(sh.bufs.get(), sh.cfg.high_watermark, sh.cfg.low_watermark);
-        Stats::add(&sh.stats.buffers_in_use, 1);
+        let mut to_up = body_buffer(&mut sh.bufs, &sh.cfg, &sh.stats);
         if to_up.extend_from_slice(&ex.head_bytes) == Crossing::High {
             Stats::add(&sh.stats.read_pauses, 1);
         }
@@ -968,10 +953,9 @@ impl Session {
         };
         upin.consume(used);
         ex.resp_scanner.reset();
-        let out = self.out.get_or_insert_with(|| {
-            Stats::add(&sh.stats.buffers_in_use, 1);
-            WatermarkBuffer::new(sh.bufs.get(), sh.cfg.high_watermark, sh.cfg.low_watermark)
-        });
+        let out = self
+            .out
+            .get_or_insert_with(|| body_buffer(&mut sh.bufs, &sh.cfg, &sh.stats));
         let mut encoded = std::mem::take(&mut ex.scratch);
         encoded.clear();
         if (100..200).contains(&head.status) && head.status != 101 {
@@ -991,12 +975,7 @@ impl Session {
                 ex.tunnel = true;
                 ex.req_body = BodyDecoder::new(BodyKind::UntilClose);
                 if ex.to_upstream.is_none() {
-                    Stats::add(&sh.stats.buffers_in_use, 1);
-                    ex.to_upstream = Some(WatermarkBuffer::new(
-                        sh.bufs.get(),
-                        sh.cfg.high_watermark,
-                        sh.cfg.low_watermark,
-                    ));
+                    ex.to_upstream = Some(body_buffer(&mut sh.bufs, &sh.cfg, &sh.stats));
                 }
                 self.keep_alive = false;
                 BodyKind::UntilClose
@@ -1087,8 +1066,7 @@ impl Session {
                 ex.extra_bytes = true;
             }
             if let Some(b) = ex.upin.take() {
-                sh.bufs.put(b.into_storage());
-                Stats::sub(&sh.stats.buffers_in_use, 1);
+                give_back(&mut sh.bufs, &sh.stats, b);
             }
         }
         Ok(true)
@@ -1106,8 +1084,7 @@ impl Session {
             && !ex.tunnel
             && let Some(b) = ex.to_upstream.take()
         {
-            sh.bufs.put(b.into_storage());
-            Stats::sub(&sh.stats.buffers_in_use, 1);
+            give_back(&mut sh.bufs, &sh.stats, b);
         }
         let Some(key) = ex.upstream else {
             return false;
@@ -1269,12 +1246,7 @@ impl Session {
         );
         ex.peer = sh.filter.upstream_peer(&ex.req);
         if ex.to_upstream.is_none() {
-            ex.to_upstream = Some(WatermarkBuffer::new(
-                sh.bufs.get(),
-                sh.cfg.high_watermark,
-                sh.cfg.low_watermark,
-            ));
-            Stats::add(&sh.stats.buffers_in_use, 1);
+            ex.to_upstream = Some(body_buffer(&mut sh.bufs, &sh.cfg, &sh.stats));
         }
         let before = ex.to_upstream.as_ref().map_or(0, |b| b.pending());
         ex.rewind();
@@ -1320,10 +1292,9 @@ impl Session {
         if !head_only {
             bytes.extend_from_slice(body);
         }
-        let out = self.out.get_or_insert_with(|| {
-            Stats::add(&sh.stats.buffers_in_use, 1);
-            WatermarkBuffer::new(sh.bufs.get(), sh.cfg.high_watermark, sh.cfg.low_watermark)
-        });
+        let out = self
+            .out
+            .get_or_insert_with(|| body_buffer(&mut sh.bufs, &sh.cfg, &sh.stats));
         if out.is_empty() {
             self.down_write_at = sh.now;
         }
@@ -1350,8 +1321,7 @@ impl Session {
             if slot.as_ref().is_some_and(|b| all || b.is_empty())
                 && let Some(b) = slot.take()
             {
-                sh.bufs.put(b.into_storage());
-                Stats::sub(&sh.stats.buffers_in_use, 1);
+                give_back(&mut sh.bufs, &sh.stats, b);
             }
         }
     }
@@ -1364,8 +1334,7 @@ impl Session {
             .into_iter()
             .flatten()
         {
-            sh.bufs.put(b.into_storage());
-            Stats::sub(&sh.stats.buffers_in_use, 1);
+            give_back(&mut sh.bufs, &sh.stats, b);
         }
         if let Some(out) = self.out.as_ref() {
             Stats::sub(&sh.stats.buffered_bytes, out.pending() as u64);
@@ -1503,6 +1472,27 @@ fn check_host(req: &RequestHead) -> std::result::Result<(), ParseError> {
         0 | 1 => Ok(()),
         _ => Err(ParseError::Malformed("several Host fields")),
     }
+}
+
+/// A body buffer from the free list, with the configured watermarks
+/// (counted in `buffers_in_use` until [`give_back`]).
+fn body_buffer(bufs: &mut BufferPool, cfg: &Config, stats: &Stats) -> WatermarkBuffer {
+    Stats::add(&stats.buffers_in_use, 1);
+    WatermarkBuffer::new(bufs.get(), cfg.high_watermark, cfg.low_watermark)
+}
+
+/// A buffer for heads: reading stops at `max_head_size` bytes, and any
+/// consumed byte makes room again.
+fn head_buffer(bufs: &mut BufferPool, cfg: &Config, stats: &Stats) -> WatermarkBuffer {
+    Stats::add(&stats.buffers_in_use, 1);
+    let max = cfg.max_head_size;
+    WatermarkBuffer::new(bufs.get(), max, max.saturating_sub(1))
+}
+
+/// Returns a buffer's storage to the free list.
+fn give_back(bufs: &mut BufferPool, stats: &Stats, buf: WatermarkBuffer) {
+    bufs.put(buf.into_storage());
+    Stats::sub(&stats.buffers_in_use, 1);
 }
 
 fn interest(read: bool, write: bool) -> Option<Interest> {
