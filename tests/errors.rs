@@ -120,3 +120,68 @@ fn upstream_connect_timeout_is_counted() {
     assert_eq!(stats.timeouts_connect, 1, "{stats:?}");
     assert_eq!(stats.status_504, 1, "{stats:?}");
 }
+
+/// Resets a client socket (SO_LINGER 0 then close): the peer sees RST.
+fn reset(stream: std::net::TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket fd and a correctly sized option value.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(stream);
+}
+
+#[test]
+fn client_reset_while_waiting_for_the_upstream_frees_both_connections_at_once() {
+    let upstream = Upstream::start(never_answer());
+    let proxy = start_forward_proxy(upstream.addr, |c| {
+        c.upstream_read_timeout = Duration::from_secs(30);
+    });
+    let mut stream = std::net::TcpStream::connect(proxy.addr).unwrap();
+    std::io::Write::write_all(&mut stream, &get("/slow")).unwrap();
+    upstream.wait_requests(1);
+    reset(stream);
+    assert_eventually("the proxy closes the client and its upstream", || {
+        let s = proxy.stats.snapshot();
+        s.downstream_active == 0 && s.upstream_connects == 1 && s.status_504 == 0
+    });
+}
+
+#[test]
+fn early_answer_then_upstream_reset_reaches_the_client() {
+    // The upstream answers 413 without reading the body and closes with
+    // body bytes unread, so its kernel resets the connection: the answer
+    // is already in the proxy's receive queue and must not become a 502.
+    let upstream = Upstream::start(|mut conn: UpConn| {
+        if conn.read_request_head().is_some() {
+            conn.send(
+                b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 3\r\nConnection: close\r\n\r\nbig",
+            );
+            std::thread::sleep(Duration::from_millis(50));
+            drop(conn);
+        }
+    });
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    let body_len = 8 * 1024 * 1024;
+    client.send(format!(
+        "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: {body_len}\r\n\r\n"
+    ));
+    let chunk = vec![b'x'; 64 * 1024];
+    for _ in 0..body_len / chunk.len() {
+        client.send_lossy(&chunk);
+    }
+    let resp = client.read_response();
+    assert_eq!(resp.status, 413);
+    assert_eq!(resp.body, b"big");
+}

@@ -423,7 +423,11 @@ impl Session {
                 Err(e) => return Err(ProxyError::upstream(ErrorKind::ConnectFailed(e.kind()))),
             }
         }
-        let Some(buf) = ex.to_upstream.as_mut() else {
+        let Some(buf) = ex
+            .to_upstream
+            .as_mut()
+            .filter(|_| ex.write_failed.is_none())
+        else {
             return Ok(false);
         };
         let before = buf.is_paused();
@@ -438,6 +442,15 @@ impl Session {
                     let pending = buf.pending() as u64;
                     buf.clear();
                     Stats::sub(&sh.stats.buffered_bytes, pending);
+                    return Ok(true);
+                }
+                // The upstream may have answered before it reset the
+                // connection (an early 413): its answer is still in the
+                // socket's receive queue. Stop writing and read it; the
+                // error stands only if nothing is there.
+                if ex.write_failed.is_none() {
+                    ex.write_failed = Some(e.kind());
+                    up.io.readable = true;
                     return Ok(true);
                 }
                 return Err(ProxyError::upstream(ErrorKind::Io(e.kind())));
@@ -486,10 +499,13 @@ impl Session {
                 }
                 let r = read_into(&mut up.stream, &mut up.io, buf, READ_CHUNK)
                     .map_err(|e| ProxyError::upstream(ErrorKind::Io(e.kind())))?;
-                match r {
-                    Read1::Idle => Ok(false),
-                    Read1::Eof => Err(ProxyError::upstream(ErrorKind::Closed)),
-                    Read1::Data(n) => {
+                match (r, ex.write_failed) {
+                    (Read1::Idle | Read1::Eof, Some(kind)) => {
+                        Err(ProxyError::upstream(ErrorKind::Io(kind)))
+                    }
+                    (Read1::Idle, None) => Ok(false),
+                    (Read1::Eof, None) => Err(ProxyError::upstream(ErrorKind::Closed)),
+                    (Read1::Data(n), _) => {
                         Stats::add(&sh.stats.bytes_from_upstream, n as u64);
                         ex.up_read_at = sh.now;
                         Ok(true)
@@ -630,7 +646,7 @@ impl Session {
                     return Ok(false);
                 };
                 if ex.request_taken() || self.inbuf.as_ref().is_some_and(|b| !b.is_empty()) {
-                    return Ok(false);
+                    return self.probe_client();
                 }
                 let Some(buf) = ex.to_upstream.as_mut() else {
                     return Ok(false);
@@ -683,6 +699,29 @@ impl Session {
                     }
                 }
             }
+        }
+    }
+
+    /// The client's socket reported something while its request waits for
+    /// (or receives) its response and nothing is to be read: look without
+    /// consuming. A reset or error means the client is gone: the exchange
+    /// ends at once (its upstream is closed), as nginx does with a 499. A
+    /// FIN is a half-close: the response is still delivered (HAProxy's
+    /// default, no `abortonclose`). Pipelined bytes wait for their turn.
+    fn probe_client(&mut self) -> Result<bool> {
+        let mut byte = [0u8; 1];
+        let r = self.stream.peek(&mut byte);
+        self.io.readable = false;
+        match r {
+            Ok(0) => {
+                self.read_eof = true;
+                self.keep_alive = false;
+                Ok(true)
+            }
+            Ok(_) => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(false),
+            Err(e) => Err(ProxyError::downstream(ErrorKind::Io(e.kind()))),
         }
     }
 
@@ -988,6 +1027,12 @@ impl Session {
             if framing == BodyKind::UntilClose && !ex.tunnel {
                 self.keep_alive = false;
             }
+            if ex.write_failed.is_some() {
+                // It answered, then stopped reading: the rest of the request
+                // is dropped and the client connection closes after this.
+                ex.req_abandoned = true;
+                self.keep_alive = false;
+            }
             if framing == BodyKind::Chunked && ex.req.version == 0 {
                 // An HTTP/1.0 client knows no chunked coding (RFC 9112
                 // §7.1): it gets the chunk data, delimited by the close.
@@ -1190,7 +1235,13 @@ impl Session {
         let mut status = None;
         let mut reply_len = 0;
         match answer {
-            _ if client_gone => self.phase = Phase::Closed,
+            _ if client_gone => {
+                self.phase = Phase::Closed;
+                if !started {
+                    // The access log says the client left (nginx's 499).
+                    status = Some(499);
+                }
+            }
             Answer::Status(code) => {
                 count_status(&sh.stats, code);
                 if let Some(out) = self.out.as_mut() {

@@ -77,6 +77,9 @@ pub(crate) struct Exchange {
     pub resp_bytes: u64,
     /// Retries made.
     pub retries: u32,
+    /// A write to the upstream failed before its response head came; what
+    /// it already sent is read before the error is answered.
+    pub write_failed: Option<std::io::ErrorKind>,
     /// The request asked for a protocol upgrade.
     pub upgrade: bool,
     /// A 101 switched both directions to a raw tunnel.
@@ -125,6 +128,7 @@ impl Exchange {
             extra_bytes: false,
             resp_bytes: 0,
             retries: 0,
+            write_failed: None,
             upgrade: false,
             tunnel: false,
             dechunk: false,
