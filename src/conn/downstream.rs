@@ -112,6 +112,8 @@ pub(crate) struct Session {
     /// body, pipelined bytes. Otherwise the socket closes once flushed, as
     /// nginx's `lingering_close on` does.
     linger: bool,
+    /// Bytes of a next request were seen while this one is served.
+    pipelined: bool,
 }
 
 impl Session {
@@ -159,6 +161,7 @@ impl Session {
             idle_counted: false,
             draining: false,
             linger: false,
+            pipelined: false,
         };
         s.set_idle(true, &sh.stats);
         Ok(s)
@@ -645,8 +648,11 @@ impl Session {
                 let Some(ex) = self.exchange.as_deref_mut() else {
                     return Ok(false);
                 };
-                if ex.request_taken() || self.inbuf.as_ref().is_some_and(|b| !b.is_empty()) {
+                if ex.request_taken() {
                     return self.probe_client();
+                }
+                if self.inbuf.as_ref().is_some_and(|b| !b.is_empty()) {
+                    return Ok(false);
                 }
                 let Some(buf) = ex.to_upstream.as_mut() else {
                     return Ok(false);
@@ -709,17 +715,27 @@ impl Session {
     /// FIN is a half-close: the response is still delivered (HAProxy's
     /// default, no `abortonclose`). Pipelined bytes wait for their turn.
     fn probe_client(&mut self) -> Result<bool> {
+        if self.pipelined {
+            return Ok(false);
+        }
         let mut byte = [0u8; 1];
-        let r = self.stream.peek(&mut byte);
-        self.io.readable = false;
-        match r {
+        match self.stream.peek(&mut byte) {
             Ok(0) => {
+                self.io.readable = false;
                 self.read_eof = true;
                 self.keep_alive = false;
                 Ok(true)
             }
-            Ok(_) => Ok(false),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
+            Ok(_) => {
+                // The next request is there: `readable` stays set so it is
+                // read once this exchange ends; no more peeks until then.
+                self.pipelined = true;
+                Ok(false)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                self.io.readable = false;
+                Ok(false)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(false),
             Err(e) => Err(ProxyError::downstream(ErrorKind::Io(e.kind()))),
         }
@@ -1159,6 +1175,7 @@ impl Session {
     }
 
     fn finish_request(&mut self, sh: &mut Shared) {
+        self.pipelined = false;
         if self.exchange.as_ref().is_some_and(|e| e.req_abandoned)
             || self.inbuf.as_ref().is_some_and(|b| !b.is_empty())
         {
