@@ -8,6 +8,19 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// Largest `high_watermark` accepted, bytes.
+pub const MAX_WATERMARK: usize = 64 * 1024 * 1024;
+/// Largest `max_head_size` accepted, bytes.
+pub const MAX_HEAD_SIZE: usize = 1024 * 1024;
+/// Largest `max_header_count` accepted.
+pub const MAX_HEADER_COUNT: usize = 10_000;
+/// Largest `max_retries` accepted (retries run back to back on the loop).
+pub const MAX_RETRIES: usize = 10;
+/// Largest `max_connections` and pool caps accepted.
+pub const MAX_CONNECTIONS: usize = 1_000_000;
+/// Most worker processes.
+pub const MAX_WORKERS: usize = 1024;
+
 /// All settings of one proxy process. Durations are wall-clock spans;
 /// sizes are bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,8 +78,8 @@ pub struct Config {
     /// Longest time a graceful drain (SIGTERM) waits for in-flight exchanges
     /// before the process exits anyway (default 30 s).
     pub drain_timeout: Duration,
-    /// Worker processes to run (`--workers`); 0 means one per CPU. With 1
-    /// (the default) the loop runs in the process itself.
+    /// Worker processes to run (`--workers N|auto`); 0 (`auto`) means one
+    /// per CPU. With 1 (the default) the loop runs in the process itself.
     pub workers: usize,
     /// Append `Via: 1.1 sluice` to requests going upstream (RFC 9110 §7.6.3).
     pub add_via: bool,
@@ -149,6 +162,50 @@ impl Config {
         }
         if self.max_connections == 0 {
             return err("max-connections", "must be at least 1");
+        }
+        // Upper bounds: each is allocated or repeated per connection or per
+        // request, so a typo must not become an abort or a busy loop.
+        let caps: [(&'static str, usize, usize, &str); 7] = [
+            (
+                "high-watermark",
+                self.high_watermark,
+                MAX_WATERMARK,
+                "64 MiB (a buffer of this size per direction of each busy connection)",
+            ),
+            ("max-head-size", self.max_head_size, MAX_HEAD_SIZE, "1 MiB"),
+            (
+                "max-header-count",
+                self.max_header_count,
+                MAX_HEADER_COUNT,
+                "10000",
+            ),
+            ("max-retries", self.max_retries as usize, MAX_RETRIES, "10"),
+            (
+                "max-connections",
+                self.max_connections,
+                MAX_CONNECTIONS,
+                "1000000",
+            ),
+            (
+                "pool-max-idle-per-peer",
+                self.pool_max_idle_per_peer,
+                MAX_CONNECTIONS,
+                "1000000",
+            ),
+            (
+                "pool-max-idle-total",
+                self.pool_max_idle_total,
+                MAX_CONNECTIONS,
+                "1000000",
+            ),
+        ];
+        for (key, value, max, text) in caps {
+            if value > max {
+                return err(key, &format!("must be at most {text}"));
+            }
+        }
+        if self.workers > MAX_WORKERS {
+            return err("workers", "must be at most 1024 (0 means one per CPU)");
         }
         let timeouts = [
             ("keepalive-timeout", self.keepalive_timeout),

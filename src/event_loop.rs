@@ -38,6 +38,13 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Length of the accept queue asked of the kernel (capped by somaxconn).
 const LISTEN_BACKLOG: i32 = 1024;
 
+/// Shortest time between two "connection cap reached" warnings.
+const CAP_WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Descriptors kept aside from the connection budget (poll, waker,
+/// listener, logging, signal pipe).
+const FD_RESERVE: usize = 32;
+
 /// Most free body buffers kept for reuse (each `high_watermark` bytes).
 const MAX_FREE_BUFFERS: usize = 256;
 
@@ -58,6 +65,9 @@ pub struct Server {
     drain_deadline: Option<Instant>,
     accept_paused_until: Option<Instant>,
     at_capacity: bool,
+    /// When the connection-cap warning was last logged (once per
+    /// `CAP_WARN_EVERY`, not on every flap).
+    cap_warned_at: Option<Instant>,
 }
 
 /// Stops a running [`Server`] from another thread (a signal handler
@@ -97,6 +107,8 @@ impl Server {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let mut config = config;
+        config.max_connections = fit_to_fd_limit(config.max_connections);
         let poll = Poll::new()?;
         let mut listener = bind_listener(config.listen)?;
         let local_addr = listener.local_addr()?;
@@ -133,6 +145,7 @@ impl Server {
             drain_deadline: None,
             accept_paused_until: None,
             at_capacity: false,
+            cap_warned_at: None,
         })
     }
 
@@ -318,7 +331,12 @@ impl Server {
         }
         loop {
             if self.sessions.len() >= self.sh.cfg.max_connections {
-                if !self.at_capacity {
+                if !self.at_capacity
+                    && self
+                        .cap_warned_at
+                        .is_none_or(|t| self.sh.now.saturating_duration_since(t) >= CAP_WARN_EVERY)
+                {
+                    self.cap_warned_at = Some(self.sh.now);
                     warn!(
                         "connection cap {} reached: accepting paused",
                         self.sh.cfg.max_connections
@@ -464,6 +482,45 @@ fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.bind(&addr.into())?;
     socket.listen(LISTEN_BACKLOG)?;
     Ok(TcpListener::from_std(socket.into()))
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard one and returns
+/// `max_connections` lowered, with a warning, to what the descriptors can
+/// carry: each client connection may need an upstream socket too, and a
+/// few are kept for the poll, the listener and logging. Without this, a
+/// low `ulimit -n` turns into 502s (no descriptor left to connect upstream)
+/// instead of a paused accept.
+fn fit_to_fd_limit(max_connections: usize) -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
+    let soft = unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return max_connections;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+        lim.rlim_cur
+    };
+    let soft = usize::try_from(soft).unwrap_or(usize::MAX);
+    let fit = soft.saturating_sub(FD_RESERVE) / 2;
+    if fit < max_connections {
+        warn!(
+            "max-connections {max_connections} lowered to {fit}: the open-file limit is {soft} \
+             (2 descriptors per client connection, {FD_RESERVE} kept); raise it with ulimit -n"
+        );
+        return fit.max(1);
+    }
+    max_connections
 }
 
 fn queue(runnable: &mut Vec<(usize, u32)>, s: &mut Session) {

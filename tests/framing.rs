@@ -292,3 +292,63 @@ fn response_with_transfer_encoding_and_content_length_never_reaches_client_with_
     assert_eq!(String::from_utf8_lossy(&resp.body), body);
     assert_eq!(client.round_trip(get("/")).status, 200);
 }
+
+#[test]
+fn invalid_host_and_target_forms_get_400_and_reach_no_upstream() {
+    // (request, status, why)
+    let rows: &[(&[u8], u16, &str)] = &[
+        (
+            b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+            400,
+            "space in Host (RFC 9112 §3.2)",
+        ),
+        (b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400, "slash in Host"),
+        (
+            b"GET * HTTP/1.1\r\nHost: a\r\n\r\n",
+            400,
+            "asterisk form is for OPTIONS only",
+        ),
+        (
+            b"GET foo HTTP/1.1\r\nHost: a\r\n\r\n",
+            400,
+            "no form at all",
+        ),
+        (
+            b"GET ftp://a/x HTTP/1.1\r\nHost: a\r\n\r\n",
+            400,
+            "absolute form of another scheme",
+        ),
+        (
+            b"CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n",
+            501,
+            "authority form: CONNECT is not done",
+        ),
+    ];
+    for (request, status, why) in rows {
+        let upstream = Upstream::start(respond_forever(ok_response("x")));
+        let proxy = start_forward_proxy(upstream.addr, |_| {});
+        let resp = proxy.client().round_trip(request);
+        assert_eq!(resp.status, *status, "{why}");
+        assert_eq!(
+            upstream.accepted(),
+            0,
+            "{why}: nothing reaches the upstream"
+        );
+    }
+}
+
+#[test]
+fn options_asterisk_and_bracketed_host_pass() {
+    let upstream = Upstream::start(respond_forever(ok_response("x")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    let resp = client.round_trip(b"OPTIONS * HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n");
+    assert_eq!(resp.status, 200);
+}
+
+#[test]
+fn request_line_over_the_head_limit_gets_414() {
+    let mut request = b"GET /".to_vec();
+    request.extend(std::iter::repeat_n(b'a', 70 * 1024));
+    assert_refused(&request, 414);
+}

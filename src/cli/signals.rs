@@ -11,14 +11,17 @@
 use std::io;
 use std::thread;
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use sluice::ServerHandle;
 
-/// Registers the handlers for SIGTERM and SIGINT. Do it before binding:
-/// a signal that arrives before [`spawn`] is kept and acted on then.
+/// Registers the handlers for SIGTERM, SIGINT and SIGHUP. Do it before
+/// binding: a signal that arrives before [`spawn`] is kept and acted on
+/// then. SIGHUP (a closed terminal, or a service manager's "reload") is
+/// logged and ignored: sluice has no reload; a restart is the recipe in the
+/// README.
 pub fn register() -> io::Result<Signals> {
-    Signals::new([SIGTERM, SIGINT])
+    Signals::new([SIGTERM, SIGINT, SIGHUP])
 }
 
 /// Starts the thread that turns signals into a drain, then a shutdown.
@@ -28,6 +31,10 @@ pub fn spawn(mut signals: Signals, handle: ServerHandle) -> io::Result<()> {
         .spawn(move || {
             let mut count = 0;
             for sig in signals.forever() {
+                if sig == SIGHUP {
+                    log::info!("SIGHUP ignored: no reload (restart with SIGTERM, see the README)");
+                    continue;
+                }
                 count += 1;
                 let name = signal_name(sig);
                 match count {
@@ -54,6 +61,7 @@ pub fn signal_name(sig: i32) -> String {
     match sig {
         SIGTERM => "SIGTERM".into(),
         SIGINT => "SIGINT".into(),
+        SIGHUP => "SIGHUP".into(),
         libc::SIGKILL => "SIGKILL".into(),
         libc::SIGSEGV => "SIGSEGV".into(),
         libc::SIGABRT => "SIGABRT".into(),

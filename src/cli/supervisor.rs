@@ -100,6 +100,10 @@ pub fn run(config: &Config, n: usize, mut signals: Signals) -> ExitCode {
     let mut all_clean = true;
     loop {
         for sig in signals.pending() {
+            if sig == libc::SIGHUP {
+                info!("SIGHUP ignored: no reload (restart with SIGTERM, see the README)");
+                continue;
+            }
             received += 1;
             let live = slots.iter().filter(|s| s.child.is_some()).count();
             let forward = match received {

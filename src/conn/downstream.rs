@@ -45,6 +45,10 @@ use crate::stats::Stats;
 /// half-closed it (nginx `lingering_timeout` is 5 s).
 const LINGER: Duration = Duration::from_secs(2);
 
+/// Most 1xx interim responses forwarded before the final one; more is an
+/// upstream error (502): a flood of them would only cost the client.
+const MAX_INTERIM: u32 = 16;
+
 /// Rounds of one `drive` call before the session yields to others (it is
 /// driven again in the next loop turn without waiting for an event).
 const MAX_ROUNDS: usize = 32;
@@ -777,9 +781,12 @@ impl Session {
         };
         let Some(len) = self.scanner.find_end(buf.as_slice()) else {
             if buf.room() == 0 {
-                return Err(ProxyError::downstream(ErrorKind::Parse(
-                    ParseError::HeadTooLarge,
-                )));
+                let no_line_end = !buf.as_slice().contains(&b'\n');
+                return Err(ProxyError::downstream(ErrorKind::Parse(if no_line_end {
+                    ParseError::RequestLineTooLong
+                } else {
+                    ParseError::HeadTooLarge
+                })));
             }
             if self.read_eof {
                 debug!("client {}: closed inside a request head", self.client);
@@ -1014,6 +1021,12 @@ impl Session {
         let mut encoded = std::mem::take(&mut ex.scratch);
         encoded.clear();
         if (100..200).contains(&head.status) && head.status != 101 {
+            ex.interim_count += 1;
+            if ex.interim_count > MAX_INTERIM {
+                return Err(ProxyError::upstream(ErrorKind::Parse(
+                    ParseError::Malformed("too many 1xx responses"),
+                )));
+            }
             // Interim response: forward it (not to HTTP/1.0 clients,
             // RFC 9110 §15.2) and keep waiting for the final one.
             remove_hop_by_hop(&mut head.headers, false);
@@ -1533,13 +1546,49 @@ impl Shared {
 }
 
 /// RFC 9112 §3.2: an HTTP/1.1 request must carry exactly one `Host`; no
-/// request may carry several.
+/// request may carry several; its value must be a URI authority (host and
+/// optional port, RFC 3986 §3.2), or empty. The request-target must have a
+/// form the method allows (RFC 9112 §3.2.1-§3.2.4): origin form (`/...`),
+/// absolute form (`http://` or `https://`), `*` only for OPTIONS, and the
+/// authority form only for CONNECT (which then gets its 501).
 fn check_host(req: &RequestHead) -> std::result::Result<(), ParseError> {
-    match req.headers.get_all("host").count() {
-        0 if req.version >= 1 => Err(ParseError::Malformed("HTTP/1.1 request without Host")),
-        0 | 1 => Ok(()),
-        _ => Err(ParseError::Malformed("several Host fields")),
+    let mut hosts = req.headers.get_all("host");
+    let first = hosts.next();
+    if hosts.next().is_some() {
+        return Err(ParseError::Malformed("several Host fields"));
     }
+    match first {
+        None if req.version >= 1 => {
+            return Err(ParseError::Malformed("HTTP/1.1 request without Host"));
+        }
+        Some(v) if !v.iter().all(|&b| is_authority_byte(b)) => {
+            return Err(ParseError::Malformed("invalid Host"));
+        }
+        _ => {}
+    }
+    let t = req.target.as_bytes();
+    let lower = |n: usize| t.get(..n).map(|p| p.to_ascii_lowercase());
+    let ok = match t.first() {
+        Some(b'/') => true,
+        Some(b'*') => t.len() == 1 && req.is_method("OPTIONS"),
+        Some(_) if req.is_method("CONNECT") => true,
+        Some(_) => {
+            lower(7).as_deref() == Some(b"http://") || lower(8).as_deref() == Some(b"https://")
+        }
+        None => false,
+    };
+    if !ok {
+        return Err(ParseError::Malformed(
+            "request-target form not allowed here",
+        ));
+    }
+    Ok(())
+}
+
+/// A byte that may appear in a URI authority (RFC 3986 §3.2: unreserved,
+/// pct-encoded, sub-delims, `:`, and `[` `]` for IP literals).
+fn is_authority_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(&b)
 }
 
 /// A body buffer from the free list, with the configured watermarks

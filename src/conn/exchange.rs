@@ -64,6 +64,8 @@ pub(crate) struct Exchange {
     pub scratch: Vec<u8>,
     /// A 1xx head was forwarded downstream.
     pub interim_sent: bool,
+    /// 1xx heads received so far.
+    pub interim_count: u32,
     /// The final response head went downstream.
     pub resp_head_sent: bool,
     /// Status of the final response.
@@ -122,6 +124,7 @@ impl Exchange {
             resp_head: ResponseHead::default(),
             scratch: Vec::new(),
             interim_sent: false,
+            interim_count: 0,
             resp_head_sent: false,
             status: 0,
             resp_keep_alive: false,

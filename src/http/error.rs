@@ -21,6 +21,9 @@ pub enum ParseError {
     Malformed(&'static str),
     /// The head is longer than the caller's limit in bytes (RFC 6585 §5: 431).
     HeadTooLarge,
+    /// The request line alone is longer than the head limit (RFC 9112 §3:
+    /// 414 URI Too Long, as nginx answers).
+    RequestLineTooLong,
     /// More fields than the caller's limit (httparse `TooManyHeaders`).
     TooManyFields,
     /// Invalid message framing (RFC 9112 §6.1, §6.3): Content-Length and
@@ -50,6 +53,7 @@ impl ParseError {
             | ParseError::Chunk(_)
             | ParseError::Truncated => 400,
             ParseError::HeadTooLarge | ParseError::TooManyFields => 431,
+            ParseError::RequestLineTooLong => 414,
             ParseError::UnknownCoding => 501,
         }
     }
@@ -60,6 +64,7 @@ impl fmt::Display for ParseError {
         match self {
             ParseError::Malformed(why) => write!(f, "malformed head: {why}"),
             ParseError::HeadTooLarge => f.write_str("head too large"),
+            ParseError::RequestLineTooLong => f.write_str("request line too long"),
             ParseError::TooManyFields => f.write_str("too many header fields"),
             ParseError::Framing(why) => write!(f, "invalid message framing: {why}"),
             ParseError::UnknownCoding => f.write_str("unknown transfer coding"),
