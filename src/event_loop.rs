@@ -484,12 +484,13 @@ fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(TcpListener::from_std(socket.into()))
 }
 
-/// Raises the soft `RLIMIT_NOFILE` to the hard one and returns
-/// `max_connections` lowered, with a warning, to what the descriptors can
-/// carry: each client connection may need an upstream socket too, and a
-/// few are kept for the poll, the listener and logging. Without this, a
-/// low `ulimit -n` turns into 502s (no descriptor left to connect upstream)
-/// instead of a paused accept.
+/// Raises the soft `RLIMIT_NOFILE` to the hard one and fits
+/// `max_connections` to it: client sockets alone must fit (else it is
+/// lowered, with a warning, so a full house pauses accepting instead of
+/// failing on `EMFILE`), and a warning says when a client and its upstream
+/// socket each (2 per connection, HAProxy's rule) could exhaust the limit
+/// under full load. Idle keep-alive clients hold no upstream socket, so the
+/// limit is not halved up front.
 fn fit_to_fd_limit(max_connections: usize) -> usize {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -512,13 +513,21 @@ fn fit_to_fd_limit(max_connections: usize) -> usize {
         lim.rlim_cur
     };
     let soft = usize::try_from(soft).unwrap_or(usize::MAX);
-    let fit = soft.saturating_sub(FD_RESERVE) / 2;
-    if fit < max_connections {
+    let clients_fit = soft.saturating_sub(FD_RESERVE).max(1);
+    if clients_fit < max_connections {
         warn!(
-            "max-connections {max_connections} lowered to {fit}: the open-file limit is {soft} \
-             (2 descriptors per client connection, {FD_RESERVE} kept); raise it with ulimit -n"
+            "max-connections {max_connections} lowered to {clients_fit}: the open-file limit is \
+             {soft}; raise it with ulimit -n"
         );
-        return fit.max(1);
+        return clients_fit;
+    }
+    if max_connections.saturating_mul(2).saturating_add(FD_RESERVE) > soft {
+        warn!(
+            "max-connections {max_connections} with an open-file limit of {soft}: if every \
+             client is busy at once, upstream connects can fail (502); raise ulimit -n to \
+             {} or more",
+            max_connections.saturating_mul(2).saturating_add(FD_RESERVE)
+        );
     }
     max_connections
 }
