@@ -1,2 +1,3 @@
 mod buffer;
 mod pool;
+mod token;
