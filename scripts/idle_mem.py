@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+from common import Fail, free_port, listening, stop
 
 KiB = 1024
 RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
@@ -81,24 +82,6 @@ def serve():
                     pass
 
 
-class Fail(Exception):
-    pass
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def listening(port):
-    with open("/proc/net/tcp") as f:
-        return any(int(l.split()[1].split(":")[1], 16) == port and l.split()[3] == "0A"
-                   for l in list(f)[1:])
-
-
 def rss(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -109,16 +92,6 @@ def rss(pid):
 
 def fd_count(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def stop(p, grace=3.0):
-    if p.poll() is None:
-        p.terminate()
-        try:
-            p.wait(grace)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 REQ = b"GET /idle HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: idle-mem\r\n\r\n"

@@ -44,6 +44,7 @@ import subprocess
 import sys
 import threading
 import time
+from common import Fail, free_port
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -341,18 +342,6 @@ class Procs:
                 if stream:
                     stream.close()
         self.procs = []
-
-
-class Fail(Exception):
-    pass
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 TCP_STATES = ["?", "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2", "TIME_WAIT",

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from common import Fail, free_port, listening, stop
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -111,24 +112,6 @@ def serve(size):
 # --------------------------------------------------------------------------
 # orchestration
 
-class Fail(Exception):
-    pass
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def listening(port):
-    with open("/proc/net/tcp") as f:
-        return any(int(l.split()[1].split(":")[1], 16) == port and l.split()[3] == "0A"
-                   for l in list(f)[1:])
-
-
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -151,16 +134,6 @@ def hwm(pid):
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * KiB
     return 0
-
-
-def stop(p, grace=3.0):
-    if p.poll() is None:
-        p.terminate()
-        try:
-            p.wait(grace)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 class Runner:

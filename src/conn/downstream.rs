@@ -587,31 +587,9 @@ impl Session {
                     }
                 }
             }
-            Resp::Done => {
-                // Anything now is past the response: the connection will
-                // not be reused. Read it only to notice.
-                let mut scratch = [0u8; 512];
-                match up.stream.read(&mut scratch) {
-                    Ok(0) => {
-                        up.io.readable = false;
-                        ex.resp_keep_alive = false;
-                        Ok(false)
-                    }
-                    Ok(_) => {
-                        ex.extra_bytes = true;
-                        Ok(true)
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        up.io.readable = false;
-                        Ok(false)
-                    }
-                    Err(_) => {
-                        up.io.readable = false;
-                        ex.resp_keep_alive = false;
-                        Ok(false)
-                    }
-                }
-            }
+            // The upstream is released in the same round its response
+            // ends (`release_upstream`): nothing is read after that.
+            Resp::Done => Ok(false),
         }
     }
 
