@@ -514,13 +514,15 @@ fn fit_to_fd_limit(max_connections: usize) -> usize {
     };
     let soft = usize::try_from(soft).unwrap_or(usize::MAX);
     let clients_fit = soft.saturating_sub(FD_RESERVE).max(1);
-    if clients_fit < max_connections {
+    let max_connections = if clients_fit < max_connections {
         warn!(
             "max-connections {max_connections} lowered to {clients_fit}: the open-file limit is \
              {soft}; raise it with ulimit -n"
         );
-        return clients_fit;
-    }
+        clients_fit
+    } else {
+        max_connections
+    };
     if max_connections.saturating_mul(2).saturating_add(FD_RESERVE) > soft {
         warn!(
             "max-connections {max_connections} with an open-file limit of {soft}: if every \

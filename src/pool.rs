@@ -205,6 +205,14 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
         }
     }
 
+    /// Removes and returns the globally oldest parked id, whatever its
+    /// deadline (the caller needs its socket's descriptor back).
+    pub fn pop_oldest(&mut self) -> Option<usize> {
+        let id = self.order.values().next().copied()?;
+        self.remove(id);
+        Some(id)
+    }
+
     /// The earliest idle deadline of any parked id (when to call
     /// [`IdlePool::pop_expired`] next); `None` if nothing is parked or the
     /// deadline is past what `Instant` can hold (never expires).

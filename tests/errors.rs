@@ -185,3 +185,20 @@ fn early_answer_then_upstream_reset_reaches_the_client() {
     assert_eq!(resp.status, 413);
     assert_eq!(resp.body, b"big");
 }
+
+#[test]
+fn client_reset_after_half_close_while_waiting_frees_both_connections() {
+    let upstream = Upstream::start(never_answer());
+    let proxy = start_forward_proxy(upstream.addr, |c| {
+        c.upstream_read_timeout = Duration::from_secs(30);
+    });
+    let mut stream = std::net::TcpStream::connect(proxy.addr).unwrap();
+    std::io::Write::write_all(&mut stream, &get("/slow")).unwrap();
+    upstream.wait_requests(1);
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    reset(stream);
+    assert_eventually("the proxy closes the client and its upstream", || {
+        proxy.stats.snapshot().downstream_active == 0
+    });
+}

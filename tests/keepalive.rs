@@ -177,3 +177,17 @@ fn stats_gauges_return_to_zero_after_clients_close() {
     assert_eq!(s.downstream_accepted, 3, "{s:?}");
     assert_eq!(s.pool_idle, 1, "{s:?}");
 }
+
+#[test]
+fn pipelined_requests_before_a_half_close_are_all_answered() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(b"GET /first HTTP/1.1\r\nHost: a\r\n\r\nGET /second HTTP/1.1\r\nHost: a\r\n\r\n");
+    client.shutdown_write();
+    let first = client.read_response();
+    assert_eq!(first.body_str(), "/first");
+    let second = client.read_response();
+    assert_eq!(second.body_str(), "/second");
+    client.assert_closed();
+}

@@ -396,3 +396,41 @@ fn http10_client_gets_large_chunked_response_dechunked_byte_for_byte() {
     assert_eq!(body.len(), want.len());
     assert!(body == want, "body differs from the chunk data");
 }
+
+#[test]
+fn http10_client_never_sees_transfer_encoding_and_gzip_chunked_gets_502() {
+    // A bodiless answer to HEAD still names its codings: not for HTTP/1.0.
+    let upstream = Upstream::start(respond_n(
+        1,
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n".to_vec(),
+    ));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(b"HEAD / HTTP/1.0\r\nHost: a\r\n\r\n");
+    let head = client.read_head_response();
+    assert!(!head.has("transfer-encoding"), "{}", preview(&head.head));
+    assert!(!head.has("trailer"), "{}", preview(&head.head));
+    // A coding besides chunked cannot be undone for HTTP/1.0 (nginx: 502).
+    let upstream = Upstream::start(respond_n(
+        1,
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+            .to_vec(),
+    ));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let resp = proxy
+        .client()
+        .round_trip(b"GET / HTTP/1.0\r\nHost: a\r\n\r\n");
+    assert_eq!(resp.status, 502);
+}
+
+#[test]
+fn options_absolute_form_without_path_goes_upstream_as_asterisk() {
+    let upstream = Upstream::start(respond_n(1, ok_response("x")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let resp = proxy
+        .client()
+        .round_trip(b"OPTIONS http://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    let req = upstream.single_request();
+    assert_eq!(req.target, "*", "RFC 9112 §3.2.4");
+}

@@ -594,6 +594,11 @@ impl Session {
     }
 
     fn read_client(&mut self, sh: &mut Shared) -> Result<bool> {
+        let waiting = self.phase == Phase::Busy
+            && self.exchange.as_ref().is_some_and(|ex| ex.request_taken());
+        if waiting {
+            return self.probe_client();
+        }
         if self.read_eof || !self.io.readable {
             return Ok(false);
         }
@@ -697,7 +702,17 @@ impl Session {
     /// FIN is a half-close: the response is still delivered (HAProxy's
     /// default, no `abortonclose`). Pipelined bytes wait for their turn.
     fn probe_client(&mut self) -> Result<bool> {
-        if self.pipelined {
+        // Only when an event came since the last look: no syscall per round.
+        if !std::mem::take(&mut self.io.fresh) {
+            return Ok(false);
+        }
+        // A reset or error is pending whatever came before it (a FIN, or
+        // pipelined bytes that a peek would show first).
+        match self.stream.take_error() {
+            Ok(None) => {}
+            Ok(Some(e)) | Err(e) => return Err(ProxyError::downstream(ErrorKind::Io(e.kind()))),
+        }
+        if self.pipelined || self.read_eof {
             return Ok(false);
         }
         let mut byte = [0u8; 1];
@@ -705,7 +720,6 @@ impl Session {
             Ok(0) => {
                 self.io.readable = false;
                 self.read_eof = true;
-                self.keep_alive = false;
                 Ok(true)
             }
             Ok(_) => {
@@ -883,7 +897,11 @@ impl Session {
                 &sh.stats,
                 sh.now,
             )
-            .map_err(|e| ProxyError::upstream(ErrorKind::ConnectFailed(e.kind())))?;
+            .map_err(|e| {
+                // The OS's words (e.g. "Too many open files"), not the kind.
+                info!("upstream {}: connect failed: {e}", ex.peer.addr);
+                ProxyError::upstream(ErrorKind::ConnectFailed(e.kind()))
+            })?;
         ex.upstream = Some(key);
         ex.reused = reused;
         ex.up_read_at = sh.now;
@@ -1040,6 +1058,30 @@ impl Session {
                 ex.req_abandoned = true;
                 self.keep_alive = false;
             }
+            if ex.req.version == 0 && framing == BodyKind::Chunked && !only_chunked(&head.headers) {
+                // A coding besides chunked (gzip, chunked) cannot be undone
+                // here and cannot be announced to HTTP/1.0 (as nginx: 502).
+                return Err(ProxyError::upstream(ErrorKind::Parse(ParseError::Framing(
+                    "transfer coding besides chunked for an HTTP/1.0 client",
+                ))));
+            }
+            if ex.req.version == 0 || head.status == 204 {
+                // RFC 9112 §6.1: no Transfer-Encoding to an HTTP/1.0
+                // request, nor in a 204 (RFC 9110 §... as for 1xx); the
+                // body (if any) is de-chunked below.
+                if framing != BodyKind::Chunked {
+                    head.headers.remove_all("transfer-encoding");
+                    if ex.req.version == 0 {
+                        head.headers.remove_all("trailer");
+                    }
+                }
+            }
+            if !(ex.req_abandoned || ex.req_body.is_done()) && !ex.resp_keep_alive {
+                // An early answer from an upstream that will close: the
+                // rest of the request body cannot follow, so this client
+                // connection closes after it too, and says so.
+                self.keep_alive = false;
+            }
             if framing == BodyKind::Chunked && ex.req.version == 0 {
                 // An HTTP/1.0 client knows no chunked coding (RFC 9112
                 // §7.1): it gets the chunk data, delimited by the close.
@@ -1182,7 +1224,10 @@ impl Session {
         } else if let Some(r) = self.own_reply.take() {
             r.log(self.client, sh.now);
         }
-        if self.keep_alive && !self.read_eof {
+        // After the client's FIN, requests it already sent (pipelined, in
+        // `inbuf`) are still served; the connection closes once they are.
+        let more = !self.read_eof || self.inbuf.as_ref().is_some_and(|b| !b.is_empty());
+        if self.keep_alive && more {
             self.phase = Phase::Head;
             self.idle_since = sh.now;
             self.release(sh, false);
@@ -1414,18 +1459,18 @@ impl Session {
     /// Registers what each socket should be watched for now.
     fn update_interest(&mut self, sh: &mut Shared) -> std::io::Result<()> {
         let want_write = self.out.as_ref().is_some_and(|b| !b.is_empty());
-        let want_read = !self.read_eof
-            && match self.phase {
-                Phase::Head => self.inbuf.as_ref().is_none_or(|b| b.room() > 0),
-                // READABLE stays registered (no epoll_ctl per request); it
-                // goes only while the request body's sink is above its
-                // high watermark (DESIGN.md §4).
-                Phase::Busy => !self.exchange.as_ref().is_some_and(|ex| {
-                    !ex.request_taken() && ex.to_upstream.as_ref().is_some_and(|b| b.is_paused())
-                }),
-                Phase::Closing { .. } => true,
-                Phase::Closed => false,
-            };
+        let want_read = match self.phase {
+            Phase::Head => !self.read_eof && self.inbuf.as_ref().is_none_or(|b| b.room() > 0),
+            // READABLE stays registered (no epoll_ctl per request), even
+            // after the client's FIN (a later reset must still be seen); it
+            // goes only while the request body's sink is above its high
+            // watermark (DESIGN.md §4).
+            Phase::Busy => !self.exchange.as_ref().is_some_and(|ex| {
+                !ex.request_taken() && ex.to_upstream.as_ref().is_some_and(|b| b.is_paused())
+            }),
+            Phase::Closing { .. } => !self.read_eof,
+            Phase::Closed => false,
+        };
         let want = interest(want_read, want_write);
         let tok = token::session(self.key, self.generation);
         self.io
@@ -1588,6 +1633,17 @@ fn head_buffer(bufs: &mut BufferPool, cfg: &Config, stats: &Stats) -> WatermarkB
 fn give_back(bufs: &mut BufferPool, stats: &Stats, buf: WatermarkBuffer) {
     bufs.put(buf.into_storage());
     Stats::sub(&stats.buffers_in_use, 1);
+}
+
+/// The response's transfer codings are exactly `chunked` (one field, one
+/// element, RFC 9112 §6.1).
+fn only_chunked(headers: &Headers) -> bool {
+    let mut codings = headers
+        .get_all("transfer-encoding")
+        .flat_map(|v| v.split(|&b| b == b','));
+    let first = codings.next().map(|c| c.trim_ascii());
+    first.is_some_and(|c| c.eq_ignore_ascii_case(b"chunked"))
+        && codings.all(|c| c.trim_ascii().is_empty())
 }
 
 fn interest(read: bool, write: bool) -> Option<Interest> {

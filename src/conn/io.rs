@@ -27,6 +27,9 @@ pub(crate) struct Io {
     /// An event said the peer closed its side or the socket failed: the
     /// next read must run to see it (sticky: no further edge will come).
     pub read_closed: bool,
+    /// An event arrived since a waiting client was last looked at
+    /// (`Session::probe_client` takes it).
+    pub fresh: bool,
     /// What the poll watches now; `None` when deregistered.
     pub interest: Option<Interest>,
 }
@@ -35,6 +38,7 @@ impl Io {
     /// Records what an event reported. Error and hang-up count as both:
     /// the next read or write tells what happened.
     pub(crate) fn on_event(&mut self, event: &mio::event::Event) {
+        self.fresh = true;
         if event.is_readable() || event.is_read_closed() || event.is_error() {
             self.readable = true;
         }

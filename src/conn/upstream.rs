@@ -11,7 +11,7 @@
 use std::io;
 use std::time::Instant;
 
-use log::debug;
+use log::{debug, warn};
 use mio::net::TcpStream;
 use mio::{Interest, Registry};
 use slab::Slab;
@@ -127,7 +127,29 @@ impl Upstreams {
                 Some(why) => self.evict(key, why, registry, stats),
             }
         }
-        let stream = TcpStream::connect(peer.addr)?;
+        let stream = match TcpStream::connect(peer.addr) {
+            Ok(s) => s,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                // Out of descriptors: an idle pooled socket is worth less
+                // than this request. Close the globally oldest and try once
+                // more.
+                warn!(
+                    "upstream connect to {}: {e}: closing an idle pooled connection",
+                    peer.addr
+                );
+                let Some(oldest) = self.pool.pop_oldest() else {
+                    return Err(e);
+                };
+                self.evict(
+                    oldest,
+                    Eviction::Cap(EvictReason::GlobalCap),
+                    registry,
+                    stats,
+                );
+                TcpStream::connect(peer.addr)?
+            }
+            Err(e) => return Err(e),
+        };
         let _ = stream.set_nodelay(true);
         let entry = self.slab.vacant_entry();
         let key = entry.key();

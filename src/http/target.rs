@@ -31,7 +31,12 @@ pub fn normalize_absolute_form(req: &mut RequestHead) -> Result<(), ParseError> 
         return Err(ParseError::Malformed("userinfo in the request target"));
     }
     let path = path.split('#').next().unwrap_or("");
-    let origin = if path.starts_with('/') {
+    // RFC 9112 §3.2.4: `OPTIONS http://h` (no path) is `OPTIONS *` at the
+    // origin.
+    let options_star = path.is_empty() && req.method == "OPTIONS";
+    let origin = if options_star {
+        "*".to_string()
+    } else if path.starts_with('/') {
         path.to_string()
     } else {
         format!("/{path}")

@@ -291,3 +291,18 @@ fn random_walk_keeps_caps_and_counts() {
     let expected: HashSet<usize> = model.keys().copied().collect();
     assert_eq!(drained, expected);
 }
+
+#[test]
+fn pop_oldest_takes_the_globally_oldest_whatever_its_deadline() {
+    let t0 = std::time::Instant::now();
+    let mut pool: IdlePool<&str> = IdlePool::new(8, 8, std::time::Duration::from_secs(60));
+    assert_eq!(pool.put("a", 1, t0), None);
+    assert_eq!(
+        pool.put("b", 2, t0 + std::time::Duration::from_millis(1)),
+        None
+    );
+    assert_eq!(pool.pop_oldest(), Some(1));
+    assert!(!pool.contains(1));
+    assert_eq!(pool.take(&"b"), Some(2));
+    assert_eq!(pool.pop_oldest(), None);
+}
