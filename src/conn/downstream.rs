@@ -1076,7 +1076,7 @@ impl Session {
                     }
                 }
             }
-            if !(ex.req_abandoned || ex.req_body.is_done()) && !ex.resp_keep_alive {
+            if !(ex.req_abandoned || ex.req_body.is_done() || ex.resp_keep_alive) {
                 // An early answer from an upstream that will close: the
                 // rest of the request body cannot follow, so this client
                 // connection closes after it too, and says so.
