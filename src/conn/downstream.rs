@@ -806,6 +806,9 @@ impl Session {
         self.scanner.reset();
         self.requests += 1;
         self.head_started = None;
+        // The event that brought this head is used up: only a later one
+        // makes a waiting client worth a look (`probe_client`).
+        self.io.fresh = false;
         Stats::add(&sh.stats.requests, 1);
         self.phase = Phase::Busy;
         self.start_request(ex, sh)?;
