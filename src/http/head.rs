@@ -114,6 +114,15 @@ impl Headers {
 
     /// Adds a field that httparse already validated (a token name, a value
     /// of HTAB / SP / VCHAR / obs-text).
+    /// Replaces every field with those httparse found, in their order,
+    /// keeping this storage's capacity.
+    fn refill(&mut self, parsed: &[httparse::Header<'_>]) {
+        self.clear();
+        for h in parsed {
+            self.push_parsed(h.name, h.value);
+        }
+    }
+
     fn push_parsed(&mut self, name: &str, value: &[u8]) {
         let name_start = self.names.len();
         self.names.push_str(name);
@@ -388,10 +397,7 @@ impl RequestHead {
         self.target.clear();
         self.target.push_str(target);
         self.version = version;
-        self.headers.clear();
-        for h in req.headers.iter() {
-            self.headers.push_parsed(h.name, h.value);
-        }
+        self.headers.refill(req.headers);
         Ok(Some(len))
     }
 
@@ -468,10 +474,7 @@ impl ResponseHead {
         self.status = status;
         self.reason.clear();
         self.reason.push_str(resp.reason.unwrap_or_default());
-        self.headers.clear();
-        for h in resp.headers.iter() {
-            self.headers.push_parsed(h.name, h.value);
-        }
+        self.headers.refill(resp.headers);
         Ok(Some(len))
     }
 
