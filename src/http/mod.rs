@@ -16,6 +16,11 @@
 //! - [`framing`]: body length per role (RFC 9112 §6.3) and [`BodyDecoder`].
 //! - [`chunked`]: [`ChunkedScanner`], the chunked-body end finder
 //!   (RFC 9112 §7.1).
+//! - [`request`]: [`RequestPlan`], the verdict on a request head (target,
+//!   Host, framing, hop-by-hop, forwarding fields, keep-alive, upgrade,
+//!   retry class).
+//! - [`response`]: [`ResponsePlan`], the verdict on a response head
+//!   (interim or final, framing, upgrade, de-chunking, keep-alive).
 //! - [`error`]: the one error type, [`ParseError`], and the status a
 //!   rejected request gets.
 //!
@@ -29,6 +34,8 @@ pub mod error;
 pub mod framing;
 pub mod head;
 pub mod hop;
+pub mod request;
+pub mod response;
 pub mod target;
 
 pub use chunked::ChunkedScanner;
@@ -38,6 +45,10 @@ pub use head::{HeadScanner, Headers, RequestHead, ResponseHead, reason_phrase};
 pub use hop::{
     add_forwarding_fields, connection_has, is_upgrade_request, remove_hop_by_hop,
     request_keep_alive, response_keep_alive,
+};
+pub use request::{Forwarding, Refusal, RequestPlan, ensure_host, is_idempotent, plan_request};
+pub use response::{
+    FinalPlan, ResponseContext, ResponsePlan, ResponseRefusal, finish_response_head, plan_response,
 };
 
 #[cfg(test)]

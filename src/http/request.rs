@@ -1,0 +1,201 @@
+//! `RequestPlan`: what the proxy does with a parsed request head, decided
+//! from the head alone (ARCHITECTURE.md §5, §6, §8).
+//!
+//! Why it exists: every rule a request head must pass before it reaches the
+//! user's hooks or an upstream — target form, `Host`, body framing,
+//! hop-by-hop removal, the proxy's own fields, keep-alive, upgrade, retry
+//! class — is one plain function here, tested with byte strings alone. The
+//! connection machines only carry the verdict out.
+//!
+//! What it must not know: sockets, buffers, the clock, the configuration
+//! (the caller passes the switches in [`Forwarding`]), upstream peers.
+//!
+//! Invariant: a refused head is never rewritten half-way into something the
+//! upstream sees: refusals come before any change to the head.
+
+use std::net::IpAddr;
+
+use super::error::ParseError;
+use super::framing::BodyKind;
+use super::head::RequestHead;
+use super::hop::{
+    add_forwarding_fields, is_upgrade_request, remove_hop_by_hop, request_keep_alive,
+};
+use super::target::normalize_absolute_form;
+
+/// Which of the proxy's own fields go on requests sent upstream
+/// (ARCHITECTURE.md §6); each can be switched off in the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Forwarding {
+    /// Append `Via: 1.1 sluice` (RFC 9110 §7.6.3).
+    pub via: bool,
+    /// Append the client's address to `X-Forwarded-For`.
+    pub x_forwarded_for: bool,
+    /// Set `X-Forwarded-Proto: http`.
+    pub x_forwarded_proto: bool,
+}
+
+impl Default for Forwarding {
+    /// All three fields on.
+    fn default() -> Self {
+        Forwarding {
+            via: true,
+            x_forwarded_for: true,
+            x_forwarded_proto: true,
+        }
+    }
+}
+
+/// Why a request head is answered by the proxy instead of forwarded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The head or its framing is invalid: the status is
+    /// [`ParseError::request_status`] (400, 414, 431 or 501).
+    Invalid(ParseError),
+    /// `CONNECT`: a reverse proxy opens no tunnels to arbitrary hosts
+    /// (501, RFC 9110 §15.6.2).
+    NotImplemented,
+}
+
+impl Refusal {
+    /// The status code the client gets (ARCHITECTURE.md §8).
+    pub fn status(&self) -> u16 {
+        match self {
+            Refusal::Invalid(e) => e.request_status(),
+            Refusal::NotImplemented => 501,
+        }
+    }
+}
+
+/// The verdict on one request head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestPlan {
+    /// How the request body is delimited (RFC 9112 §6.3).
+    pub framing: BodyKind,
+    /// The client connection may carry another request after this one, as
+    /// far as this head says (RFC 9112 §9.3).
+    pub keep_alive: bool,
+    /// The request asks for a protocol upgrade (RFC 9110 §7.8); its
+    /// `Upgrade` field and `Connection: upgrade` go upstream.
+    pub upgrade: bool,
+    /// Retry class: the method is idempotent (RFC 9110 §9.2.2), so the
+    /// request may be sent again after a reused connection failed before
+    /// any response byte (ARCHITECTURE.md §7).
+    pub idempotent: bool,
+}
+
+impl RequestPlan {
+    /// The request carries body bytes. A reply the proxy makes without
+    /// reading them must close the connection afterwards: the body must
+    /// never be parsed as a next request.
+    pub fn has_body(&self) -> bool {
+        !matches!(self.framing, BodyKind::Empty | BodyKind::Length(0))
+    }
+}
+
+/// Checks `req` and rewrites it for the upstream, in this order:
+/// 1. body framing (RFC 9112 §6.3, §6.1: no `Transfer-Encoding` in 1.0);
+/// 2. exactly one valid `Host` for HTTP/1.1, and a target form the method
+///    allows ([`check_target_and_host`]);
+/// 3. an absolute-form target becomes origin form and sets `Host`
+///    (RFC 9112 §3.2.2);
+/// 4. `CONNECT` is refused;
+/// 5. keep-alive and upgrade are read from `Connection`, then the
+///    hop-by-hop fields are removed (RFC 9110 §7.6.1) and the proxy's own
+///    fields appended (`fwd`, with `client_ip` for `X-Forwarded-For`).
+///
+/// Errors: a [`Refusal`]; the head may then have been partly normalised
+/// (step 3) but nothing of it goes anywhere.
+pub fn plan_request(
+    req: &mut RequestHead,
+    client_ip: IpAddr,
+    fwd: Forwarding,
+) -> Result<RequestPlan, Refusal> {
+    let framing = req.body_kind().map_err(Refusal::Invalid)?;
+    check_target_and_host(req).map_err(Refusal::Invalid)?;
+    normalize_absolute_form(req).map_err(Refusal::Invalid)?;
+    if req.is_method("CONNECT") {
+        return Err(Refusal::NotImplemented);
+    }
+    let keep_alive = request_keep_alive(req.version, &req.headers);
+    let upgrade = is_upgrade_request(&req.headers);
+    remove_hop_by_hop(&mut req.headers, upgrade);
+    add_forwarding_fields(
+        &mut req.headers,
+        client_ip,
+        fwd.via,
+        fwd.x_forwarded_for,
+        fwd.x_forwarded_proto,
+    );
+    Ok(RequestPlan {
+        framing,
+        keep_alive,
+        upgrade,
+        idempotent: is_idempotent(&req.method),
+    })
+}
+
+/// Gives an HTTP/1.0 request without `Host` one naming `authority` (the
+/// upstream peer): the request goes upstream as HTTP/1.1, which requires
+/// it (RFC 9112 §3.2). A request that has `Host` is left alone.
+pub fn ensure_host(req: &mut RequestHead, authority: &str) {
+    if !req.headers.contains("host") {
+        req.headers.append("Host", authority.as_bytes());
+    }
+}
+
+/// Methods that may be repeated with the same effect (RFC 9110 §9.2.2).
+pub fn is_idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
+    )
+}
+
+/// RFC 9112 §3.2: an HTTP/1.1 request must carry exactly one `Host`; no
+/// request may carry several; its value must be a URI authority (host and
+/// optional port, RFC 3986 §3.2), or empty. The request-target must have a
+/// form the method allows (RFC 9112 §3.2.1-§3.2.4): origin form (`/...`),
+/// absolute form (`http://` or `https://`), `*` only for OPTIONS, and the
+/// authority form only for CONNECT (which then gets its 501).
+///
+/// Errors: `Malformed`, naming the rule broken.
+pub fn check_target_and_host(req: &RequestHead) -> Result<(), ParseError> {
+    let mut hosts = req.headers.get_all("host");
+    let first = hosts.next();
+    if hosts.next().is_some() {
+        return Err(ParseError::Malformed("several Host fields"));
+    }
+    match first {
+        None if req.version >= 1 => {
+            return Err(ParseError::Malformed("HTTP/1.1 request without Host"));
+        }
+        Some(v) if !v.iter().all(|&b| is_authority_byte(b)) => {
+            return Err(ParseError::Malformed("invalid Host"));
+        }
+        _ => {}
+    }
+    let t = req.target.as_bytes();
+    let lower = |n: usize| t.get(..n).map(|p| p.to_ascii_lowercase());
+    let ok = match t.first() {
+        Some(b'/') => true,
+        Some(b'*') => t.len() == 1 && req.is_method("OPTIONS"),
+        Some(_) if req.is_method("CONNECT") => true,
+        Some(_) => {
+            lower(7).as_deref() == Some(b"http://") || lower(8).as_deref() == Some(b"https://")
+        }
+        None => false,
+    };
+    if !ok {
+        return Err(ParseError::Malformed(
+            "request-target form not allowed here",
+        ));
+    }
+    Ok(())
+}
+
+/// A byte that may appear in a URI authority (RFC 3986 §3.2: unreserved,
+/// pct-encoded, sub-delims, `:`, and `[` `]` for IP literals).
+fn is_authority_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(&b)
+}
