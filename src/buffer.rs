@@ -12,6 +12,12 @@
 //! [`WatermarkBuffer::consume`]. Crossings are returned, never called back,
 //! so the owner turns read interest off or on without borrow tangles.
 //!
+//! Counting: a buffer handed out by [`BufferPool::body`] or
+//! [`BufferPool::head`] carries a [`Meter`] and keeps the process's
+//! counters itself — buffers in use, bytes pending (body buffers only),
+//! pauses at the high mark and resumes at the low mark — so no caller
+//! updates them by hand. Dropping or returning it settles its share.
+//!
 //! Invariants kept:
 //! - `start <= end <= storage.len()`; `start..end` are the pending bytes,
 //!   oldest first; when pending reaches 0, `start = end = 0` (no copy).
@@ -25,6 +31,9 @@
 //!   [`WatermarkBuffer::extend_from_slice`] (heads the proxy encodes) may.
 
 use std::io;
+use std::sync::Arc;
+
+use crate::stats::Stats;
 
 /// Which watermark a change crossed (the caller turns read interest off/on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +70,17 @@ pub struct WatermarkBuffer {
     low: usize,
     /// True between a `High` crossing and the next `Low` crossing.
     paused: bool,
+    /// Where this buffer reports itself (none for a bare buffer).
+    meter: Option<Meter>,
+}
+
+/// The counters a buffer from a [`BufferPool`] keeps up to date.
+#[derive(Debug, Clone)]
+struct Meter {
+    stats: Arc<Stats>,
+    /// Pending bytes count in `buffered_bytes` (body buffers; head buffers
+    /// only count as in use).
+    bytes: bool,
 }
 
 impl WatermarkBuffer {
@@ -81,6 +101,7 @@ impl WatermarkBuffer {
             high,
             low,
             paused: false,
+            meter: None,
         }
     }
 
@@ -113,12 +134,14 @@ impl WatermarkBuffer {
 
     /// The high watermark, in pending bytes (after clamping by
     /// [`WatermarkBuffer::new`]).
+    #[cfg(test)]
     pub fn high(&self) -> usize {
         self.high
     }
 
     /// The low watermark, in pending bytes (after clamping by
     /// [`WatermarkBuffer::new`]).
+    #[cfg(test)]
     pub fn low(&self) -> usize {
         self.low
     }
@@ -134,6 +157,7 @@ impl WatermarkBuffer {
     }
 
     /// Storage bytes held (the storage's `len()`, pending or not).
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.storage.len()
     }
@@ -172,6 +196,7 @@ impl WatermarkBuffer {
         );
         let filled = filled.min(want);
         self.end = self.end.saturating_add(filled);
+        self.count_in(filled);
         Ok((filled, self.after_grow()))
     }
 
@@ -193,6 +218,7 @@ impl WatermarkBuffer {
         };
         slice.copy_from_slice(bytes);
         self.end = stop;
+        self.count_in(bytes.len());
         self.after_grow()
     }
 
@@ -202,6 +228,7 @@ impl WatermarkBuffer {
     pub fn consume(&mut self, n: usize) -> Crossing {
         let n = n.min(self.pending());
         self.start = self.start.saturating_add(n);
+        self.count_out(n);
         self.after_shrink()
     }
 
@@ -220,12 +247,14 @@ impl WatermarkBuffer {
     pub fn unfill(&mut self, n: usize) -> Crossing {
         let n = n.min(self.pending());
         self.end = self.end.saturating_sub(n);
+        self.count_out(n);
         self.after_shrink()
     }
 
     /// Drops every pending byte and un-pauses, without reporting a crossing
     /// (the caller resets read interest itself).
     pub fn clear(&mut self) {
+        self.count_out(self.pending());
         self.start = 0;
         self.end = 0;
         self.paused = false;
@@ -233,8 +262,8 @@ impl WatermarkBuffer {
 
     /// Gives the storage back (to [`BufferPool::put`]); pending bytes are
     /// lost.
-    pub fn into_storage(self) -> Vec<u8> {
-        self.storage
+    pub fn into_storage(mut self) -> Vec<u8> {
+        std::mem::take(&mut self.storage)
     }
 
     /// Makes `storage[end..end + want]` exist: compacts pending bytes to the
@@ -256,10 +285,27 @@ impl WatermarkBuffer {
         }
     }
 
+    /// Adds `n` bytes read in to the metered pending bytes.
+    fn count_in(&self, n: usize) {
+        if let Some(m) = self.meter.as_ref().filter(|m| m.bytes) {
+            m.stats.buffered_add(n as u64);
+        }
+    }
+
+    /// Takes `n` bytes that left the buffer from the metered pending bytes.
+    fn count_out(&self, n: usize) {
+        if let Some(m) = self.meter.as_ref().filter(|m| m.bytes) {
+            Stats::sub(&m.stats.buffered_bytes, n as u64);
+        }
+    }
+
     /// Reports `High` once when pending reaches the high watermark.
     fn after_grow(&mut self) -> Crossing {
         if !self.paused && self.pending() >= self.high {
             self.paused = true;
+            if let Some(m) = &self.meter {
+                Stats::add(&m.stats.read_pauses, 1);
+            }
             Crossing::High
         } else {
             Crossing::None
@@ -275,9 +321,23 @@ impl WatermarkBuffer {
         }
         if self.paused && self.pending() <= self.low {
             self.paused = false;
+            if let Some(m) = &self.meter {
+                Stats::add(&m.stats.read_resumes, 1);
+            }
             Crossing::Low
         } else {
             Crossing::None
+        }
+    }
+}
+
+impl Drop for WatermarkBuffer {
+    /// Settles the buffer's share of the counters: its pending bytes and
+    /// its place among the buffers in use.
+    fn drop(&mut self) {
+        self.count_out(self.pending());
+        if let Some(m) = &self.meter {
+            Stats::sub(&m.stats.buffers_in_use, 1);
         }
     }
 }
@@ -298,17 +358,51 @@ pub struct BufferPool {
     max_free: usize,
     /// Storages ready for reuse, each `len() == capacity() == buf_size`.
     free: Vec<Vec<u8>>,
+    /// Counters the buffers handed out keep (see the module doc).
+    stats: Arc<Stats>,
 }
 
 impl BufferPool {
     /// A pool handing out storages of `buf_size` bytes and keeping at most
     /// `max_free` of them on its free list. Allocates nothing up front.
-    pub fn new(buf_size: usize, max_free: usize) -> Self {
+    /// The buffers it hands out keep `stats` up to date.
+    pub fn new(buf_size: usize, max_free: usize, stats: Arc<Stats>) -> Self {
         BufferPool {
             buf_size,
             max_free,
             free: Vec::new(),
+            stats,
         }
+    }
+
+    /// A body buffer with watermarks `high`/`low` (pending bytes): counted
+    /// in use and its pending bytes counted in `buffered_bytes` until it is
+    /// dropped or given back with [`BufferPool::put_buffer`].
+    pub fn body(&mut self, high: usize, low: usize) -> WatermarkBuffer {
+        self.metered(high, low, true)
+    }
+
+    /// A buffer for heads: reads stop at `max_head` bytes and any consumed
+    /// byte makes room again. Counted in use; its bytes are not body bytes
+    /// and are not counted.
+    pub fn head(&mut self, max_head: usize) -> WatermarkBuffer {
+        self.metered(max_head, max_head.saturating_sub(1), false)
+    }
+
+    /// Takes a buffer back: its storage returns to the free list (see
+    /// [`BufferPool::put`]); its counters are settled.
+    pub fn put_buffer(&mut self, buf: WatermarkBuffer) {
+        self.put(buf.into_storage());
+    }
+
+    fn metered(&mut self, high: usize, low: usize, bytes: bool) -> WatermarkBuffer {
+        Stats::add(&self.stats.buffers_in_use, 1);
+        let mut buf = WatermarkBuffer::new(self.get(), high, low);
+        buf.meter = Some(Meter {
+            stats: self.stats.clone(),
+            bytes,
+        });
+        buf
     }
 
     /// A storage of `len() == buf_size` bytes, from the free list if it has
@@ -332,17 +426,14 @@ impl BufferPool {
     }
 
     /// Storages on the free list now.
+    #[cfg(test)]
     pub fn free_count(&self) -> usize {
         self.free.len()
     }
 
     /// Bytes per storage handed out by [`BufferPool::get`].
+    #[cfg(test)]
     pub fn buf_size(&self) -> usize {
         self.buf_size
-    }
-
-    /// Most storages the free list keeps.
-    pub fn max_free(&self) -> usize {
-        self.max_free
     }
 }

@@ -227,6 +227,7 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
     }
 
     /// True when no id is parked.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.parked.is_empty()
     }
@@ -247,21 +248,6 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
         self.peers.clear();
         self.parked.clear();
         ids
-    }
-
-    /// Most idle ids one key may hold.
-    pub fn max_per_peer(&self) -> usize {
-        self.max_per_peer
-    }
-
-    /// Most idle ids the pool may hold.
-    pub fn max_total(&self) -> usize {
-        self.max_total
-    }
-
-    /// How long an id may stay parked.
-    pub fn idle_timeout(&self) -> Duration {
-        self.idle_timeout
     }
 
     /// The oldest id parked under `key`.

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sluice::stats::StatsSnapshot;
+use sluice::StatsSnapshot;
 use util::*;
 
 // ---------------------------------------------------------------------------

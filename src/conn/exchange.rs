@@ -1,17 +1,43 @@
-//! `Exchange`: one request with its response, between a downstream session
-//! and an upstream connection.
+//! `Exchange`: one request with its response, between a client connection
+//! and an upstream connection (ARCHITECTURE.md §1).
 //!
-//! The request half (head + body, client → upstream) and the response half
-//! (head + body, upstream → client) advance apart, at the same time, and
-//! meet in two verdicts kept here: may the upstream connection be parked
-//! (`reusable`, DESIGN.md §6), and may a failed request be sent again
-//! (`may_retry`, DESIGN.md §7).
+//! The request half ([`ReqHalf`]: head + body, client → upstream) and the
+//! response half ([`Resp`]: head + body, upstream → client) advance apart,
+//! at the same time, and meet in two verdicts kept here: may the upstream
+//! connection be parked ([`Exchange::reusable`], ARCHITECTURE.md §6), and
+//! may a failed request be sent again ([`Exchange::may_retry`],
+//! ARCHITECTURE.md §7). An exchange ends in one place, [`Exchange::end`],
+//! which closes what is left of its upstream, returns its buffers and
+//! writes its one access-log record.
+//!
+//! What it must not know: the client socket, how the loop schedules, how
+//! the pool chooses.
 
+use std::net::SocketAddr;
 use std::time::Instant;
 
+use super::Shared;
+use super::access::Access;
+use super::upstream::{UpKey, UpstreamConn};
 use crate::buffer::WatermarkBuffer;
+use crate::config::Config;
+use crate::error::Timeout;
 use crate::filter::Peer;
-use crate::http::{BodyDecoder, HeadScanner, RequestHead, ResponseHead};
+use crate::http::{BodyDecoder, BodyKind, HeadScanner, ParseError, RequestHead, ResponseHead};
+
+/// Where the request half stands.
+#[derive(Debug)]
+pub(crate) enum ReqHalf {
+    /// Body bytes are still to come from the client (in a tunnel: until
+    /// the client's EOF).
+    Body(BodyDecoder),
+    /// The whole request was taken from the client.
+    Taken,
+    /// The rest of the request is dropped: the upstream answered first, or
+    /// stopped reading after its answer began. The client connection closes
+    /// after the response.
+    Abandoned,
+}
 
 /// Where the response half stands.
 #[derive(Debug)]
@@ -32,12 +58,10 @@ pub(crate) struct Exchange {
     pub peer: Peer,
     /// When the request head was complete.
     pub started: Instant,
-    /// Where the request body ends (client → upstream).
-    pub req_body: BodyDecoder,
-    /// The request stopped being relayed (the upstream answered first, or
-    /// a write failed after its answer began); the client connection closes
-    /// after the response.
-    pub req_abandoned: bool,
+    /// Request half.
+    req_half: ReqHalf,
+    /// The request method is idempotent (RFC 9110 §9.2.2): its retry class.
+    pub idempotent: bool,
     /// Request body bytes taken from the client.
     pub req_body_bytes: u64,
     /// The encoded request head, kept for a retry.
@@ -46,8 +70,8 @@ pub(crate) struct Exchange {
     pub to_upstream: Option<WatermarkBuffer>,
     /// Bytes written to the current upstream connection (head and body).
     pub up_written: u64,
-    /// The upstream connection (slab key) while attached.
-    pub upstream: Option<usize>,
+    /// The upstream connection while attached.
+    pub upstream: Option<UpKey>,
     /// The current upstream connection came from the pool.
     pub reused: bool,
     /// Local port of the upstream connection (access log).
@@ -70,8 +94,7 @@ pub(crate) struct Exchange {
     pub resp_head_sent: bool,
     /// Status of the final response.
     pub status: u16,
-    /// The upstream may be parked afterwards, as far as its head said
-    /// (HTTP/1.1, no `Connection: close`, not until-close).
+    /// The upstream may be parked afterwards, as far as its head said.
     pub resp_keep_alive: bool,
     /// Bytes arrived after the response body: the upstream is not reused.
     pub extra_bytes: bool,
@@ -91,8 +114,6 @@ pub(crate) struct Exchange {
     pub dechunk: bool,
     /// Scratch for the chunk-data ranges of one read (`dechunk` only).
     pub ranges: Vec<std::ops::Range<usize>>,
-    /// The upstream's sending side was shut after the client's EOF (tunnel).
-    pub up_write_shut: bool,
     /// Last read from the upstream (or when waiting for it began).
     pub up_read_at: Instant,
     /// Last write to the upstream (or when bytes for it appeared).
@@ -107,10 +128,10 @@ impl Exchange {
     pub(crate) fn blank(now: Instant) -> Self {
         Exchange {
             req: RequestHead::default(),
-            peer: Peer::new(std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
+            peer: Peer::new(SocketAddr::from(([0, 0, 0, 0], 0))),
             started: now,
-            req_body: BodyDecoder::new(crate::http::BodyKind::Empty),
-            req_abandoned: false,
+            req_half: ReqHalf::Taken,
+            idempotent: false,
             req_body_bytes: 0,
             head_bytes: Vec::new(),
             to_upstream: None,
@@ -136,7 +157,6 @@ impl Exchange {
             tunnel: false,
             dechunk: false,
             ranges: Vec::new(),
-            up_write_shut: false,
             up_read_at: now,
             up_write_at: now,
             down_read_at: now,
@@ -147,7 +167,14 @@ impl Exchange {
     /// every other field is reset, the storage of `req`, `head_bytes`,
     /// `resp_head`, `scratch` and `ranges` is kept for reuse, and the head
     /// going upstream is encoded into `head_bytes`.
-    pub(crate) fn start(&mut self, peer: Peer, req_body: BodyDecoder, upgrade: bool, now: Instant) {
+    pub(crate) fn start(
+        &mut self,
+        peer: Peer,
+        framing: BodyKind,
+        upgrade: bool,
+        idempotent: bool,
+        now: Instant,
+    ) {
         let fresh = Exchange {
             req: std::mem::take(&mut self.req),
             head_bytes: std::mem::take(&mut self.head_bytes),
@@ -155,36 +182,98 @@ impl Exchange {
             scratch: std::mem::take(&mut self.scratch),
             ranges: std::mem::take(&mut self.ranges),
             peer,
-            req_body,
             upgrade,
+            idempotent,
             ..Exchange::blank(now)
         };
         *self = fresh;
+        self.set_request_body(BodyDecoder::new(framing));
         self.ranges.clear();
         self.head_bytes.clear();
         self.req.encode_upstream(&mut self.head_bytes);
     }
 
-    /// The request half is over: its body fully taken from the client, or
-    /// abandoned.
+    // ---- the request half ----
+
+    /// Body bytes from the client are framed by `decoder` from now on (a
+    /// tunnel's until-close after a 101).
+    pub(crate) fn set_request_body(&mut self, decoder: BodyDecoder) {
+        self.req_half = if decoder.is_done() {
+            ReqHalf::Taken
+        } else {
+            ReqHalf::Body(decoder)
+        };
+    }
+
+    /// Finds where the request body ends in `bytes` (read from the client
+    /// after what was scanned before): returns how many of them are body.
+    /// The half becomes `Taken` at the body's end.
+    ///
+    /// Errors: the body's framing is invalid (chunked syntax).
+    pub(crate) fn scan_request(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
+        let ReqHalf::Body(decoder) = &mut self.req_half else {
+            return Ok(0);
+        };
+        let n = decoder.scan(bytes)?;
+        if decoder.is_done() {
+            self.req_half = ReqHalf::Taken;
+        }
+        Ok(n)
+    }
+
+    /// The client sent EOF while the request half was open.
+    ///
+    /// Errors: `Truncated` unless the body is delimited by close.
+    pub(crate) fn request_eof(&mut self) -> Result<(), ParseError> {
+        if let ReqHalf::Body(decoder) = &mut self.req_half {
+            decoder.finish_on_eof()?;
+            self.req_half = ReqHalf::Taken;
+        }
+        Ok(())
+    }
+
+    /// Request body bytes left, if known (for clamping reads).
+    pub(crate) fn request_remaining(&self) -> Option<u64> {
+        match &self.req_half {
+            ReqHalf::Body(d) => d.remaining_hint(),
+            _ => Some(0),
+        }
+    }
+
+    /// The rest of the request is dropped (see [`ReqHalf::Abandoned`]).
+    pub(crate) fn abandon_request(&mut self) {
+        self.req_half = ReqHalf::Abandoned;
+    }
+
+    /// The request was dropped before it was all taken or sent.
+    pub(crate) fn request_abandoned(&self) -> bool {
+        matches!(self.req_half, ReqHalf::Abandoned)
+    }
+
+    /// The whole request body was taken from the client.
+    pub(crate) fn request_body_done(&self) -> bool {
+        matches!(self.req_half, ReqHalf::Taken)
+    }
+
+    /// The request half is over: its body fully taken, or abandoned.
     pub(crate) fn request_taken(&self) -> bool {
-        self.req_abandoned || self.req_body.is_done()
+        !matches!(self.req_half, ReqHalf::Body(_))
     }
 
     /// Every request byte reached the upstream's socket.
     pub(crate) fn request_sent(&self) -> bool {
-        self.req_body.is_done()
-            && !self.req_abandoned
-            && self.to_upstream.as_ref().is_none_or(|b| b.is_empty())
+        self.request_body_done() && self.to_upstream.as_ref().is_none_or(|b| b.is_empty())
     }
+
+    // ---- the response half and the verdicts ----
 
     /// The whole response was read from the upstream.
     pub(crate) fn response_done(&self) -> bool {
         matches!(self.resp, Resp::Done)
     }
 
-    /// May the upstream connection go back to the pool (DESIGN.md §6)?
-    /// Only after a complete, delimited HTTP/1.1 response without
+    /// May the upstream connection go back to the pool (ARCHITECTURE.md
+    /// §6)? Only after a complete, delimited HTTP/1.1 response without
     /// `Connection: close`, to a request sent whole, with nothing extra.
     pub(crate) fn reusable(&self) -> bool {
         self.response_done()
@@ -195,10 +284,10 @@ impl Exchange {
     }
 
     /// May the request be sent again on a new connection after its
-    /// upstream failed (DESIGN.md §7)? No response byte may have arrived;
-    /// then either no request byte was written, or the connection was
-    /// reused, the method is idempotent (RFC 9110 §9.2.2) and no body byte
-    /// was written.
+    /// upstream failed (ARCHITECTURE.md §7)? No response byte may have
+    /// arrived; then either no request byte was written, or the connection
+    /// was reused, the method is idempotent (RFC 9110 §9.2.2) and no body
+    /// byte was written.
     pub(crate) fn may_retry(&self, max_retries: u32) -> bool {
         let no_response_byte = matches!(self.resp, Resp::AwaitHead)
             && !self.interim_sent
@@ -208,8 +297,8 @@ impl Exchange {
         let body_streamed = self.up_written > head_len;
         self.retries < max_retries
             && no_response_byte
-            && !self.req_abandoned
-            && (nothing_written || (self.reused && idempotent(&self.req.method) && !body_streamed))
+            && !self.request_abandoned()
+            && (nothing_written || (self.reused && self.idempotent && !body_streamed))
     }
 
     /// Puts the head back in front of the request bytes not yet written, for
@@ -225,12 +314,101 @@ impl Exchange {
         }
         self.up_written = 0;
     }
-}
 
-/// Methods that may be repeated with the same effect (RFC 9110 §9.2.2).
-pub(crate) fn idempotent(method: &str) -> bool {
-    matches!(
-        method,
-        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
-    )
+    /// The earliest deadline the exchange's own timers set (the client's
+    /// send timeout is the client connection's): connect, upstream read and
+    /// write gaps, the client body gap. `client_out_paused`: the response
+    /// buffer toward the client is above its high watermark (the upstream
+    /// is then not expected to send).
+    pub(crate) fn deadline(
+        &self,
+        cfg: &Config,
+        up: Option<&UpstreamConn>,
+        client_out_paused: bool,
+    ) -> Option<(Instant, Timeout)> {
+        let mut best: Option<(Instant, Timeout)> = None;
+        let mut consider = |at: Instant, t: Timeout| {
+            if best.is_none_or(|(b, _)| at < b) {
+                best = Some((at, t));
+            }
+        };
+        if let Some(up) = up {
+            if let Some(d) = up.deadline(cfg.upstream_connect_timeout) {
+                return Some(d);
+            }
+            if !self.response_done() && !client_out_paused {
+                consider(
+                    self.up_read_at + cfg.upstream_read_timeout,
+                    Timeout::UpstreamRead,
+                );
+            }
+            if self.to_upstream.as_ref().is_some_and(|b| !b.is_empty()) {
+                consider(
+                    self.up_write_at + cfg.upstream_write_timeout,
+                    Timeout::UpstreamWrite,
+                );
+            }
+        }
+        let wants_body =
+            !self.request_taken() && self.to_upstream.as_ref().is_none_or(|b| !b.is_paused());
+        if wants_body && !self.tunnel {
+            consider(
+                self.down_read_at + cfg.client_body_timeout,
+                Timeout::ClientBody,
+            );
+        }
+        best
+    }
+
+    /// What the upstream socket should be watched for now:
+    /// `(readable, writable)`. Reading follows the sink's room (the head
+    /// buffer, or the client's response buffer `client_out_room`).
+    pub(crate) fn upstream_interest(&self, client_out_room: bool) -> (bool, bool) {
+        let read = match &self.resp {
+            Resp::AwaitHead => self.upin.as_ref().is_none_or(|b| b.room() > 0),
+            Resp::Body(_) => client_out_room,
+            Resp::Done => true,
+        };
+        let write = self.to_upstream.as_ref().is_some_and(|b| !b.is_empty());
+        (read, write)
+    }
+
+    /// The one teardown: closes the upstream connection if one is still
+    /// attached, returns the buffers, writes the access-log record (with
+    /// `status` if the proxy answered instead, and `extra_out` more bytes
+    /// queued toward the client), and keeps the exchange for reuse.
+    pub(crate) fn end(
+        mut self: Box<Self>,
+        client: SocketAddr,
+        status: Option<u16>,
+        extra_out: u64,
+        sh: &mut Shared,
+    ) {
+        if let Some(k) = self.upstream.take() {
+            sh.ups.close(k);
+        }
+        self.resp_bytes += extra_out;
+        let status = status.unwrap_or(self.status);
+        let upconn = (self.up_port != 0 || self.status != 0).then_some((self.reused, self.up_port));
+        Access {
+            client,
+            method: &self.req.method,
+            target: &self.req.target,
+            version: self.req.version,
+            status,
+            upstream: Some(self.peer.addr),
+            upconn,
+            req_body: self.req_body_bytes,
+            resp_bytes: self.resp_bytes,
+            started: self.started,
+        }
+        .log(sh.now);
+        for b in [self.to_upstream.take(), self.upin.take()]
+            .into_iter()
+            .flatten()
+        {
+            sh.bufs.put_buffer(b);
+        }
+        sh.recycle_exchange(self);
+    }
 }

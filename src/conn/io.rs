@@ -28,7 +28,7 @@ pub(crate) struct Io {
     /// next read must run to see it (sticky: no further edge will come).
     pub read_closed: bool,
     /// An event arrived since a waiting client was last looked at
-    /// (`Session::probe_client` takes it).
+    /// (the client machine's probe takes it).
     pub fresh: bool,
     /// What the poll watches now; `None` when deregistered.
     pub interest: Option<Interest>,
@@ -69,6 +69,16 @@ impl Io {
         }
         self.interest = want;
         Ok(())
+    }
+}
+
+/// The interest for wanting to read and/or write (`None`: neither).
+pub(crate) fn interest(read: bool, write: bool) -> Option<Interest> {
+    match (read, write) {
+        (true, true) => Some(Interest::READABLE | Interest::WRITABLE),
+        (true, false) => Some(Interest::READABLE),
+        (false, true) => Some(Interest::WRITABLE),
+        (false, false) => None,
     }
 }
 

@@ -1,16 +1,34 @@
-//! Connection state machines: the downstream session (`downstream`), the
-//! request/response exchange it runs (`exchange`), and the upstream
-//! connections it borrows (`upstream`). They decide what to read and write
-//! next and which interest to register; `event_loop` decides when.
+//! Connection state machines (ARCHITECTURE.md §2): one owner per socket,
+//! one exchange per request.
+//!
+//! - [`client`]: the client connection machine (heads, keep-alive,
+//!   closing); it runs one exchange at a time.
+//! - [`upstream`]: the upstream connection machine (connecting → active →
+//!   idle in the pool → closed) and the set of all upstream connections.
+//! - [`exchange`]: one request/response pair: request half, response half,
+//!   the reuse and retry verdicts, one teardown.
+//! - [`relay`]: one pump per direction and the relay policy.
+//! - [`response_head`]: a response head from the upstream, planned,
+//!   filtered and queued.
+//! - [`access`]: the access-log record.
+//! - [`io`]: readiness flags and one read or write per call.
+//!
+//! What it must not know: how the loop schedules (the loop calls `drive`,
+//! `on_timer`, `close`; machines never see their slot's generation, queue
+//! flag or armed deadline).
 
-pub(crate) mod downstream;
+pub(crate) mod access;
+pub(crate) mod client;
 pub(crate) mod exchange;
 pub(crate) mod io;
+pub(crate) mod relay;
+pub(crate) mod response_head;
 pub(crate) mod upstream;
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use log::trace;
 use mio::Registry;
 
 use crate::buffer::BufferPool;
@@ -20,7 +38,7 @@ use crate::stats::Stats;
 use exchange::Exchange;
 use upstream::Upstreams;
 
-/// Everything a session may touch besides itself, owned by the loop.
+/// Everything a connection may touch besides itself, owned by the loop.
 pub(crate) struct Shared {
     /// The process's settings.
     pub cfg: Config,
@@ -28,7 +46,7 @@ pub(crate) struct Shared {
     pub filter: Box<dyn Filter + Send>,
     /// The poll's registry (a clone), for interest changes.
     pub registry: Registry,
-    /// Free list of body buffers.
+    /// Free list of buffers; the buffers count themselves in `stats`.
     pub bufs: BufferPool,
     /// Upstream connections and the idle pool.
     pub ups: Upstreams,
@@ -38,11 +56,10 @@ pub(crate) struct Shared {
     pub now: Instant,
     /// Finished exchanges kept for reuse, so the steady path allocates no
     /// exchange, head or encode buffer per request (at most `MAX_SPARE`).
-    /// Boxed: a session holds its exchange as a `Box`, which moves here
+    /// Boxed: a connection holds its exchange as a `Box`, which moves here
     /// and back without copying the struct.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Exchange>>,
-    next_gen: u32,
 }
 
 /// Most finished exchanges kept for reuse (each a few hundred bytes plus
@@ -68,7 +85,6 @@ impl Shared {
             stats,
             now: Instant::now(),
             spare: Vec::new(),
-            next_gen: 0,
         }
     }
 
@@ -87,61 +103,29 @@ impl Shared {
             self.spare.push(ex);
         }
     }
-
-    /// A fresh generation for a new slab entry's token (never 0).
-    pub(crate) fn next_gen(&mut self) -> u32 {
-        self.next_gen = self.next_gen.wrapping_add(1).max(1);
-        self.next_gen
-    }
 }
 
-/// Tokens: bits 0..2 the kind, 2..32 the slab key, 32..64 the generation.
-/// A freed slot's stale events carry the old generation and are ignored.
-pub(crate) mod token {
-    use mio::Token;
+/// Whether a client connection may carry another request: one-way, true
+/// until [`KeepAlive::clear`] (the only way it changes), which logs why.
+#[derive(Debug)]
+pub(crate) struct KeepAlive(bool);
 
-    #[cfg(not(target_pointer_width = "64"))]
-    compile_error!("sluice's token layout needs 64-bit usize");
-
-    /// The listener.
-    pub(crate) const LISTENER: Token = Token(usize::MAX);
-    /// The waker (shutdown requests).
-    pub(crate) const WAKER: Token = Token(usize::MAX - 1);
-
-    /// What a token names.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub(crate) enum Kind {
-        /// A downstream session's client socket.
-        Session,
-        /// An upstream socket (in use or parked).
-        Upstream,
+impl KeepAlive {
+    /// Keep-alive on (a new connection).
+    pub(crate) fn new() -> Self {
+        KeepAlive(true)
     }
 
-    const KEY_BITS: u32 = 30;
-    const KEY_MASK: usize = (1 << KEY_BITS) - 1;
-
-    fn make(kind: usize, key: usize, generation: u32) -> Token {
-        Token(((generation as usize) << 32) | ((key & KEY_MASK) << 2) | kind)
+    /// The connection may carry another request.
+    pub(crate) fn get(&self) -> bool {
+        self.0
     }
 
-    /// Token of session `key`.
-    pub(crate) fn session(key: usize, generation: u32) -> Token {
-        make(0, key, generation)
-    }
-
-    /// Token of upstream `key`.
-    pub(crate) fn upstream(key: usize, generation: u32) -> Token {
-        make(1, key, generation)
-    }
-
-    /// Splits a (non-reserved) token into kind, key and generation.
-    pub(crate) fn split(token: Token) -> Option<(Kind, usize, u32)> {
-        let t = token.0;
-        let kind = match t & 3 {
-            0 => Kind::Session,
-            1 => Kind::Upstream,
-            _ => return None,
-        };
-        Some((kind, (t >> 2) & KEY_MASK, (t >> 32) as u32))
+    /// No further request on this connection, because of `why`.
+    pub(crate) fn clear(&mut self, why: &'static str) {
+        if self.0 {
+            trace!("keep-alive off: {why}");
+            self.0 = false;
+        }
     }
 }

@@ -1,48 +1,195 @@
-//! Upstream connections: connect, hand out, park, evict (DESIGN.md §7).
+//! The upstream connection machine, and the set of all upstream
+//! connections with the idle pool over them (ARCHITECTURE.md §7).
 //!
-//! Every upstream socket is an entry of one `Slab<Upstream>`; its token
-//! stays the same for its whole life, so taking it from the pool or parking
-//! it costs no `epoll_ctl`. An entry has an owner (the downstream session
-//! using it) or none (parked in the `IdlePool`, which knows only its key).
-//! A parked socket stays registered for READABLE: an event on it means the
-//! upstream closed it (EOF: evict) or sent bytes it should not have (close);
-//! either way it leaves the pool before anyone takes it.
+//! States ([`UpState`]) of one [`UpstreamConn`]:
+//! - `Connecting`: a non-blocking connect was started; WRITABLE reports
+//!   its end ([`UpstreamConn::finish_connect`]).
+//! - `Active`: carrying one exchange for one client connection (`owner`):
+//!   the request goes up and the response comes down through the relay.
+//! - `Idle`: parked in the [`IdlePool`] after a clean exchange. It stays
+//!   registered for READABLE: an event on it means the upstream closed it
+//!   (EOF: evict) or sent bytes it should not have (close); either way it
+//!   leaves the pool before anyone takes it.
+//! - closed: the entry is removed from the slab and the socket dropped
+//!   (closing also takes it out of the epoll set: no `epoll_ctl`).
+//!
+//! Every upstream socket is an entry of one slab; its token stays the same
+//! for its whole life, so taking it from the pool or parking it costs no
+//! `epoll_ctl`.
+//!
+//! What it must not know: HTTP (the exchange decides what to write and
+//! whether the connection may be parked), the client connection beyond the
+//! opaque id of its owner.
 
 use std::io;
-use std::time::Instant;
+use std::net::Shutdown;
+use std::time::{Duration, Instant};
 
-use log::{debug, warn};
+use log::{debug, trace, warn};
 use mio::net::TcpStream;
-use mio::{Interest, Registry};
+use mio::{Registry, Token};
 use slab::Slab;
 
-use super::io::Io;
-use super::token;
+use super::io::{Io, Read1, interest, read_into, write_from};
+use crate::buffer::WatermarkBuffer;
+use crate::error::Timeout;
+use crate::event_loop::token::{ConnId, Generations, Kind};
 use crate::filter::Peer;
 use crate::pool::{EvictReason, IdlePool};
 use crate::stats::Stats;
 
+/// Where one upstream connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UpState {
+    /// The non-blocking connect started at `since` has not completed.
+    Connecting {
+        /// When the connect began (the connect timeout runs from here).
+        since: Instant,
+    },
+    /// Carrying an exchange for the client connection `owner`.
+    Active {
+        /// The client connection whose exchange uses this socket: its
+        /// events are routed there.
+        owner: ConnId,
+    },
+    /// Parked in the idle pool.
+    Idle,
+}
+
 /// One upstream TCP connection.
 #[derive(Debug)]
-pub(crate) struct Upstream {
-    /// The socket (non-blocking).
-    pub stream: TcpStream,
-    /// Generation in this entry's token.
-    pub generation: u32,
-    /// Where it goes (the pool key).
-    pub peer: Peer,
+pub(crate) struct UpstreamConn {
+    stream: TcpStream,
+    token: Token,
+    peer: Peer,
     /// Readiness and registered interest.
-    pub io: Io,
-    /// The non-blocking connect has not completed yet.
-    pub connecting: bool,
-    /// When the connect began.
-    pub connect_started: Instant,
-    /// Session `(key, generation)` using it; `None` while parked.
-    pub owner: Option<(usize, u32)>,
+    pub(crate) io: Io,
+    state: UpState,
+    /// The client connection that asked for this socket (it stays the
+    /// owner through `Connecting` and `Active`).
+    owner: ConnId,
     /// Local port of the socket (for the access log), 0 until connected.
-    pub local_port: u16,
+    local_port: u16,
     /// Requests sent on it before the current one.
-    pub uses: u64,
+    uses: u64,
+    /// The sending side was shut (a tunnel whose client sent EOF).
+    write_shut: bool,
+}
+
+/// How a connect attempt stands after [`UpstreamConn::finish_connect`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Connect {
+    /// Connected before this call.
+    Ready,
+    /// The connect completed in this call.
+    JustConnected,
+    /// Still in progress: wait for WRITABLE.
+    Pending,
+}
+
+impl UpstreamConn {
+    /// Local port, 0 until connected.
+    pub(crate) fn local_port(&self) -> u16 {
+        self.local_port
+    }
+
+    /// The connect has not completed yet.
+    pub(crate) fn is_connecting(&self) -> bool {
+        matches!(self.state, UpState::Connecting { .. })
+    }
+
+    /// The connect deadline while connecting.
+    pub(crate) fn deadline(&self, connect_timeout: Duration) -> Option<(Instant, Timeout)> {
+        match self.state {
+            UpState::Connecting { since } => Some((since + connect_timeout, Timeout::Connect)),
+            _ => None,
+        }
+    }
+
+    fn set_state(&mut self, new: UpState) {
+        trace!(
+            "upstream {} port {}: {:?} -> {new:?}",
+            self.peer.addr, self.local_port, self.state
+        );
+        self.state = new;
+    }
+
+    /// Completes a non-blocking connect once WRITABLE was reported.
+    ///
+    /// Errors: the connect failed (refused, unreachable): `SO_ERROR`'s
+    /// error or `peer_addr`'s.
+    pub(crate) fn finish_connect(&mut self) -> io::Result<Connect> {
+        if !self.is_connecting() {
+            return Ok(Connect::Ready);
+        }
+        if !self.io.writable {
+            return Ok(Connect::Pending);
+        }
+        if let Ok(Some(e)) | Err(e) = self.stream.take_error() {
+            return Err(e);
+        }
+        match self.stream.peer_addr() {
+            Ok(_) => {
+                self.local_port = self.stream.local_addr().map(|a| a.port()).unwrap_or(0);
+                self.set_state(UpState::Active { owner: self.owner });
+                debug!(
+                    "upstream {} connected, port {}",
+                    self.peer.addr, self.local_port
+                );
+                Ok(Connect::JustConnected)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                self.io.writable = false;
+                Ok(Connect::Pending)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One read into `buf` (see [`read_into`]); nothing while connecting.
+    pub(crate) fn read(&mut self, buf: &mut WatermarkBuffer, max: usize) -> io::Result<Read1> {
+        if self.is_connecting() {
+            return Ok(Read1::Idle);
+        }
+        read_into(&mut self.stream, &mut self.io, buf, max)
+    }
+
+    /// One write of `buf`'s pending bytes (see [`write_from`]); nothing
+    /// while connecting.
+    pub(crate) fn write(&mut self, buf: &mut WatermarkBuffer) -> io::Result<usize> {
+        if self.is_connecting() {
+            return Ok(0);
+        }
+        write_from(&mut self.stream, &mut self.io, buf)
+    }
+
+    /// Shuts the sending side once (a tunnel whose client sent EOF).
+    /// Returns true the first time.
+    pub(crate) fn shutdown_write(&mut self) -> bool {
+        if self.write_shut {
+            return false;
+        }
+        self.write_shut = true;
+        let _ = self.stream.shutdown(Shutdown::Write);
+        true
+    }
+
+    /// Watches the socket for `read`/`write`; while connecting, for both
+    /// (WRITABLE ends the connect, READABLE/ERROR a failure).
+    pub(crate) fn set_interest(
+        &mut self,
+        registry: &Registry,
+        read: bool,
+        write: bool,
+    ) -> io::Result<()> {
+        let want = if self.is_connecting() {
+            interest(true, true)
+        } else {
+            interest(read, write)
+        };
+        self.io
+            .set_interest(&mut self.stream, registry, self.token, want)
+    }
 }
 
 /// Why a connection left the pool without being used.
@@ -53,36 +200,41 @@ enum Eviction {
     Cap(EvictReason),
 }
 
+/// A slab slot: the machine and the generation in its token.
+#[derive(Debug)]
+struct Slot {
+    conn: UpstreamConn,
+    generation: u32,
+}
+
+/// Key of an upstream connection in [`Upstreams`].
+pub(crate) type UpKey = usize;
+
 /// All upstream connections of the loop and the idle pool over them.
 pub(crate) struct Upstreams {
-    slab: Slab<Upstream>,
+    slab: Slab<Slot>,
     pool: IdlePool<Peer>,
+    generations: Generations,
 }
 
 impl Upstreams {
-    /// An empty set with the pool caps and idle timeout of the config.
+    /// An empty set over `pool` (its caps and idle timeout).
     pub(crate) fn new(pool: IdlePool<Peer>) -> Self {
         Upstreams {
             slab: Slab::new(),
             pool,
+            generations: Generations::default(),
         }
     }
 
-    /// The entry `key`, if it exists.
-    pub(crate) fn get_mut(&mut self, key: usize) -> Option<&mut Upstream> {
-        self.slab.get_mut(key)
+    /// The connection `key`, if it exists.
+    pub(crate) fn get_mut(&mut self, key: UpKey) -> Option<&mut UpstreamConn> {
+        self.slab.get_mut(key).map(|s| &mut s.conn)
     }
 
-    /// The entry `key`, read-only.
-    pub(crate) fn peek(&self, key: usize) -> Option<&Upstream> {
-        self.slab.get(key)
-    }
-
-    /// The entry `key` if its generation is `generation` (a token from an event).
-    pub(crate) fn get_gen_mut(&mut self, key: usize, generation: u32) -> Option<&mut Upstream> {
-        self.slab
-            .get_mut(key)
-            .filter(|u| u.generation == generation)
+    /// The connection `key`, read-only.
+    pub(crate) fn get(&self, key: UpKey) -> Option<&UpstreamConn> {
+        self.slab.get(key).map(|s| &s.conn)
     }
 
     /// Number of upstream sockets open (in use and parked).
@@ -90,32 +242,37 @@ impl Upstreams {
         self.slab.len()
     }
 
-    /// A connection to `peer` for session `owner`: the newest live parked
-    /// one (LIFO), else a new non-blocking connect; always a new one if
-    /// `fresh` (a retry, DESIGN.md §7). Returns its key and whether it was
-    /// reused. Errors: the connect failed at once.
-    #[allow(clippy::too_many_arguments)]
+    /// A connection to `peer` for client connection `owner`: the newest
+    /// live parked one (LIFO), else a new non-blocking connect; always a
+    /// new one if `fresh` (a retry, ARCHITECTURE.md §7). Returns its key
+    /// and whether it was reused.
+    ///
+    /// Errors: the connect failed at once (e.g. `EMFILE` even after one
+    /// idle pooled socket was closed to make room).
     pub(crate) fn acquire(
         &mut self,
         peer: Peer,
-        owner: (usize, u32),
-        generation: u32,
+        owner: ConnId,
         fresh: bool,
         registry: &Registry,
         stats: &Stats,
         now: Instant,
-    ) -> io::Result<(usize, bool)> {
+    ) -> io::Result<(UpKey, bool)> {
         while let Some(key) = if fresh { None } else { self.pool.take(&peer) } {
-            let verdict = match self.slab.get_mut(key) {
-                Some(up) => probe(&up.stream),
+            let verdict = match self.slab.get(key) {
+                Some(s) => probe(&s.conn.stream),
                 None => continue,
             };
             match verdict {
                 None => {
                     self.sync_idle_gauge(stats);
-                    if let Some(up) = self.slab.get_mut(key) {
-                        up.owner = Some(owner);
+                    if let Some(s) = self.slab.get_mut(key) {
+                        let up = &mut s.conn;
+                        up.owner = owner;
+                        up.set_state(UpState::Active { owner });
                         up.uses += 1;
+                        // A parked socket is writable (nothing is pending).
+                        up.io.writable = true;
                         Stats::add(&stats.upstream_reuses, 1);
                         debug!(
                             "pool take: peer={} port={} uses={}",
@@ -124,7 +281,7 @@ impl Upstreams {
                     }
                     return Ok((key, true));
                 }
-                Some(why) => self.evict(key, why, registry, stats),
+                Some(why) => self.evict(key, why, stats),
             }
         }
         let stream = match TcpStream::connect(peer.addr) {
@@ -140,46 +297,60 @@ impl Upstreams {
                 let Some(oldest) = self.pool.pop_oldest() else {
                     return Err(e);
                 };
-                self.evict(
-                    oldest,
-                    Eviction::Cap(EvictReason::GlobalCap),
-                    registry,
-                    stats,
-                );
+                self.evict(oldest, Eviction::Cap(EvictReason::GlobalCap), stats);
                 TcpStream::connect(peer.addr)?
             }
             Err(e) => return Err(e),
         };
         let _ = stream.set_nodelay(true);
+        let generation = self.generations.next();
         let entry = self.slab.vacant_entry();
         let key = entry.key();
-        let mut up = Upstream {
+        let mut conn = UpstreamConn {
             stream,
-            generation,
+            token: ConnId::new(key, generation).token(Kind::Upstream),
             peer,
             io: Io::default(),
-            connecting: true,
-            connect_started: now,
-            owner: Some(owner),
+            state: UpState::Connecting { since: now },
+            owner,
             local_port: 0,
             uses: 0,
+            write_shut: false,
         };
-        let tok = token::upstream(key, generation);
-        up.io.set_interest(
-            &mut up.stream,
-            registry,
-            tok,
-            Some(Interest::READABLE | Interest::WRITABLE),
-        )?;
-        entry.insert(up);
+        conn.set_interest(registry, true, true)?;
+        entry.insert(Slot { conn, generation });
         Stats::add(&stats.upstream_connects, 1);
         Ok((key, false))
     }
 
+    /// An event for the upstream slot `id` arrived: records its readiness.
+    /// Returns the owner to drive if the connection is in use; a parked
+    /// one is checked here and evicted unless the event was spurious. A
+    /// stale event (the slot was freed or reused) is dropped.
+    pub(crate) fn on_event(
+        &mut self,
+        id: ConnId,
+        event: &mio::event::Event,
+        stats: &Stats,
+    ) -> Option<ConnId> {
+        let slot = self
+            .slab
+            .get_mut(id.key())
+            .filter(|s| s.generation == id.generation())?;
+        slot.conn.io.on_event(event);
+        if slot.conn.state != UpState::Idle {
+            return Some(slot.conn.owner);
+        }
+        if let Some(why) = probe(&slot.conn.stream) {
+            self.evict(id.key(), why, stats);
+        }
+        None
+    }
+
     /// Parks `key` (its exchange ended cleanly and nothing is unread). It
     /// stays registered for READABLE. A cap may evict another connection.
-    pub(crate) fn park(&mut self, key: usize, registry: &Registry, stats: &Stats, now: Instant) {
-        let Some(up) = self.slab.get_mut(key) else {
+    pub(crate) fn park(&mut self, key: UpKey, registry: &Registry, stats: &Stats, now: Instant) {
+        let Some(up) = self.get_mut(key) else {
             return;
         };
         // Check at park: an event already reported the upstream's FIN (it
@@ -193,52 +364,27 @@ impl Upstreams {
             None
         };
         if let Some(why) = verdict {
-            self.evict(key, why, registry, stats);
+            self.evict(key, why, stats);
             return;
         }
-        let Some(up) = self.slab.get_mut(key) else {
-            return;
-        };
-        up.owner = None;
-        let tok = token::upstream(key, up.generation);
-        if up
-            .io
-            .set_interest(&mut up.stream, registry, tok, Some(Interest::READABLE))
-            .is_err()
-        {
-            self.close(key, registry);
+        up.set_state(UpState::Idle);
+        if up.set_interest(registry, true, false).is_err() {
+            self.close(key);
             return;
         }
         let peer = up.peer;
         debug!("pool put: peer={} port={}", peer.addr, up.local_port);
         Stats::add(&stats.pool_puts, 1);
         if let Some((evicted, reason)) = self.pool.put(peer, key, now) {
-            self.evict(evicted, Eviction::Cap(reason), registry, stats);
+            self.evict(evicted, Eviction::Cap(reason), stats);
         }
         self.sync_idle_gauge(stats);
     }
 
-    /// An event arrived on `key`, which has no owner (parked): find out why
-    /// and evict it unless it was spurious.
-    pub(crate) fn on_idle_event(&mut self, key: usize, registry: &Registry, stats: &Stats) {
-        let verdict = match self.slab.get(key) {
-            Some(up) if up.owner.is_none() => probe(&up.stream),
-            _ => return,
-        };
-        if let Some(why) = verdict {
-            self.evict(key, why, registry, stats);
-        }
-    }
-
     /// Closes every parked connection whose idle deadline passed.
-    pub(crate) fn expire(&mut self, now: Instant, registry: &Registry, stats: &Stats) {
+    pub(crate) fn expire(&mut self, now: Instant, stats: &Stats) {
         while let Some(key) = self.pool.pop_expired(now) {
-            self.evict(
-                key,
-                Eviction::Cap(EvictReason::IdleTimeout),
-                registry,
-                stats,
-            );
+            self.evict(key, Eviction::Cap(EvictReason::IdleTimeout), stats);
         }
     }
 
@@ -247,10 +393,10 @@ impl Upstreams {
         self.pool.next_deadline()
     }
 
-    /// Closes every parked connection (shutdown).
-    pub(crate) fn close_idle(&mut self, registry: &Registry, stats: &Stats) {
+    /// Closes every parked connection (drain, shutdown).
+    pub(crate) fn close_idle(&mut self, stats: &Stats) {
         for key in self.pool.drain() {
-            self.close(key, registry);
+            self.close(key);
         }
         self.sync_idle_gauge(stats);
     }
@@ -258,13 +404,13 @@ impl Upstreams {
     /// Closes `key`, parked or not. Dropping the socket closes it, which
     /// also takes it out of the epoll set (one syscall, no `epoll_ctl`);
     /// stale events of this batch are dropped by the token's generation.
-    pub(crate) fn close(&mut self, key: usize, _registry: &Registry) {
+    pub(crate) fn close(&mut self, key: UpKey) {
         self.pool.remove(key);
         drop(self.slab.try_remove(key));
     }
 
-    fn evict(&mut self, key: usize, why: Eviction, registry: &Registry, stats: &Stats) {
-        let (peer, port) = match self.slab.get(key) {
+    fn evict(&mut self, key: UpKey, why: Eviction, stats: &Stats) {
+        let (peer, port) = match self.get(key) {
             Some(up) => (up.peer.addr, up.local_port),
             None => return,
         };
@@ -279,7 +425,7 @@ impl Upstreams {
         };
         Stats::add(field, 1);
         debug!("pool evict: peer={peer} port={port} reason={reason}");
-        self.close(key, registry);
+        self.close(key);
         self.sync_idle_gauge(stats);
     }
 

@@ -296,7 +296,6 @@ enum Decoding {
 /// changing them: the caller forwards exactly the bytes `scan` counts.
 #[derive(Debug, Clone)]
 pub struct BodyDecoder {
-    kind: BodyKind,
     decoding: Decoding,
 }
 
@@ -310,12 +309,7 @@ impl BodyDecoder {
             BodyKind::Chunked => Decoding::Chunked(ChunkedScanner::new()),
             BodyKind::UntilClose => Decoding::UntilClose { eof: false },
         };
-        BodyDecoder { kind, decoding }
-    }
-
-    /// The kind this decoder was made for.
-    pub fn kind(&self) -> BodyKind {
-        self.kind
+        BodyDecoder { decoding }
     }
 
     /// Feeds the next bytes of the stream. Returns how many leading bytes of
@@ -382,8 +376,9 @@ impl BodyDecoder {
 
     /// True for a body delimited by the connection's close (RFC 9112 §6.3
     /// step 8): such a connection can never be reused.
+    #[cfg(test)]
     pub fn is_until_close(&self) -> bool {
-        self.kind == BodyKind::UntilClose
+        matches!(self.decoding, Decoding::UntilClose { .. })
     }
 
     /// The stream hit EOF. `UntilClose`: the body is complete, `Ok`. Already

@@ -610,6 +610,7 @@ impl HeadScanner {
 
     /// Bytes of the input examined so far (the position the next call
     /// resumes at).
+    #[cfg(test)]
     pub fn scanned(&self) -> usize {
         self.pos
     }
@@ -664,23 +665,6 @@ impl HeadScanner {
         }
         self.pos = pos;
         None
-    }
-
-    /// [`HeadScanner::find_end`] with a limit: looks only at the first
-    /// `max_len` bytes of `buf`, and returns `Err(HeadTooLarge)` once `buf`
-    /// holds `max_len` bytes or more without an end among them (the head
-    /// would be longer than `max_len`).
-    pub fn find_end_within(
-        &mut self,
-        buf: &[u8],
-        max_len: usize,
-    ) -> Result<Option<usize>, ParseError> {
-        let view = buf.get(..max_len).unwrap_or(buf);
-        match self.find_end(view) {
-            Some(len) => Ok(Some(len)),
-            None if buf.len() >= max_len => Err(ParseError::HeadTooLarge),
-            None => Ok(None),
-        }
     }
 }
 

@@ -38,17 +38,12 @@ pub mod request;
 pub mod response;
 pub mod target;
 
-pub use chunked::ChunkedScanner;
 pub use error::ParseError;
-pub use framing::{BodyDecoder, BodyKind, request_framing, response_framing};
+pub use framing::{BodyDecoder, BodyKind};
 pub use head::{HeadScanner, Headers, RequestHead, ResponseHead, reason_phrase};
-pub use hop::{
-    add_forwarding_fields, connection_has, is_upgrade_request, remove_hop_by_hop,
-    request_keep_alive, response_keep_alive,
-};
-pub use request::{Forwarding, Refusal, RequestPlan, ensure_host, is_idempotent, plan_request};
+pub use request::{Forwarding, Refusal, ensure_host, plan_request};
 pub use response::{
-    FinalPlan, ResponseContext, ResponsePlan, ResponseRefusal, finish_response_head, plan_response,
+    ResponseContext, ResponsePlan, ResponseRefusal, finish_response_head, plan_response,
 };
 
 #[cfg(test)]

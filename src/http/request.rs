@@ -59,6 +59,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// The status code the client gets (ARCHITECTURE.md §8).
+    #[cfg(test)]
     pub fn status(&self) -> u16 {
         match self {
             Refusal::Invalid(e) => e.request_status(),

@@ -356,7 +356,7 @@ fn into_storage_returns_the_storage() {
 
 #[test]
 fn pool_get_hands_out_buf_size_storage() {
-    let mut pool = BufferPool::new(32, 2);
+    let mut pool = BufferPool::new(32, 2, Default::default());
     assert_eq!(pool.buf_size(), 32);
     let storage = pool.get();
     assert_eq!(storage.len(), 32);
@@ -366,7 +366,7 @@ fn pool_get_hands_out_buf_size_storage() {
 
 #[test]
 fn pool_reuses_returned_storage() {
-    let mut pool = BufferPool::new(32, 2);
+    let mut pool = BufferPool::new(32, 2, Default::default());
     let storage = pool.get();
     let ptr = storage.as_ptr();
     pool.put(storage);
@@ -378,7 +378,7 @@ fn pool_reuses_returned_storage() {
 
 #[test]
 fn pool_free_list_is_bounded() {
-    let mut pool = BufferPool::new(32, 2);
+    let mut pool = BufferPool::new(32, 2, Default::default());
     let storages: Vec<_> = (0..5).map(|_| pool.get()).collect();
     for storage in storages {
         pool.put(storage);
@@ -388,7 +388,7 @@ fn pool_free_list_is_bounded() {
 
 #[test]
 fn pool_with_zero_max_free_keeps_nothing() {
-    let mut pool = BufferPool::new(32, 0);
+    let mut pool = BufferPool::new(32, 0, Default::default());
     let storage = pool.get();
     pool.put(storage);
     assert_eq!(pool.free_count(), 0);
@@ -396,7 +396,7 @@ fn pool_with_zero_max_free_keeps_nothing() {
 
 #[test]
 fn pool_drops_mismatched_sizes() {
-    let mut pool = BufferPool::new(32, 4);
+    let mut pool = BufferPool::new(32, 4, Default::default());
     pool.put(vec![0; 31]);
     pool.put(vec![0; 33]);
     pool.put(Vec::with_capacity(32));
@@ -408,7 +408,7 @@ fn pool_drops_mismatched_sizes() {
 
 #[test]
 fn pool_drops_storage_a_buffer_grew() {
-    let mut pool = BufferPool::new(8, 4);
+    let mut pool = BufferPool::new(8, 4, Default::default());
     let mut buf = WatermarkBuffer::new(pool.get(), 8, 2);
     buf.extend_from_slice(&[1; 20]);
     pool.put(buf.into_storage());

@@ -2,8 +2,9 @@
 //! byte by byte, and with bytes after the end; all answers must agree.
 
 use super::{Outcome, agree};
+use crate::http::ParseError;
+use crate::http::chunked::ChunkedScanner;
 use crate::http::chunked::{MAX_CHUNK_LINE, MAX_TRAILER_SECTION};
-use crate::http::{ChunkedScanner, ParseError};
 
 #[track_caller]
 fn outcome(input: &[u8]) -> Outcome {

@@ -3,8 +3,9 @@
 
 use std::net::IpAddr;
 
-use crate::http::{
-    Headers, add_forwarding_fields, connection_has, is_upgrade_request, remove_hop_by_hop,
+use crate::http::Headers;
+use crate::http::hop::{
+    add_forwarding_fields, connection_has, is_upgrade_request, remove_hop_by_hop,
     request_keep_alive, response_keep_alive,
 };
 

@@ -28,12 +28,12 @@ pub(super) trait Scanner {
     fn is_done(&self) -> bool;
 }
 
-impl Scanner for super::ChunkedScanner {
+impl Scanner for super::chunked::ChunkedScanner {
     fn scan(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
-        super::ChunkedScanner::scan(self, bytes)
+        super::chunked::ChunkedScanner::scan(self, bytes)
     }
     fn is_done(&self) -> bool {
-        super::ChunkedScanner::is_done(self)
+        super::chunked::ChunkedScanner::is_done(self)
     }
 }
 

@@ -23,39 +23,51 @@ use slab::Slab;
 use crate::buffer::BufferPool;
 use crate::config::Config;
 use crate::conn::Shared;
-use crate::conn::downstream::Session;
-use crate::conn::token::{self, Kind};
+use crate::conn::client::ClientConn;
 use crate::conn::upstream::Upstreams;
 use crate::filter::Filter;
 use crate::pool::IdlePool;
 use crate::stats::Stats;
-use crate::timer::{Timers, poll_timeout};
+use listen::{bind_listener, fit_to_fd_limit};
+use timer::{Timers, poll_timeout};
+use token::{ConnId, Generations, Kind};
+
+mod listen;
+mod timer;
+pub(crate) mod token;
 
 /// How long accepting pauses after `EMFILE`/`ENFILE` (out of descriptors),
 /// instead of spinning on a listener that stays readable.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Length of the accept queue asked of the kernel (capped by somaxconn).
-const LISTEN_BACKLOG: i32 = 1024;
-
 /// Shortest time between two "connection cap reached" warnings.
 const CAP_WARN_EVERY: Duration = Duration::from_secs(10);
 
-/// Descriptors kept aside from the connection budget (poll, waker,
-/// listener, logging, signal pipe).
-const FD_RESERVE: usize = 32;
-
 /// Most free body buffers kept for reuse (each `high_watermark` bytes).
 const MAX_FREE_BUFFERS: usize = 256;
+
+/// One slot of the client slab: the machine and the loop's bookkeeping
+/// about it, which the machine never sees.
+struct Entry {
+    /// The client connection.
+    conn: ClientConn,
+    /// Generation in its token (a reused slot gets a new one).
+    generation: u32,
+    /// Queued for a drive in this loop turn.
+    queued: bool,
+    /// Deadline last armed in the timer heap.
+    armed: Option<Instant>,
+}
 
 /// A bound proxy, ready to `run` on the current thread.
 pub struct Server {
     poll: Poll,
     listener: Option<TcpListener>,
     local_addr: SocketAddr,
-    sessions: Slab<Session>,
-    runnable: Vec<(usize, u32)>,
-    runnable_spare: Vec<(usize, u32)>,
+    clients: Slab<Entry>,
+    generations: Generations,
+    runnable: Vec<ConnId>,
+    runnable_spare: Vec<ConnId>,
     timers: Timers,
     sh: Shared,
     shutdown: Arc<AtomicBool>,
@@ -121,20 +133,22 @@ impl Server {
             config.pool_max_idle_total,
             config.pool_idle_timeout,
         );
-        let bufs = BufferPool::new(config.high_watermark, MAX_FREE_BUFFERS);
+        let stats = Arc::new(Stats::default());
+        let bufs = BufferPool::new(config.high_watermark, MAX_FREE_BUFFERS, stats.clone());
         let sh = Shared::new(
             config,
             Box::new(filter),
             registry,
             bufs,
             Upstreams::new(pool),
-            Arc::new(Stats::default()),
+            stats,
         );
         Ok(Server {
             poll,
             listener: Some(listener),
             local_addr,
-            sessions: Slab::new(),
+            clients: Slab::new(),
+            generations: Generations::default(),
             runnable: Vec::new(),
             runnable_spare: Vec::new(),
             timers: Timers::default(),
@@ -206,7 +220,7 @@ impl Server {
             self.fire_timers();
             let now = self.sh.now;
             let sh = &mut self.sh;
-            sh.ups.expire(now, &sh.registry, &sh.stats);
+            sh.ups.expire(now, &sh.stats);
             if self.accept_paused_until.is_some_and(|t| t <= now) {
                 self.accept_paused_until = None;
                 self.accept();
@@ -220,105 +234,78 @@ impl Server {
     }
 
     fn record(&mut self, t: mio::Token, event: &mio::event::Event) {
-        let Some((kind, key, generation)) = token::split(t) else {
+        let Some((kind, id)) = token::split(t) else {
             return;
         };
-        match kind {
-            Kind::Session => {
-                if let Some(s) = self
-                    .sessions
-                    .get_mut(key)
-                    .filter(|s| s.generation == generation)
-                {
-                    s.io_mut().on_event(event);
-                    queue(&mut self.runnable, s);
-                }
+        let owner = match kind {
+            Kind::Client => Some(id),
+            Kind::Upstream => self.sh.ups.on_event(id, event, &self.sh.stats),
+        };
+        let Some(owner) = owner else {
+            return;
+        };
+        if let Some(e) = entry_mut(&mut self.clients, owner) {
+            if kind == Kind::Client {
+                e.conn.io_mut().on_event(event);
             }
-            Kind::Upstream => {
-                let Some(up) = self.sh.ups.get_gen_mut(key, generation) else {
-                    return;
-                };
-                up.io.on_event(event);
-                match up.owner {
-                    Some((skey, sgeneration)) => {
-                        if let Some(s) = self
-                            .sessions
-                            .get_mut(skey)
-                            .filter(|s| s.generation == sgeneration)
-                        {
-                            queue(&mut self.runnable, s);
-                        }
-                    }
-                    None => {
-                        let sh = &mut self.sh;
-                        sh.ups.on_idle_event(key, &sh.registry, &sh.stats);
-                    }
-                }
-            }
+            queue(&mut self.runnable, owner, e);
         }
     }
 
     fn drive_runnable(&mut self) {
-        // Swap with the spare list (both keep their capacity): sessions
+        // Swap with the spare list (both keep their capacity): connections
         // queued while driving wait for the next turn.
         let mut list = std::mem::take(&mut self.runnable_spare);
         std::mem::swap(&mut list, &mut self.runnable);
-        for &(key, generation) in &list {
-            let Some(s) = self
-                .sessions
-                .get_mut(key)
-                .filter(|s| s.generation == generation)
-            else {
+        for &id in &list {
+            let Some(e) = entry_mut(&mut self.clients, id) else {
                 continue;
             };
-            s.dirty = false;
-            let more = s.drive(&mut self.sh);
-            self.after_drive(key, more);
+            e.queued = false;
+            let more = e.conn.drive(&mut self.sh);
+            self.after_drive(id, more);
         }
         list.clear();
         self.runnable_spare = list;
     }
 
-    /// Frees a closed session, or arms its next deadline.
-    fn after_drive(&mut self, key: usize, more: bool) {
-        let Some(s) = self.sessions.get_mut(key) else {
+    /// Frees a closed connection, or arms its next deadline.
+    fn after_drive(&mut self, id: ConnId, more: bool) {
+        let Some(e) = entry_mut(&mut self.clients, id) else {
             return;
         };
-        if s.is_closed() {
-            let s = self.sessions.remove(key);
-            s.close(&mut self.sh);
-            if self.at_capacity && self.sessions.len() < self.sh.cfg.max_connections {
+        if e.conn.is_closed() {
+            let e = self.clients.remove(id.key());
+            e.conn.close(&mut self.sh);
+            if self.at_capacity && self.clients.len() < self.sh.cfg.max_connections {
                 self.at_capacity = false;
                 self.accept();
             }
             return;
         }
-        if let Some((at, _)) = s.deadline(&self.sh)
-            && s.armed.is_none_or(|a| at < a)
+        if let Some((at, _)) = e.conn.deadline(&self.sh)
+            && e.armed.is_none_or(|a| at < a)
         {
-            s.armed = Some(at);
-            self.timers.push(at, key, s.generation);
+            e.armed = Some(at);
+            self.timers.push(at, id.key(), id.generation());
         }
         if more {
-            queue(&mut self.runnable, s);
+            queue(&mut self.runnable, id, e);
         }
     }
 
     fn fire_timers(&mut self) {
         while let Some((at, key, generation)) = self.timers.pop_due(self.sh.now) {
-            let Some(s) = self
-                .sessions
-                .get_mut(key)
-                .filter(|s| s.generation == generation)
-            else {
+            let id = ConnId::new(key, generation);
+            let Some(e) = entry_mut(&mut self.clients, id) else {
                 continue;
             };
-            if s.armed != Some(at) {
+            if e.armed != Some(at) {
                 continue;
             }
-            s.armed = None;
-            s.on_timer(&mut self.sh);
-            self.after_drive(key, false);
+            e.armed = None;
+            e.conn.on_timer(&mut self.sh);
+            self.after_drive(id, false);
         }
     }
 
@@ -330,7 +317,7 @@ impl Server {
             return;
         }
         loop {
-            if self.sessions.len() >= self.sh.cfg.max_connections {
+            if self.clients.len() >= self.sh.cfg.max_connections {
                 if !self.at_capacity
                     && self
                         .cap_warned_at
@@ -347,20 +334,23 @@ impl Server {
             }
             match listener.accept() {
                 Ok((stream, addr)) => {
-                    let generation = self.sh.next_gen();
-                    let entry = self.sessions.vacant_entry();
-                    let key = entry.key();
-                    match Session::new(key, generation, stream, addr, &mut self.sh) {
-                        Ok(s) => {
-                            entry.insert(s);
+                    let generation = self.generations.next();
+                    let entry = self.clients.vacant_entry();
+                    let id = ConnId::new(entry.key(), generation);
+                    match ClientConn::new(id, stream, addr, &mut self.sh) {
+                        Ok(conn) => {
+                            let armed = conn.deadline(&self.sh).map(|(at, _)| at);
+                            if let Some(at) = armed {
+                                self.timers.push(at, id.key(), generation);
+                            }
+                            entry.insert(Entry {
+                                conn,
+                                generation,
+                                queued: false,
+                                armed,
+                            });
                             Stats::add(&self.sh.stats.downstream_accepted, 1);
                             Stats::add(&self.sh.stats.downstream_active, 1);
-                            if let Some(s) = self.sessions.get_mut(key)
-                                && let Some((at, _)) = s.deadline(&self.sh)
-                            {
-                                s.armed = Some(at);
-                                self.timers.push(at, key, generation);
-                            }
                         }
                         Err(e) => debug!("register of {addr} failed: {e}"),
                     }
@@ -384,7 +374,7 @@ impl Server {
             let timeout = self.sh.cfg.drain_timeout;
             info!(
                 "draining: {} client connections, up to {timeout:?}",
-                self.sessions.len()
+                self.clients.len()
             );
             self.drain_deadline = Some(now + timeout);
             // Serve what is already queued on the listener, then close it
@@ -395,25 +385,22 @@ impl Server {
             if let Some(mut l) = self.listener.take() {
                 let _ = self.sh.registry.deregister(&mut l);
             }
-            let keys: Vec<usize> = self.sessions.iter().map(|(k, _)| k).collect();
-            for key in keys {
-                if let Some(s) = self.sessions.get_mut(key) {
-                    s.begin_drain();
-                    queue(&mut self.runnable, s);
-                }
+            for (key, e) in self.clients.iter_mut() {
+                e.conn.begin_drain();
+                queue(&mut self.runnable, ConnId::new(key, e.generation), e);
             }
             self.drive_runnable();
         }
         let sh = &mut self.sh;
-        sh.ups.close_idle(&sh.registry, &sh.stats);
-        if self.sessions.is_empty() {
+        sh.ups.close_idle(&sh.stats);
+        if self.clients.is_empty() {
             info!("drained");
             return true;
         }
         if self.drain_deadline.is_some_and(|t| t <= now) {
             warn!(
                 "drain timeout: closing {} client connections",
-                self.sessions.len()
+                self.clients.len()
             );
             return true;
         }
@@ -424,14 +411,14 @@ impl Server {
         if let Some(mut l) = self.listener.take() {
             let _ = self.sh.registry.deregister(&mut l);
         }
-        let keys: Vec<usize> = self.sessions.iter().map(|(k, _)| k).collect();
+        let keys: Vec<usize> = self.clients.iter().map(|(k, _)| k).collect();
         for key in keys {
-            if let Some(s) = self.sessions.try_remove(key) {
-                s.close(&mut self.sh);
+            if let Some(e) = self.clients.try_remove(key) {
+                e.conn.close(&mut self.sh);
             }
         }
         let sh = &mut self.sh;
-        sh.ups.close_idle(&sh.registry, &sh.stats);
+        sh.ups.close_idle(&sh.stats);
         let st = sh.stats.snapshot();
         info!(
             "stopped: requests={} accepted={} active={} idle={} buffered={} peak_buffered={} \
@@ -470,73 +457,17 @@ impl Server {
     }
 }
 
-/// A listening socket with `SO_REUSEADDR` and `SO_REUSEPORT`, so several
-/// processes can share the port and the kernel spreads connections across
-/// them.
-fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(LISTEN_BACKLOG)?;
-    Ok(TcpListener::from_std(socket.into()))
+/// The entry `id` names, if the slot still holds that generation.
+fn entry_mut(clients: &mut Slab<Entry>, id: ConnId) -> Option<&mut Entry> {
+    clients
+        .get_mut(id.key())
+        .filter(|e| e.generation == id.generation())
 }
 
-/// Raises the soft `RLIMIT_NOFILE` to the hard one and fits
-/// `max_connections` to it: client sockets alone must fit (else it is
-/// lowered, with a warning, so a full house pauses accepting instead of
-/// failing on `EMFILE`), and a warning says when a client and its upstream
-/// socket each (2 per connection, HAProxy's rule) could exhaust the limit
-/// under full load. Idle keep-alive clients hold no upstream socket, so the
-/// limit is not halved up front.
-fn fit_to_fd_limit(max_connections: usize) -> usize {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
-    let soft = unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return max_connections;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                lim.rlim_cur = lim.rlim_max;
-            }
-        }
-        lim.rlim_cur
-    };
-    let soft = usize::try_from(soft).unwrap_or(usize::MAX);
-    let clients_fit = soft.saturating_sub(FD_RESERVE).max(1);
-    let max_connections = if clients_fit < max_connections {
-        warn!(
-            "max-connections {max_connections} lowered to {clients_fit}: the open-file limit is \
-             {soft}; raise it with ulimit -n"
-        );
-        clients_fit
-    } else {
-        max_connections
-    };
-    if max_connections.saturating_mul(2).saturating_add(FD_RESERVE) > soft {
-        warn!(
-            "max-connections {max_connections} with an open-file limit of {soft}: if every \
-             client is busy at once, upstream connects can fail (502); raise ulimit -n to \
-             {} or more",
-            max_connections.saturating_mul(2).saturating_add(FD_RESERVE)
-        );
-    }
-    max_connections
-}
-
-fn queue(runnable: &mut Vec<(usize, u32)>, s: &mut Session) {
-    if !s.dirty {
-        s.dirty = true;
-        runnable.push((s.key, s.generation));
+/// Queues `e` (slot `id`) for a drive in this turn, once.
+fn queue(runnable: &mut Vec<ConnId>, id: ConnId, e: &mut Entry) {
+    if !e.queued {
+        e.queued = true;
+        runnable.push(id);
     }
 }

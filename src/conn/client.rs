@@ -1,0 +1,991 @@
+//! The client connection machine: one downstream socket, the request heads
+//! read from it, and the exchange (or the proxy's own answer) it runs now
+//! (ARCHITECTURE.md §1, §4).
+//!
+//! States ([`State`]):
+//! - `Head`: waiting for (the rest of) a request head. With no byte yet the
+//!   connection is idle: it holds no buffer, and the keep-alive timeout
+//!   runs (the request head timeout once a byte came, and for the first
+//!   request from accept).
+//! - `Busy`: a request is being served, by an upstream exchange or by an
+//!   answer the proxy writes itself.
+//! - `Closing`: writing the last pending bytes, then (if the client may
+//!   still be sending) half-closing and discarding input until EOF or the
+//!   linger deadline, so the client reads the answer instead of a reset.
+//! - `Closed`: terminal; the loop frees the slot.
+//!
+//! Keep-alive goes only from true to false ([`KeepAlive::clear`]). The
+//! relay policy is in `relay`; what a head means is in `http::request` and
+//! `http::response`; the upstream socket is the upstream machine's.
+//!
+//! What it must not know: the loop's bookkeeping (slab key, generation,
+//! queue, armed timer) beyond its opaque [`ConnId`].
+
+use std::io::Read;
+use std::net::{Shutdown, SocketAddr};
+use std::time::{Duration, Instant};
+
+use log::{debug, info, trace};
+use mio::net::TcpStream;
+
+use super::access::Access;
+use super::exchange::Exchange;
+use super::io::{Io, Read1, interest};
+use super::relay::{self, Env};
+use super::response_head::take_response_head;
+use super::{KeepAlive, Shared};
+use crate::buffer::WatermarkBuffer;
+use crate::error::{Answer, ErrorKind, ProxyError, Side, Timeout};
+use crate::event_loop::token::{ConnId, Kind};
+use crate::http::{
+    Forwarding, HeadScanner, Headers, ParseError, Refusal, RequestHead, ResponseHead, ensure_host,
+    plan_request, reason_phrase,
+};
+use crate::stats::Stats;
+
+/// How long a closing connection may take to send EOF after the proxy
+/// half-closed it (nginx `lingering_timeout` is 5 s).
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Rounds of one `drive` call before the connection yields to others (it
+/// is driven again in the next loop turn without waiting for an event).
+const MAX_ROUNDS: usize = 32;
+
+type Result<T> = std::result::Result<T, ProxyError>;
+
+/// Where the client connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Waiting for a request head.
+    Head,
+    /// Serving a request.
+    Busy,
+    /// Flushing, then half-closed until EOF or `linger_until`.
+    Closing { linger_until: Option<Instant> },
+    /// Terminal.
+    Closed,
+}
+
+/// The client's socket and the bytes in flight on it: what the relay's
+/// pumps move bytes through.
+pub(crate) struct ClientSide {
+    /// The socket (non-blocking).
+    pub stream: TcpStream,
+    /// Readiness and registered interest.
+    pub io: Io,
+    /// The client's address.
+    pub addr: SocketAddr,
+    /// Bytes read from the client not yet consumed: heads, and body bytes
+    /// that arrived with a head.
+    pub inbuf: Option<WatermarkBuffer>,
+    /// Bytes for the client not yet written: response heads and bodies.
+    pub out: Option<WatermarkBuffer>,
+    /// The client sent EOF.
+    pub read_eof: bool,
+    /// Last time a byte was written to the client (or pending bytes
+    /// appeared): the send timeout runs from here.
+    pub write_at: Instant,
+}
+
+/// A request answered by the proxy itself, for the access log.
+struct OwnReply {
+    method: String,
+    target: String,
+    version: u8,
+    status: u16,
+    bytes: u64,
+    started: Instant,
+}
+
+/// One client connection.
+pub(crate) struct ClientConn {
+    id: ConnId,
+    side: ClientSide,
+    state: State,
+    keep_alive: KeepAlive,
+    scanner: HeadScanner,
+    exchange: Option<Box<Exchange>>,
+    own_reply: Option<OwnReply>,
+    requests: u64,
+    accepted_at: Instant,
+    idle_since: Instant,
+    head_started: Option<Instant>,
+    idle_counted: bool,
+    /// A graceful drain is under way (one-way).
+    draining: bool,
+    /// Closing must linger (half-close, read and drop until EOF) because
+    /// the client may still be sending: an error reply, an unread request
+    /// body, pipelined bytes. Otherwise the socket closes once flushed, as
+    /// nginx's `lingering_close on` does.
+    linger: bool,
+    /// Bytes of a next request were seen while this one is served.
+    pipelined: bool,
+}
+
+impl ClientConn {
+    /// A connection for an accepted client, registered for READABLE.
+    ///
+    /// Errors: the registration failed.
+    pub(crate) fn new(
+        id: ConnId,
+        stream: TcpStream,
+        addr: SocketAddr,
+        sh: &mut Shared,
+    ) -> std::io::Result<Self> {
+        let _ = stream.set_nodelay(true);
+        // A fresh socket is writable; the flag drops at the first WouldBlock.
+        let io = Io {
+            writable: true,
+            ..Io::default()
+        };
+        let mut c = ClientConn {
+            id,
+            side: ClientSide {
+                stream,
+                io,
+                addr,
+                inbuf: None,
+                out: None,
+                read_eof: false,
+                write_at: sh.now,
+            },
+            state: State::Head,
+            keep_alive: KeepAlive::new(),
+            scanner: HeadScanner::new(),
+            exchange: None,
+            own_reply: None,
+            requests: 0,
+            accepted_at: sh.now,
+            idle_since: sh.now,
+            head_started: None,
+            idle_counted: false,
+            draining: false,
+            linger: false,
+            pipelined: false,
+        };
+        c.side.io.set_interest(
+            &mut c.side.stream,
+            &sh.registry,
+            id.token(Kind::Client),
+            interest(true, false),
+        )?;
+        c.set_idle(true, &sh.stats);
+        Ok(c)
+    }
+
+    /// The client socket's readiness (the loop records events here).
+    pub(crate) fn io_mut(&mut self) -> &mut Io {
+        &mut self.side.io
+    }
+
+    /// The connection ended; the loop frees it with `close`.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    fn set_state(&mut self, new: State) {
+        if self.state != new {
+            trace!("client {}: {:?} -> {new:?}", self.side.addr, self.state);
+            self.state = new;
+        }
+    }
+
+    /// Moves everything that can move now. Returns true if it stopped only
+    /// because of its round limit (drive it again soon).
+    pub(crate) fn drive(&mut self, sh: &mut Shared) -> bool {
+        let mut more = false;
+        for round in 0..MAX_ROUNDS {
+            if self.state == State::Closed {
+                break;
+            }
+            let progress = match self.step(sh) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.fail(e, sh);
+                    true
+                }
+            };
+            if !progress {
+                break;
+            }
+            more = round + 1 == MAX_ROUNDS;
+        }
+        if self.state != State::Closed
+            && let Err(e) = self.update_interest(sh)
+        {
+            debug!("client {}: interest update failed: {e}", self.side.addr);
+            self.set_state(State::Closed);
+        }
+        more
+    }
+
+    /// A graceful drain began: no further request on this connection. A
+    /// busy one closes after its response (which says `Connection: close`
+    /// if its head has not gone out yet). An idle keep-alive one is read
+    /// once more (a request already sent is served) and then closed. A new
+    /// connection still waiting for its first request gets it served,
+    /// bounded by the request head timeout: it came from the accept queue.
+    pub(crate) fn begin_drain(&mut self) {
+        self.keep_alive.clear("drain");
+        self.draining = true;
+        self.side.io.readable = true;
+    }
+
+    /// The loop's timer for this connection fired at `sh.now`.
+    pub(crate) fn on_timer(&mut self, sh: &mut Shared) {
+        let Some((at, which)) = self.deadline(sh) else {
+            return;
+        };
+        if at > sh.now {
+            return;
+        }
+        let stats = sh.stats.clone();
+        match which {
+            Timeout::KeepAlive => {
+                Stats::add(&stats.timeouts_keepalive, 1);
+                debug!("client {}: keep-alive timeout", self.side.addr);
+                self.set_state(State::Closed);
+            }
+            Timeout::Linger => self.set_state(State::Closed),
+            Timeout::Head => {
+                Stats::add(&stats.timeouts_head, 1);
+                if self.head_bytes_seen() {
+                    self.fail(
+                        ProxyError::downstream(ErrorKind::Timeout(Timeout::Head)),
+                        sh,
+                    );
+                } else {
+                    debug!("client {}: no request head in time", self.side.addr);
+                    self.set_state(State::Closed);
+                }
+            }
+            Timeout::Connect => {
+                Stats::add(&stats.timeouts_connect, 1);
+                self.fail(ProxyError::upstream(ErrorKind::Timeout(which)), sh);
+            }
+            Timeout::UpstreamRead | Timeout::UpstreamWrite => {
+                Stats::add(&stats.timeouts_gap, 1);
+                self.fail(ProxyError::upstream(ErrorKind::Timeout(which)), sh);
+            }
+            Timeout::ClientBody | Timeout::ClientSend => {
+                Stats::add(&stats.timeouts_gap, 1);
+                self.fail(ProxyError::downstream(ErrorKind::Timeout(which)), sh);
+            }
+        }
+        self.drive(sh);
+    }
+
+    /// The earliest deadline that applies now and what it guards.
+    pub(crate) fn deadline(&self, sh: &Shared) -> Option<(Instant, Timeout)> {
+        let cfg = &sh.cfg;
+        let send = self.side.out.as_ref().filter(|b| !b.is_empty()).map(|_| {
+            (
+                self.side.write_at + cfg.client_send_timeout,
+                Timeout::ClientSend,
+            )
+        });
+        match self.state {
+            State::Closed => None,
+            State::Closing { linger_until } => {
+                send.or(linger_until.map(|at| (at, Timeout::Linger)))
+            }
+            State::Head => {
+                if self.head_bytes_seen() {
+                    let start = self.head_started.unwrap_or(self.idle_since);
+                    Some((start + cfg.request_head_timeout, Timeout::Head))
+                } else if self.requests == 0 {
+                    if cfg.request_head_timeout <= cfg.keepalive_timeout {
+                        Some((self.accepted_at + cfg.request_head_timeout, Timeout::Head))
+                    } else {
+                        Some((self.accepted_at + cfg.keepalive_timeout, Timeout::KeepAlive))
+                    }
+                } else {
+                    Some((self.idle_since + cfg.keepalive_timeout, Timeout::KeepAlive))
+                }
+            }
+            State::Busy => {
+                let Some(ex) = self.exchange.as_deref() else {
+                    return send;
+                };
+                let up = ex.upstream.and_then(|k| sh.ups.get(k));
+                let out_paused = self.side.out.as_ref().is_some_and(|b| b.is_paused());
+                let ex_deadline = ex.deadline(cfg, up, out_paused);
+                // While connecting, only the connect timeout applies.
+                if up.is_some_and(|u| u.is_connecting()) {
+                    return ex_deadline;
+                }
+                match (send, ex_deadline) {
+                    (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+                    (a, b) => a.or(b),
+                }
+            }
+        }
+    }
+
+    /// Frees everything the connection holds (the loop removed it). An
+    /// exchange still running is ended and logged.
+    pub(crate) fn close(mut self, sh: &mut Shared) {
+        if let Some(ex) = self.exchange.take() {
+            let status = (!ex.resp_head_sent).then_some(499);
+            ex.end(self.side.addr, status, 0, sh);
+        }
+        self.release(sh, true);
+        self.set_idle(false, &sh.stats);
+        // Dropping the socket closes it, and closing removes it from the
+        // epoll set: no `epoll_ctl` per connection (stale events of this
+        // batch are dropped by the token's generation).
+        Stats::sub(&sh.stats.downstream_active, 1);
+    }
+
+    // ---- one round ----
+
+    /// One round of the relay policy (see `relay`): sinks first, then
+    /// sources, then what the state makes of the bytes that moved.
+    fn step(&mut self, sh: &mut Shared) -> Result<bool> {
+        let Shared {
+            cfg,
+            bufs,
+            ups,
+            stats,
+            now,
+            ..
+        } = sh;
+        let mut env = Env {
+            cfg,
+            bufs,
+            stats,
+            now: *now,
+        };
+        let side = &mut self.side;
+        let mut progress = relay::write_client(side, &mut env)?;
+        if let Some(ex) = self.exchange.as_deref_mut()
+            && let Some(up) = ex.upstream.and_then(|k| ups.get_mut(k))
+        {
+            progress |= relay::write_request(ex, up, &mut env)?;
+            progress |= relay::read_response(side, ex, up, &mut env)?;
+            if ex.request_abandoned() {
+                self.keep_alive.clear("request abandoned");
+            }
+        }
+        progress |= self.read_client(sh)?;
+        progress |= match self.state {
+            State::Head => self.try_start_request(sh)?,
+            State::Busy => self.advance_exchange(sh)?,
+            State::Closing { .. } => self.advance_closing(sh),
+            State::Closed => false,
+        };
+        Ok(progress)
+    }
+
+    /// Reads what the state wants from the client: a head, a request body,
+    /// a look at a waiting client, or bytes to discard while closing.
+    fn read_client(&mut self, sh: &mut Shared) -> Result<bool> {
+        let waiting =
+            self.state == State::Busy && self.exchange.as_ref().is_none_or(|ex| ex.request_taken());
+        if waiting {
+            return if self.exchange.is_some() {
+                self.probe_client()
+            } else {
+                Ok(false)
+            };
+        }
+        if self.side.read_eof || !self.side.io.readable {
+            return Ok(false);
+        }
+        let mut env = Env {
+            cfg: &sh.cfg,
+            bufs: &mut sh.bufs,
+            stats: &sh.stats,
+            now: sh.now,
+        };
+        match self.state {
+            State::Closed => Ok(false),
+            State::Closing { .. } => self.discard_client(),
+            State::Head => match relay::read_client_head(&mut self.side, &mut env)? {
+                Read1::Idle => Ok(false),
+                Read1::Eof => Ok(true),
+                Read1::Data(_) => {
+                    if self.head_started.is_none() {
+                        self.head_started = Some(if self.requests == 0 {
+                            self.accepted_at
+                        } else {
+                            sh.now
+                        });
+                    }
+                    self.set_idle(false, &sh.stats);
+                    Ok(true)
+                }
+            },
+            State::Busy => match self.exchange.as_deref_mut() {
+                Some(ex) => relay::read_request(&mut self.side, ex, &mut env),
+                None => Ok(false),
+            },
+        }
+    }
+
+    /// The client's socket reported something while its request waits for
+    /// (or receives) its response and nothing is to be read: look without
+    /// consuming. A reset or error means the client is gone: the exchange
+    /// ends at once (its upstream is closed), as nginx does with a 499. A
+    /// FIN is a half-close: the response is still delivered (HAProxy's
+    /// default, no `abortonclose`). Pipelined bytes wait for their turn.
+    fn probe_client(&mut self) -> Result<bool> {
+        let side = &mut self.side;
+        // Only when an event came since the last look: no syscall per round.
+        if !std::mem::take(&mut side.io.fresh) {
+            return Ok(false);
+        }
+        // A reset or error is pending whatever came before it (a FIN, or
+        // pipelined bytes that a peek would show first).
+        match side.stream.take_error() {
+            Ok(None) => {}
+            Ok(Some(e)) | Err(e) => return Err(ProxyError::downstream(ErrorKind::Io(e.kind()))),
+        }
+        if self.pipelined || side.read_eof {
+            return Ok(false);
+        }
+        let mut byte = [0u8; 1];
+        match side.stream.peek(&mut byte) {
+            Ok(0) => {
+                side.io.readable = false;
+                side.read_eof = true;
+                Ok(true)
+            }
+            Ok(_) => {
+                // The next request is there: `readable` stays set so it is
+                // read once this exchange ends; no more peeks until then.
+                self.pipelined = true;
+                Ok(false)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                side.io.readable = false;
+                Ok(false)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(false),
+            Err(e) => Err(ProxyError::downstream(ErrorKind::Io(e.kind()))),
+        }
+    }
+
+    /// Reads and drops client bytes while closing (lingering close).
+    fn discard_client(&mut self) -> Result<bool> {
+        let side = &mut self.side;
+        let mut scratch = [0u8; 4096];
+        match side.stream.read(&mut scratch) {
+            Ok(0) => {
+                side.read_eof = true;
+                Ok(true)
+            }
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                side.io.readable = false;
+                Ok(false)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(true),
+            Err(_) => {
+                side.read_eof = true;
+                Ok(true)
+            }
+        }
+    }
+
+    // ---- request start ----
+
+    fn try_start_request(&mut self, sh: &mut Shared) -> Result<bool> {
+        if self.side.out.as_ref().is_some_and(|b| !b.is_empty()) {
+            return Ok(false);
+        }
+        let Some(buf) = self.side.inbuf.as_ref().filter(|b| !b.is_empty()) else {
+            if self.side.read_eof || (self.draining && self.requests > 0) {
+                self.set_state(State::Closed);
+                return Ok(true);
+            }
+            return Ok(false);
+        };
+        let Some(len) = self.scanner.find_end(buf.as_slice()) else {
+            if buf.room() == 0 {
+                let no_line_end = !buf.as_slice().contains(&b'\n');
+                return Err(ProxyError::downstream(ErrorKind::Parse(if no_line_end {
+                    ParseError::RequestLineTooLong
+                } else {
+                    ParseError::HeadTooLarge
+                })));
+            }
+            if self.side.read_eof {
+                debug!("client {}: closed inside a request head", self.side.addr);
+                self.set_state(State::Closed);
+                return Ok(true);
+            }
+            return Ok(false);
+        };
+        let mut ex = sh.take_exchange();
+        let used = ex
+            .req
+            .parse_into(
+                buf.as_slice().get(..len).unwrap_or(&[]),
+                sh.cfg.max_header_count,
+            )
+            .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?
+            .ok_or(ProxyError::downstream(ErrorKind::Parse(
+                ParseError::Malformed("incomplete request head"),
+            )))?;
+        if let Some(b) = self.side.inbuf.as_mut() {
+            b.consume(used);
+        }
+        self.scanner.reset();
+        self.requests += 1;
+        self.head_started = None;
+        // The event that brought this head is used up: only a later one
+        // makes a waiting client worth a look (`probe_client`).
+        self.side.io.fresh = false;
+        Stats::add(&sh.stats.requests, 1);
+        self.set_state(State::Busy);
+        self.start_request(ex, sh)?;
+        self.release(sh, false);
+        Ok(true)
+    }
+
+    /// Plans the request head parsed into `ex.req`, runs the hooks, and
+    /// starts its exchange (or the proxy's own reply).
+    fn start_request(&mut self, mut ex: Box<Exchange>, sh: &mut Shared) -> Result<()> {
+        let fwd = Forwarding {
+            via: sh.cfg.add_via,
+            x_forwarded_for: sh.cfg.add_x_forwarded_for,
+            x_forwarded_proto: sh.cfg.add_x_forwarded_proto,
+        };
+        let req = &mut ex.req;
+        let plan = match plan_request(req, self.side.addr.ip(), fwd) {
+            Ok(plan) => plan,
+            Err(refusal) => {
+                self.own_reply = Some(OwnReply::new(req, 0, sh.now));
+                sh.recycle_exchange(ex);
+                return Err(ProxyError::downstream(match refusal {
+                    Refusal::Invalid(e) => ErrorKind::Parse(e),
+                    Refusal::NotImplemented => ErrorKind::NotImplemented,
+                }));
+            }
+        };
+        if !plan.keep_alive {
+            self.keep_alive.clear("request");
+        }
+        if let Some(reply) = sh.filter.request_filter(req) {
+            Stats::add(&sh.stats.filter_replies, 1);
+            if plan.has_body() {
+                // Its body is never read: it must not be parsed as a request.
+                self.keep_alive.clear("reply to a request with a body");
+                self.linger = true;
+            }
+            let mut own = OwnReply::new(req, reply.status, sh.now);
+            let head_only = req.is_method("HEAD");
+            sh.recycle_exchange(ex);
+            own.bytes =
+                self.queue_reply(sh, reply.status, &reply.headers, &reply.body, head_only) as u64;
+            self.own_reply = Some(own);
+            return Ok(());
+        }
+        let peer = sh.filter.upstream_peer(req);
+        ensure_host(req, &peer.addr.to_string());
+        ex.start(peer, plan.framing, plan.upgrade, plan.idempotent, sh.now);
+        let mut to_up = sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark);
+        to_up.extend_from_slice(&ex.head_bytes);
+        ex.to_upstream = Some(to_up);
+        self.exchange = Some(ex);
+        self.attach_upstream(sh, false)
+    }
+
+    /// Gives the exchange an upstream connection: pooled or new, or always
+    /// new if `fresh` (a retry goes on a new connection, ARCHITECTURE.md §7).
+    fn attach_upstream(&mut self, sh: &mut Shared, fresh: bool) -> Result<()> {
+        let Some(ex) = self.exchange.as_deref_mut() else {
+            return Ok(());
+        };
+        let (key, reused) = sh
+            .ups
+            .acquire(ex.peer, self.id, fresh, &sh.registry, &sh.stats, sh.now)
+            .map_err(|e| {
+                // The OS's words (e.g. "Too many open files"), not the kind.
+                info!("upstream {}: connect failed: {e}", ex.peer.addr);
+                ProxyError::upstream(ErrorKind::ConnectFailed(e.kind()))
+            })?;
+        ex.upstream = Some(key);
+        ex.reused = reused;
+        ex.up_read_at = sh.now;
+        ex.up_write_at = sh.now;
+        ex.up_port = sh.ups.get(key).map_or(0, |u| u.local_port());
+        Ok(())
+    }
+
+    // ---- exchange progress ----
+
+    fn advance_exchange(&mut self, sh: &mut Shared) -> Result<bool> {
+        let Some(ex) = self.exchange.as_deref_mut() else {
+            // A reply the proxy wrote itself: done when flushed.
+            if self.side.out.as_ref().is_none_or(|b| b.is_empty()) {
+                self.finish_request(sh);
+                return Ok(true);
+            }
+            return Ok(false);
+        };
+        let mut env = Env {
+            cfg: &sh.cfg,
+            bufs: &mut sh.bufs,
+            stats: &sh.stats,
+            now: sh.now,
+        };
+        let mut progress = relay::feed_request(&mut self.side, ex, &mut env)?;
+        progress |= take_response_head(
+            &mut self.side,
+            ex,
+            &mut env,
+            sh.filter.as_ref(),
+            &mut self.keep_alive,
+        )?;
+        progress |= self.release_upstream(sh);
+        let finished = self
+            .exchange
+            .as_ref()
+            .is_some_and(|ex| ex.upstream.is_none() && ex.response_done())
+            && self.side.out.as_ref().is_none_or(|b| b.is_empty());
+        if finished {
+            self.finish_request(sh);
+            progress = true;
+        }
+        Ok(progress)
+    }
+
+    /// Parks or closes the upstream once its part is over: the response
+    /// read whole and the request sent whole (or abandoned).
+    fn release_upstream(&mut self, sh: &mut Shared) -> bool {
+        let Some(ex) = self.exchange.as_deref_mut() else {
+            return false;
+        };
+        // The request buffer is not needed once everything went up.
+        if ex.request_body_done()
+            && ex.to_upstream.as_ref().is_some_and(|b| b.is_empty())
+            && !ex.tunnel
+            && let Some(b) = ex.to_upstream.take()
+        {
+            sh.bufs.put_buffer(b);
+        }
+        let Some(key) = ex.upstream else {
+            return false;
+        };
+        if !ex.response_done() {
+            return false;
+        }
+        ex.upstream = None;
+        if ex.reusable() {
+            sh.ups.park(key, &sh.registry, &sh.stats, sh.now);
+        } else {
+            // Request bytes not yet written are not needed any more: the
+            // answer is complete. If the client has not sent its whole
+            // body, the rest is never read, so its connection cannot carry
+            // another request.
+            if !ex.request_taken() {
+                ex.abandon_request();
+                self.keep_alive.clear("request body not read");
+            }
+            if let Some(b) = ex.to_upstream.as_mut() {
+                b.clear();
+            }
+            sh.ups.close(key);
+        }
+        true
+    }
+
+    fn finish_request(&mut self, sh: &mut Shared) {
+        self.pipelined = false;
+        if self
+            .exchange
+            .as_ref()
+            .is_some_and(|e| e.request_abandoned())
+            || self.side.inbuf.as_ref().is_some_and(|b| !b.is_empty())
+        {
+            self.linger = true;
+        }
+        if let Some(ex) = self.exchange.take() {
+            ex.end(self.side.addr, None, 0, sh);
+        } else if let Some(r) = self.own_reply.take() {
+            r.log(self.side.addr, sh.now);
+        }
+        // After the client's FIN, requests it already sent (pipelined, in
+        // `inbuf`) are still served; the connection closes once they are.
+        let more = !self.side.read_eof || self.side.inbuf.as_ref().is_some_and(|b| !b.is_empty());
+        if self.keep_alive.get() && more {
+            self.set_state(State::Head);
+            self.idle_since = sh.now;
+            self.release(sh, false);
+            if self.side.inbuf.is_none() {
+                self.set_idle(true, &sh.stats);
+            }
+        } else {
+            self.set_state(State::Closing { linger_until: None });
+        }
+    }
+
+    fn advance_closing(&mut self, sh: &mut Shared) -> bool {
+        let State::Closing { linger_until } = self.state else {
+            return false;
+        };
+        if self.side.out.as_ref().is_some_and(|b| !b.is_empty()) {
+            return false;
+        }
+        if self.side.read_eof || !self.linger {
+            self.set_state(State::Closed);
+            return true;
+        }
+        if linger_until.is_none() {
+            let _ = self.side.stream.shutdown(Shutdown::Write);
+            self.set_state(State::Closing {
+                linger_until: Some(sh.now + LINGER),
+            });
+            self.release(sh, true);
+            return true;
+        }
+        false
+    }
+
+    // ---- errors ----
+
+    /// Ends the exchange after `err` (or retries it, ARCHITECTURE.md §7):
+    /// the client gets what the error table says (ARCHITECTURE.md §8).
+    fn fail(&mut self, err: ProxyError, sh: &mut Shared) {
+        if err.side == Side::Upstream && self.try_retry(&err, sh) {
+            return;
+        }
+        let started = self.exchange.as_ref().is_some_and(|e| e.resp_head_sent);
+        let answer = err.answer(started, self.head_bytes_seen());
+        match (&err.side, &err.kind) {
+            (Side::Downstream, ErrorKind::Io(_) | ErrorKind::Closed) => {
+                debug!("client {}: {err}", self.side.addr)
+            }
+            _ => info!("client {}: {err}", self.side.addr),
+        }
+        self.keep_alive.clear("error");
+        self.linger = true;
+        let client_gone = err.side == Side::Downstream
+            && matches!(
+                err.kind,
+                ErrorKind::Io(_) | ErrorKind::Timeout(Timeout::ClientSend)
+            )
+            || self.state == State::Closed;
+        // The proxy's own answer, if any, is queued first so the access
+        // line can count its bytes.
+        let mut status = None;
+        let mut reply_len = 0;
+        match answer {
+            _ if client_gone => {
+                self.set_state(State::Closed);
+                if !started {
+                    // The access log says the client left (nginx's 499).
+                    status = Some(499);
+                }
+            }
+            Answer::Status(code) => {
+                count_status(&sh.stats, code);
+                if let Some(out) = self.side.out.as_mut() {
+                    out.clear();
+                }
+                let body = format!("{} {}\n", code, reason_phrase(code));
+                reply_len = self.queue_reply(sh, code, &Headers::new(), body.as_bytes(), false);
+                status = Some(code);
+                self.set_state(State::Closing { linger_until: None });
+            }
+            Answer::Close => {
+                // Pending bytes are whole parts of the response; flush them,
+                // then close: a chunked body never gets its last chunk.
+                self.set_state(State::Closing { linger_until: None });
+            }
+        }
+        if let Some(ex) = self.exchange.take() {
+            ex.end(self.side.addr, status, reply_len as u64, sh);
+        } else if let Some(mut r) = self.own_reply.take() {
+            if let Some(code) = status {
+                r.status = code;
+                r.bytes = reply_len as u64;
+            }
+            r.log(self.side.addr, sh.now);
+        }
+    }
+
+    /// Sends the request again on a new upstream connection if the retry
+    /// rules allow it (ARCHITECTURE.md §7); `upstream_peer` is asked again.
+    fn try_retry(&mut self, err: &ProxyError, sh: &mut Shared) -> bool {
+        if matches!(err.kind, ErrorKind::Timeout(_)) {
+            return false;
+        }
+        let Some(ex) = self.exchange.as_deref_mut() else {
+            return false;
+        };
+        if !ex.may_retry(sh.cfg.max_retries) {
+            return false;
+        }
+        if let Some(k) = ex.upstream.take() {
+            sh.ups.close(k);
+        }
+        ex.retries += 1;
+        Stats::add(&sh.stats.retries, 1);
+        info!(
+            "retry {}: {} {} after {err} (reused={})",
+            ex.retries, ex.req.method, ex.req.target, ex.reused
+        );
+        ex.peer = sh.filter.upstream_peer(&ex.req);
+        if ex.to_upstream.is_none() {
+            ex.to_upstream = Some(sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark));
+        }
+        ex.rewind();
+        match self.attach_upstream(sh, true) {
+            Ok(()) => true,
+            Err(e) => {
+                debug!("retry connect failed: {e}");
+                false
+            }
+        }
+    }
+
+    // ---- helpers ----
+
+    /// Queues a response the proxy makes: status line, `fields`,
+    /// `Content-Length`, `Connection: close` unless keep-alive, and `body`
+    /// (left out for a HEAD request). Returns the bytes queued.
+    fn queue_reply(
+        &mut self,
+        sh: &mut Shared,
+        status: u16,
+        fields: &Headers,
+        body: &[u8],
+        head_only: bool,
+    ) -> usize {
+        let mut head = ResponseHead::new(status);
+        for (name, value) in fields.iter() {
+            if !name.eq_ignore_ascii_case("content-length")
+                && !name.eq_ignore_ascii_case("connection")
+            {
+                head.headers.append(name, value);
+            }
+        }
+        head.headers
+            .append("Content-Length", body.len().to_string().as_bytes());
+        if !self.keep_alive.get() {
+            head.headers.append("Connection", b"close");
+        }
+        let mut bytes = Vec::with_capacity(128 + body.len());
+        head.encode(&mut bytes);
+        if !head_only {
+            bytes.extend_from_slice(body);
+        }
+        let out = self
+            .side
+            .out
+            .get_or_insert_with(|| sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark));
+        if out.is_empty() {
+            self.side.write_at = sh.now;
+        }
+        out.extend_from_slice(&bytes);
+        // Try at once: the socket is usually writable.
+        self.side.io.writable = true;
+        bytes.len()
+    }
+
+    fn head_bytes_seen(&self) -> bool {
+        self.state == State::Head && self.side.inbuf.as_ref().is_some_and(|b| !b.is_empty())
+    }
+
+    /// Returns empty buffers to the free list (all if `all`: the pending
+    /// bytes of a closing connection no longer matter).
+    fn release(&mut self, sh: &mut Shared, all: bool) {
+        for slot in [&mut self.side.inbuf, &mut self.side.out] {
+            if slot.as_ref().is_some_and(|b| all || b.is_empty())
+                && let Some(b) = slot.take()
+            {
+                sh.bufs.put_buffer(b);
+            }
+        }
+    }
+
+    fn set_idle(&mut self, idle: bool, stats: &Stats) {
+        if idle != self.idle_counted {
+            self.idle_counted = idle;
+            if idle {
+                Stats::add(&stats.downstream_idle, 1);
+            } else {
+                Stats::sub(&stats.downstream_idle, 1);
+            }
+        }
+    }
+
+    /// Registers what each socket should be watched for now.
+    fn update_interest(&mut self, sh: &mut Shared) -> std::io::Result<()> {
+        let side = &mut self.side;
+        let want_write = side.out.as_ref().is_some_and(|b| !b.is_empty());
+        let want_read = match self.state {
+            State::Head => !side.read_eof && side.inbuf.as_ref().is_none_or(|b| b.room() > 0),
+            // READABLE stays registered (no epoll_ctl per request), even
+            // after the client's FIN (a later reset must still be seen); it
+            // goes only while the request body's sink is above its high
+            // watermark (ARCHITECTURE.md §4).
+            State::Busy => !self.exchange.as_ref().is_some_and(|ex| {
+                !ex.request_taken() && ex.to_upstream.as_ref().is_some_and(|b| b.is_paused())
+            }),
+            State::Closing { .. } => !side.read_eof,
+            State::Closed => false,
+        };
+        side.io.set_interest(
+            &mut side.stream,
+            &sh.registry,
+            self.id.token(Kind::Client),
+            interest(want_read, want_write),
+        )?;
+        let Some(ex) = self.exchange.as_deref() else {
+            return Ok(());
+        };
+        let Some(up) = ex.upstream.and_then(|k| sh.ups.get_mut(k)) else {
+            return Ok(());
+        };
+        let out_room = side.out.as_ref().is_none_or(|b| b.room() > 0);
+        let (r, w) = ex.upstream_interest(out_room);
+        up.set_interest(&sh.registry, r, w)
+            .map_err(|_| std::io::ErrorKind::Other.into())
+    }
+}
+
+impl OwnReply {
+    fn new(req: &RequestHead, status: u16, now: Instant) -> Self {
+        OwnReply {
+            method: req.method.clone(),
+            target: req.target.clone(),
+            version: req.version,
+            status,
+            bytes: 0,
+            started: now,
+        }
+    }
+
+    fn log(&self, client: SocketAddr, now: Instant) {
+        Access {
+            client,
+            method: &self.method,
+            target: &self.target,
+            version: self.version,
+            status: self.status,
+            upstream: None,
+            upconn: None,
+            req_body: 0,
+            resp_bytes: self.bytes,
+            started: self.started,
+        }
+        .log(now);
+    }
+}
+
+fn count_status(stats: &Stats, code: u16) {
+    let field = match code {
+        400 => &stats.status_400,
+        408 => &stats.status_408,
+        431 => &stats.status_431,
+        501 => &stats.status_501,
+        502 => &stats.status_502,
+        504 => &stats.status_504,
+        _ => return,
+    };
+    Stats::add(field, 1);
+}

@@ -1,0 +1,431 @@
+//! The relay: one pump per direction, moving bytes between the client
+//! connection, the exchange's buffers and the upstream connection
+//! (ARCHITECTURE.md §4).
+//!
+//! Relay policy, both directions at once, in every round of a client
+//! connection's `drive`:
+//! 1. **Write before read**: drain the sinks first — pending response bytes
+//!    to the client ([`write_client`]), pending request bytes to the
+//!    upstream ([`write_request`]) — so buffers empty before they fill.
+//! 2. **Read a source only while its sink has room** below the high
+//!    watermark ([`WatermarkBuffer::room`]): response bytes from the
+//!    upstream ([`read_response`]) go to the client's buffer; request bytes
+//!    from the client ([`read_request`], [`read_client_head`]) go to the
+//!    exchange's buffer toward the upstream (or the head buffer). A full
+//!    sink leaves the source's readiness flag set, and the read happens as
+//!    soon as the sink drains below the low watermark.
+//! 3. Neither direction waits for the other: an upstream may answer before
+//!    the request body is complete, a client may send the rest only after
+//!    it saw the start of the answer.
+//! 4. Rounds repeat until nothing moves, so an edge-triggered readiness is
+//!    never left unused (mio reports an edge once).
+//!
+//! Each pump reads through the same two helpers ([`read_into`],
+//! [`write_from`] in `io`) whether it carries a head or a body; the body
+//! decoder only measures bytes (and, for an HTTP/1.0 client, keeps chunk
+//! data only).
+//!
+//! What it must not know: how heads are planned (`response_head`,
+//! `client`), the pool, the loop.
+
+use std::time::Instant;
+
+use super::client::ClientSide;
+use super::exchange::{Exchange, Resp};
+use super::io::{Read1, read_into, write_from};
+use super::upstream::{Connect, UpstreamConn};
+use crate::buffer::{BufferPool, WatermarkBuffer};
+use crate::config::Config;
+use crate::error::{ErrorKind, ProxyError};
+use crate::http::{BodyDecoder, ParseError};
+use crate::stats::Stats;
+
+/// Most bytes one read takes from a socket.
+pub(crate) const READ_CHUNK: usize = 64 * 1024;
+
+type Result<T> = std::result::Result<T, ProxyError>;
+
+/// What the pumps use besides the two sides and the exchange.
+pub(crate) struct Env<'a> {
+    /// The process's settings.
+    pub cfg: &'a Config,
+    /// The free list of buffers.
+    pub bufs: &'a mut BufferPool,
+    /// Counters.
+    pub stats: &'a Stats,
+    /// The time the current batch of events is handled at.
+    pub now: Instant,
+}
+
+impl Env<'_> {
+    /// A body buffer with the configured watermarks.
+    pub(crate) fn body_buffer(&mut self) -> WatermarkBuffer {
+        self.bufs
+            .body(self.cfg.high_watermark, self.cfg.low_watermark)
+    }
+
+    /// A head buffer bounded by the head size limit.
+    pub(crate) fn head_buffer(&mut self) -> WatermarkBuffer {
+        self.bufs.head(self.cfg.max_head_size)
+    }
+}
+
+// ---- upstream → client ----
+
+/// Response sink: writes pending bytes to the client.
+///
+/// Errors: the client's socket failed (downstream I/O).
+pub(crate) fn write_client(side: &mut ClientSide, env: &mut Env<'_>) -> Result<bool> {
+    let Some(out) = side.out.as_mut() else {
+        return Ok(false);
+    };
+    let n = write_from(&mut side.stream, &mut side.io, out)
+        .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
+    if n == 0 {
+        return Ok(false);
+    }
+    Stats::add(&env.stats.bytes_to_downstream, n as u64);
+    side.write_at = env.now;
+    Ok(true)
+}
+
+/// Response source: reads from the upstream into the head buffer (while
+/// the head is awaited) or into the client's buffer (body), as far as the
+/// body goes; an HTTP/1.0 client's chunked body keeps only chunk data.
+///
+/// Errors (upstream side): I/O, EOF before the response was complete, an
+/// oversized head, invalid chunked framing; a write failure recorded
+/// earlier stands if the upstream then sends nothing.
+pub(crate) fn read_response(
+    side: &mut ClientSide,
+    ex: &mut Exchange,
+    up: &mut UpstreamConn,
+    env: &mut Env<'_>,
+) -> Result<bool> {
+    if up.is_connecting() || !up.io.readable {
+        return Ok(false);
+    }
+    let upstream_io = |e: std::io::Error| ProxyError::upstream(ErrorKind::Io(e.kind()));
+    match &mut ex.resp {
+        Resp::AwaitHead => {
+            let buf = ex.upin.get_or_insert_with(|| env.head_buffer());
+            if buf.room() == 0 {
+                return Err(ProxyError::upstream(ErrorKind::Parse(
+                    ParseError::HeadTooLarge,
+                )));
+            }
+            let r = up.read(buf, READ_CHUNK).map_err(upstream_io)?;
+            match (r, ex.write_failed) {
+                (Read1::Idle | Read1::Eof, Some(kind)) => {
+                    Err(ProxyError::upstream(ErrorKind::Io(kind)))
+                }
+                (Read1::Idle, None) => Ok(false),
+                (Read1::Eof, None) => Err(ProxyError::upstream(ErrorKind::Closed)),
+                (Read1::Data(n), _) => {
+                    Stats::add(&env.stats.bytes_from_upstream, n as u64);
+                    ex.up_read_at = env.now;
+                    Ok(true)
+                }
+            }
+        }
+        Resp::Body(decoder) => {
+            let out = side.out.get_or_insert_with(|| env.body_buffer());
+            let r = up
+                .read(out, clamp(decoder.remaining_hint()))
+                .map_err(upstream_io)?;
+            match r {
+                Read1::Idle => Ok(false),
+                Read1::Eof => {
+                    decoder
+                        .finish_on_eof()
+                        .map_err(|_| ProxyError::upstream(ErrorKind::Closed))?;
+                    ex.resp = Resp::Done;
+                    ex.resp_keep_alive = false;
+                    Ok(true)
+                }
+                Read1::Data(n) => {
+                    Stats::add(&env.stats.bytes_from_upstream, n as u64);
+                    ex.up_read_at = env.now;
+                    let kept = keep_body(out, n, decoder, ex.dechunk, &mut ex.ranges)?;
+                    if kept.body < n {
+                        ex.extra_bytes = true;
+                    }
+                    ex.resp_bytes += kept.kept as u64;
+                    if decoder.is_done() {
+                        ex.resp = Resp::Done;
+                    }
+                    Ok(true)
+                }
+            }
+        }
+        // The upstream is released in the same round its response ends:
+        // nothing is read after that.
+        Resp::Done => Ok(false),
+    }
+}
+
+/// What [`keep_body`] kept of a read.
+struct Kept {
+    /// Bytes of the read that belong to the body (framing included).
+    body: usize,
+    /// Bytes left in the buffer for the client.
+    kept: usize,
+}
+
+/// Measures the `n` bytes just read into `out` with `decoder`: bytes past
+/// the body's end are dropped from the buffer, and with `dechunk` only the
+/// chunk data stays (moved to the front of what was read).
+///
+/// Errors: invalid chunked framing (upstream side).
+fn keep_body(
+    out: &mut WatermarkBuffer,
+    n: usize,
+    decoder: &mut BodyDecoder,
+    dechunk: bool,
+    ranges: &mut Vec<std::ops::Range<usize>>,
+) -> Result<Kept> {
+    let start = out.pending().saturating_sub(n);
+    let fresh = out.as_slice().get(start..).unwrap_or(&[]);
+    ranges.clear();
+    let body = if dechunk {
+        decoder.scan_data(fresh, |r| ranges.push(r))
+    } else {
+        decoder.scan(fresh)
+    }
+    .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
+    let kept = if dechunk {
+        let tail = out.tail_mut(n);
+        let mut w = 0;
+        for r in ranges.iter() {
+            let len = r.len();
+            if r.end <= tail.len() {
+                tail.copy_within(r.clone(), w);
+                w += len;
+            }
+        }
+        w
+    } else {
+        body
+    };
+    out.unfill(n - kept);
+    Ok(Kept { body, kept })
+}
+
+/// Moves body bytes that arrived behind a response head (in the head
+/// buffer `upin`) to the client's buffer — all of it, past the watermark
+/// if need be: it is at most one head's worth. Returns the body bytes of
+/// `avail` consumed (framing included).
+///
+/// Errors: invalid chunked framing (upstream side).
+pub(crate) fn move_body_after_head(
+    avail: &[u8],
+    out: &mut WatermarkBuffer,
+    decoder: &mut BodyDecoder,
+    dechunk: bool,
+    ranges: &mut Vec<std::ops::Range<usize>>,
+) -> Result<(usize, u64)> {
+    ranges.clear();
+    let body = if dechunk {
+        decoder.scan_data(avail, |r| ranges.push(r))
+    } else {
+        decoder.scan(avail)
+    }
+    .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
+    let mut moved = 0;
+    if dechunk {
+        for r in ranges.iter() {
+            let part = avail.get(r.clone()).unwrap_or(&[]);
+            out.extend_from_slice(part);
+            moved += part.len();
+        }
+    } else {
+        let part = avail.get(..body).unwrap_or(&[]);
+        out.extend_from_slice(part);
+        moved = part.len();
+    }
+    Ok((body, moved as u64))
+}
+
+// ---- client → upstream ----
+
+/// Request sink: completes the upstream's connect, then writes pending
+/// request bytes to it. A tunnel whose client sent EOF gets the upstream's
+/// sending side shut once everything went.
+///
+/// Errors (upstream side): the connect failed; a write failed before the
+/// response began and nothing was recorded yet is turned into a recorded
+/// `write_failed` first (the upstream may have answered before its reset:
+/// that answer is read before the error stands). A write failure after the
+/// response head went downstream abandons the rest of the request instead.
+pub(crate) fn write_request(
+    ex: &mut Exchange,
+    up: &mut UpstreamConn,
+    env: &mut Env<'_>,
+) -> Result<bool> {
+    match up.finish_connect() {
+        Ok(Connect::Pending) => return Ok(false),
+        Ok(Connect::JustConnected) => {
+            ex.up_port = up.local_port();
+            ex.up_read_at = env.now;
+            ex.up_write_at = env.now;
+        }
+        Ok(Connect::Ready) => {}
+        Err(e) => return Err(ProxyError::upstream(ErrorKind::ConnectFailed(e.kind()))),
+    }
+    if ex.write_failed.is_some() {
+        return Ok(false);
+    }
+    let tunnel_done = ex.tunnel && ex.request_body_done();
+    let Some(buf) = ex.to_upstream.as_mut() else {
+        return Ok(false);
+    };
+    let n = match up.write(buf) {
+        Ok(n) => n,
+        Err(e) => {
+            if ex.resp_head_sent {
+                // The upstream stopped reading after it began to answer:
+                // finish the response, drop the rest.
+                buf.clear();
+                ex.abandon_request();
+                return Ok(true);
+            }
+            ex.write_failed = Some(e.kind());
+            up.io.readable = true;
+            return Ok(true);
+        }
+    };
+    if n == 0 {
+        if tunnel_done && buf.is_empty() && up.shutdown_write() {
+            return Ok(true);
+        }
+        return Ok(false);
+    }
+    ex.up_written += n as u64;
+    ex.up_write_at = env.now;
+    Stats::add(&env.stats.bytes_to_upstream, n as u64);
+    Ok(true)
+}
+
+/// Request source (body): reads from the client into the buffer toward the
+/// upstream, as far as the body goes; bytes past its end are the next
+/// request (pipelining) and go to the client's head buffer.
+///
+/// Errors (downstream side): I/O, EOF inside a delimited body, invalid
+/// chunked framing.
+pub(crate) fn read_request(
+    side: &mut ClientSide,
+    ex: &mut Exchange,
+    env: &mut Env<'_>,
+) -> Result<bool> {
+    if side.inbuf.as_ref().is_some_and(|b| !b.is_empty()) {
+        return Ok(false);
+    }
+    let max = clamp(ex.request_remaining());
+    let Some(buf) = ex.to_upstream.as_mut() else {
+        return Ok(false);
+    };
+    let r = read_into(&mut side.stream, &mut side.io, buf, max)
+        .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
+    match r {
+        Read1::Idle => Ok(false),
+        Read1::Eof => {
+            side.read_eof = true;
+            ex.request_eof()
+                .map_err(|_| ProxyError::downstream(ErrorKind::Closed))?;
+            Ok(true)
+        }
+        Read1::Data(n) => {
+            Stats::add(&env.stats.bytes_from_downstream, n as u64);
+            ex.down_read_at = env.now;
+            let Some(buf) = ex.to_upstream.as_mut() else {
+                return Ok(true);
+            };
+            if buf.pending() == n {
+                ex.up_write_at = env.now;
+            }
+            let start = buf.pending().saturating_sub(n);
+            let fresh = buf.as_slice().get(start..).unwrap_or(&[]).to_vec();
+            let body = ex
+                .scan_request(&fresh)
+                .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
+            if body < n {
+                // Bytes past the body: the next request (pipelining).
+                if let Some(buf) = ex.to_upstream.as_mut() {
+                    buf.unfill(n - body);
+                }
+                let inbuf = side.inbuf.get_or_insert_with(|| env.head_buffer());
+                inbuf.extend_from_slice(fresh.get(body..).unwrap_or(&[]));
+            }
+            ex.req_body_bytes += body as u64;
+            Ok(true)
+        }
+    }
+}
+
+/// Moves request body bytes that arrived with the head (in the client's
+/// head buffer) to the buffer toward the upstream, as far as the body goes
+/// and the watermark allows.
+///
+/// Errors: invalid chunked framing (downstream side).
+pub(crate) fn feed_request(
+    side: &mut ClientSide,
+    ex: &mut Exchange,
+    env: &mut Env<'_>,
+) -> Result<bool> {
+    let Some(inbuf) = side.inbuf.as_mut().filter(|b| !b.is_empty()) else {
+        return Ok(false);
+    };
+    if ex.request_taken() {
+        return Ok(false);
+    }
+    let hint = clamp(ex.request_remaining());
+    let Some(to_up) = ex.to_upstream.as_ref() else {
+        return Ok(false);
+    };
+    let room = to_up.room().min(hint);
+    let was_empty = to_up.is_empty();
+    let avail = inbuf
+        .as_slice()
+        .get(..room.min(inbuf.pending()))
+        .unwrap_or(&[]);
+    if avail.is_empty() {
+        return Ok(false);
+    }
+    let body = ex
+        .scan_request(avail)
+        .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
+    let bytes = avail.get(..body).unwrap_or(&[]);
+    if was_empty {
+        ex.up_write_at = env.now;
+    }
+    if let Some(to_up) = ex.to_upstream.as_mut() {
+        to_up.extend_from_slice(bytes);
+    }
+    ex.req_body_bytes += body as u64;
+    inbuf.consume(body);
+    Ok(body > 0 || ex.request_taken())
+}
+
+/// Request source (head): reads from the client into its head buffer.
+/// Returns `Read1` so the client machine can note the first byte and EOF.
+///
+/// Errors: the client's socket failed (downstream I/O).
+pub(crate) fn read_client_head(side: &mut ClientSide, env: &mut Env<'_>) -> Result<Read1> {
+    let buf = side.inbuf.get_or_insert_with(|| env.head_buffer());
+    let r = read_into(&mut side.stream, &mut side.io, buf, READ_CHUNK)
+        .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
+    match r {
+        Read1::Eof => side.read_eof = true,
+        Read1::Data(n) => Stats::add(&env.stats.bytes_from_downstream, n as u64),
+        Read1::Idle => {}
+    }
+    Ok(r)
+}
+
+/// Read size for a body with `remaining` bytes left (never past its end).
+fn clamp(remaining: Option<u64>) -> usize {
+    match remaining {
+        Some(r) => usize::try_from(r).unwrap_or(usize::MAX).min(READ_CHUNK),
+        None => READ_CHUNK,
+    }
+}

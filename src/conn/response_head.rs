@@ -1,0 +1,142 @@
+//! Taking a response head off the upstream connection: find its end in the
+//! head buffer, parse it, plan it ([`plan_response`]), run the user's
+//! `response_filter`, and queue it toward the client followed by any body
+//! bytes that came with it (ARCHITECTURE.md §1, §5, §6).
+//!
+//! What it must not know: sockets (the relay read the bytes), the pool.
+
+use super::KeepAlive;
+use super::client::ClientSide;
+use super::exchange::{Exchange, Resp};
+use super::relay::{Env, move_body_after_head};
+use crate::error::{ErrorKind, ProxyError};
+use crate::filter::Filter;
+use crate::http::{
+    BodyDecoder, BodyKind, ParseError, ResponseContext, ResponsePlan, ResponseRefusal,
+    finish_response_head, plan_response,
+};
+
+type Result<T> = std::result::Result<T, ProxyError>;
+
+fn upstream_parse(e: ParseError) -> ProxyError {
+    ProxyError::upstream(ErrorKind::Parse(e))
+}
+
+/// Takes one complete response head from `ex.upin`, if there is one, and
+/// queues it (and the body bytes behind it) in the client's buffer. An
+/// interim head leaves the exchange waiting for the next head; a final one
+/// starts the body (or ends the response). Returns true if a head was
+/// taken.
+///
+/// Errors (upstream side, 502): a malformed head, a refused plan
+/// ([`ResponseRefusal`]), invalid chunked framing right after the head.
+pub(crate) fn take_response_head(
+    side: &mut ClientSide,
+    ex: &mut Exchange,
+    env: &mut Env<'_>,
+    filter: &dyn Filter,
+    keep_alive: &mut KeepAlive,
+) -> Result<bool> {
+    if !matches!(ex.resp, Resp::AwaitHead) {
+        return Ok(false);
+    }
+    let Some(upin) = ex.upin.as_mut().filter(|b| !b.is_empty()) else {
+        return Ok(false);
+    };
+    let Some(len) = ex.resp_scanner.find_end(upin.as_slice()) else {
+        return Ok(false);
+    };
+    // Parsed into the exchange's own head and encoded into its scratch:
+    // both keep their storage from one exchange to the next.
+    let mut head = std::mem::take(&mut ex.resp_head);
+    let used = head
+        .parse_into(
+            upin.as_slice().get(..len).unwrap_or(&[]),
+            env.cfg.max_header_count,
+        )
+        .map_err(upstream_parse)?
+        .ok_or_else(|| upstream_parse(ParseError::Malformed("incomplete response head")))?;
+    upin.consume(used);
+    ex.resp_scanner.reset();
+    let cx = ResponseContext {
+        method: &ex.req.method,
+        request_version: ex.req.version,
+        upgrade_requested: ex.upgrade,
+        request_body_done: ex.request_body_done(),
+        request_write_failed: ex.write_failed.is_some(),
+        interim_seen: ex.interim_count,
+    };
+    let plan = plan_response(&mut head, &cx).map_err(|r| match r {
+        ResponseRefusal::Invalid(e) => upstream_parse(e),
+        ResponseRefusal::UnexpectedUpgrade => ProxyError::upstream(ErrorKind::UnexpectedUpgrade),
+    })?;
+    let mut encoded = std::mem::take(&mut ex.scratch);
+    encoded.clear();
+    match plan {
+        ResponsePlan::Interim { forward } => {
+            ex.interim_count += 1;
+            filter.response_filter(&ex.req, &mut head);
+            if forward {
+                head.encode(&mut encoded);
+                ex.interim_sent = true;
+            }
+        }
+        ResponsePlan::Final(p) => {
+            if p.tunnel {
+                ex.tunnel = true;
+                ex.set_request_body(BodyDecoder::new(BodyKind::UntilClose));
+                if ex.to_upstream.is_none() {
+                    ex.to_upstream = Some(env.body_buffer());
+                }
+            }
+            if p.abandon_request {
+                ex.abandon_request();
+            }
+            if p.close_client {
+                keep_alive.clear("response plan");
+            }
+            ex.resp_keep_alive = p.upstream_keep_alive;
+            ex.dechunk = p.dechunk;
+            filter.response_filter(&ex.req, &mut head);
+            finish_response_head(&mut head, p.tunnel, ex.req.version, keep_alive.get());
+            head.encode(&mut encoded);
+            ex.status = head.status;
+            ex.resp_head_sent = true;
+            let decoder = BodyDecoder::new(p.framing);
+            ex.resp = if decoder.is_done() {
+                Resp::Done
+            } else {
+                Resp::Body(decoder)
+            };
+        }
+    }
+    let out = side.out.get_or_insert_with(|| env.body_buffer());
+    out.extend_from_slice(&encoded);
+    if out.pending() == encoded.len() {
+        side.write_at = env.now;
+    }
+    ex.resp_bytes += encoded.len() as u64;
+    ex.resp_head = head;
+    ex.scratch = encoded;
+    // Bytes after the head are body bytes (or the next head).
+    if let Resp::Body(decoder) = &mut ex.resp
+        && let Some(upin) = ex.upin.as_mut()
+    {
+        let (body, moved) =
+            move_body_after_head(upin.as_slice(), out, decoder, ex.dechunk, &mut ex.ranges)?;
+        ex.resp_bytes += moved;
+        upin.consume(body);
+        if decoder.is_done() {
+            ex.resp = Resp::Done;
+        }
+    }
+    if !matches!(ex.resp, Resp::AwaitHead) {
+        if ex.upin.as_ref().is_some_and(|b| !b.is_empty()) {
+            ex.extra_bytes = true;
+        }
+        if let Some(b) = ex.upin.take() {
+            env.bufs.put_buffer(b);
+        }
+    }
+    Ok(true)
+}

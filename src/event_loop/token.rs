@@ -1,0 +1,92 @@
+//! Tokens: how an event finds its connection (ARCHITECTURE.md §3).
+//!
+//! Layout of a `mio::Token` (64-bit `usize`): bits 0..2 the kind (client
+//! or upstream socket), bits 2..32 the slab key, bits 32..64 a generation
+//! given to the slot when it was filled. A slot freed and reused within one
+//! batch of events gets a new generation, so a stale event of the old
+//! connection carries the old one and is dropped instead of reaching the
+//! new connection. Generation 0 is never handed out.
+//!
+//! What it must not know: connections, HTTP. The machines see only the
+//! opaque [`ConnId`] and the `Token` it yields.
+
+use mio::Token;
+
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("sluice's token layout needs 64-bit usize");
+
+/// The listener.
+pub(crate) const LISTENER: Token = Token(usize::MAX);
+/// The waker (signals, shutdown requests).
+pub(crate) const WAKER: Token = Token(usize::MAX - 1);
+
+/// What a token names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A client (downstream) socket.
+    Client,
+    /// An upstream socket (in use or parked).
+    Upstream,
+}
+
+const KEY_BITS: u32 = 30;
+const KEY_MASK: usize = (1 << KEY_BITS) - 1;
+
+/// One slab slot as it was filled: key and generation. Opaque to the
+/// connection machines, which only pass it around and ask for its token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ConnId {
+    key: usize,
+    generation: u32,
+}
+
+impl ConnId {
+    /// The id of slot `key` filled with `generation`.
+    pub(crate) fn new(key: usize, generation: u32) -> Self {
+        ConnId { key, generation }
+    }
+
+    /// The slab key.
+    pub(crate) fn key(self) -> usize {
+        self.key
+    }
+
+    /// The generation the slot was filled with.
+    pub(crate) fn generation(self) -> u32 {
+        self.generation
+    }
+
+    /// The token of this slot as a socket of `kind`.
+    pub(crate) fn token(self, kind: Kind) -> Token {
+        let k = match kind {
+            Kind::Client => 0,
+            Kind::Upstream => 1,
+        };
+        Token(((self.generation as usize) << 32) | ((self.key & KEY_MASK) << 2) | k)
+    }
+}
+
+/// Splits a (non-reserved) token into kind and slot id.
+pub(crate) fn split(token: Token) -> Option<(Kind, ConnId)> {
+    let t = token.0;
+    let kind = match t & 3 {
+        0 => Kind::Client,
+        1 => Kind::Upstream,
+        _ => return None,
+    };
+    Some((kind, ConnId::new((t >> 2) & KEY_MASK, (t >> 32) as u32)))
+}
+
+/// Hands out generations: never 0, wrapping after 2^32 - 1.
+#[derive(Debug, Default)]
+pub(crate) struct Generations {
+    pub(crate) last: u32,
+}
+
+impl Generations {
+    /// The next generation.
+    pub(crate) fn next(&mut self) -> u32 {
+        self.last = self.last.wrapping_add(1).max(1);
+        self.last
+    }
+}
