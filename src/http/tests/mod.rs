@@ -7,6 +7,8 @@ mod chunked;
 mod framing;
 mod head;
 mod hop;
+mod request;
+mod response;
 mod target;
 
 use super::ParseError;
