@@ -3,13 +3,12 @@
 //! 2), the example file has every key, flags override the file, and a
 //! server started from a file serves.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+mod util;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use util::*;
 
 /// Every key of the configuration file (the fields of `sluice::Config`).
 const KEYS: [&str; 23] = [
@@ -38,76 +37,20 @@ const KEYS: [&str; 23] = [
     "add_x_forwarded_proto",
 ];
 
-// --- helpers -----------------------------------------------------------------
-
-/// A temporary file removed on drop.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(text: &str) -> TempFile {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "sluice-config-test-{}-{}.toml",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        std::fs::write(&path, text).unwrap();
-        TempFile(path)
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Runs sluice to completion (it must exit within 5 s).
-fn run(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .env_remove("SLUICE_WORKER")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let end = Instant::now() + Duration::from_secs(5);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("sluice {args:?} still running after 5 s");
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+// --- helpers of this file ----------------------------------------------------
 
 /// Both `--config` and `--check-config` reject `text` with exit status 2
 /// and a message on stderr that contains every one of `needles`.
 fn rejected(text: &str, needles: &[&str]) {
     let f = TempFile::new(text);
     for flag in ["--check-config", "--config"] {
-        let o = run(&[flag, f.path()]);
-        let err = stderr(&o);
+        let o = run_sluice(&[flag, f.path()]);
+        let err = o.stderr;
         assert_eq!(o.status.code(), Some(2), "{flag} {text:?}: {err}");
         for n in needles {
             assert!(err.contains(n), "{flag} {text:?}: {n:?} missing in {err:?}");
         }
-        assert!(stdout(&o).is_empty(), "nothing on stdout when invalid");
+        assert!(o.stdout.is_empty(), "nothing on stdout when invalid");
     }
 }
 
@@ -175,12 +118,12 @@ fn values_that_do_not_fit_together_name_the_key() {
 fn syntax_error_and_missing_file_exit_2() {
     rejected("listen = \n", &[":1"]);
     rejected("listen = \"a\"\nlisten = \"b\"\n", &["listen"]);
-    let o = run(&["--config", "/nonexistent/sluice.toml"]);
+    let o = run_sluice(&["--config", "/nonexistent/sluice.toml"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("/nonexistent/sluice.toml"),
+        o.stderr.contains("/nonexistent/sluice.toml"),
         "{}",
-        stderr(&o)
+        o.stderr
     );
 }
 
@@ -195,9 +138,9 @@ fn check_config_on_the_example_prints_every_key() {
             .any(|l| l.starts_with(key) && l[key.len()..].trim_start().starts_with('='));
         assert!(set, "examples/sluice.toml does not set {key}");
     }
-    let o = run(&["--check-config", example().to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
+    let o = run_sluice(&["--check-config", example().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", o.stderr);
+    let out = o.stdout;
     for key in KEYS {
         value(&out, key);
     }
@@ -215,25 +158,25 @@ fn check_config_output_reads_back_the_same() {
         "listen = \"127.0.0.1:9\"\nkeepalive_timeout = \"1500ms\"\n\
          pool_idle_timeout = \"2m\"\nworkers = \"auto\"\nadd_via = false\n",
     );
-    let o = run(&["--check-config", f.path()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
+    let o = run_sluice(&["--check-config", f.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", o.stderr);
+    let out = o.stdout;
     assert_eq!(value(&out, "listen"), "\"127.0.0.1:9\"");
     assert_eq!(value(&out, "keepalive_timeout"), "\"1500ms\"");
     assert_eq!(value(&out, "pool_idle_timeout"), "\"120s\"");
     assert_eq!(value(&out, "workers"), "\"auto\"");
     assert_eq!(value(&out, "add_via"), "false");
     let again = TempFile::new(&out);
-    let o2 = run(&["--check-config", again.path()]);
-    assert_eq!(o2.status.code(), Some(0), "{}", stderr(&o2));
-    assert_eq!(stdout(&o2), out);
+    let o2 = run_sluice(&["--check-config", again.path()]);
+    assert_eq!(o2.status.code(), Some(0), "{}", o2.stderr);
+    assert_eq!(o2.stdout, out);
 }
 
 #[test]
 fn flags_override_the_file() {
     let f =
         TempFile::new("keepalive_timeout = \"5s\"\nworkers = 4\nmax_retries = 3\nadd_via = true\n");
-    let o = run(&[
+    let o = run_sluice(&[
         "--keepalive-timeout",
         "7s",
         "--check-config",
@@ -242,103 +185,34 @@ fn flags_override_the_file() {
         "2",
         "--no-via",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", o.stderr);
+    let out = o.stdout;
     assert_eq!(value(&out, "keepalive_timeout"), "\"7s\"");
     assert_eq!(value(&out, "workers"), "2");
     assert_eq!(value(&out, "max_retries"), "3");
     assert_eq!(value(&out, "add_via"), "false");
     // A flag can also make a valid file invalid, and that is reported.
-    let o = run(&["--check-config", f.path(), "--low-watermark", "999999"]);
+    let o = run_sluice(&["--check-config", f.path(), "--low-watermark", "999999"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("low_watermark"), "{}", stderr(&o));
+    assert!(o.stderr.contains("low_watermark"), "{}", o.stderr);
 }
 
 // --- a server configured by a file -------------------------------------------
 
-/// A sluice process killed on drop.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn tiny_upstream() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                while let Ok(n) = s.read(&mut chunk) {
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    while let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        buf.drain(..i + 4);
-                        let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nfrom-up\n";
-                        if s.write_all(resp).is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
 #[test]
 fn server_started_from_a_file_serves() {
-    let up = tiny_upstream();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let up = Upstream::start(respond_forever(ok_response("from-up\n")));
+    let port = free_port();
     let f = TempFile::new(&format!(
-        "listen = \"127.0.0.1:{port}\"\nupstream = \"{up}\"\nadd_via = false\n\
-         drain_timeout = \"2s\"\n"
+        "listen = \"127.0.0.1:{port}\"\nupstream = \"{}\"\nadd_via = false\n\
+         drain_timeout = \"2s\"\n",
+        up.addr
     ));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["--config", f.path()])
-        .env("RUST_LOG", "info")
-        .env_remove("SLUICE_WORKER")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let guard = Running(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            let _ = tx.send(line); // keeps the pipe drained to the end
-        }
-    });
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = end.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(l) if l.contains("listening on") => break,
-            Ok(_) => {}
-            Err(e) => panic!("sluice not listening within 5 s: {e}"),
-        }
-    }
+    let guard = SluiceProcess::start_listening(&["--config", f.path()]);
 
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp).unwrap();
+    let mut s = Client::connect(loopback(port));
+    s.send(get_close("/"));
+    let resp = s.read_until_closed(Duration::from_secs(5));
     let resp = String::from_utf8_lossy(&resp);
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     assert!(resp.ends_with("from-up\n"), "{resp}");

@@ -5,121 +5,15 @@
 //! Loopback only; every wait is bounded; every process started here is
 //! killed when its guard drops (workers of a supervisor too).
 
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+mod util;
+
+use std::io::{self, Read};
 use std::thread;
 use std::time::{Duration, Instant};
 
-// --- helpers -----------------------------------------------------------------
+use util::*;
 
-/// A running `sluice` whose stderr lines are collected; killed on drop.
-struct Proc {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-    /// Other pids to kill on drop (a supervisor's workers).
-    extra: Vec<i32>,
-}
-
-impl Proc {
-    fn start(args: &[&str]) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(args)
-            .env("RUST_LOG", "info")
-            .env_remove("SLUICE_WORKER")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start sluice");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().expect("stderr");
-        let sink = lines.clone();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Proc {
-            child,
-            lines,
-            extra: Vec::new(),
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn log(&self) -> String {
-        self.lines.lock().unwrap().join("\n")
-    }
-
-    fn count(&self, pred: impl Fn(&str) -> bool) -> usize {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| pred(l))
-            .count()
-    }
-
-    /// The first line that matches, waiting up to `within`.
-    fn wait_line(&self, within: Duration, pred: impl Fn(&str) -> bool) -> String {
-        let end = Instant::now() + within;
-        loop {
-            if let Some(l) = self.lines.lock().unwrap().iter().find(|l| pred(l)) {
-                return l.clone();
-            }
-            assert!(
-                Instant::now() < end,
-                "no matching log line within {within:?}; log:\n{}",
-                self.log()
-            );
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn signal(&self, sig: i32) {
-        unsafe { libc::kill(self.pid(), sig) };
-    }
-
-    fn wait_exit(&mut self, within: Duration) -> ExitStatus {
-        let end = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < end,
-                "sluice still running after {within:?}; log:\n{}",
-                self.log()
-            );
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        for &pid in &self.extra {
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-fn alive(pid: i32) -> bool {
-    unsafe { libc::kill(pid, 0) == 0 }
-}
+// --- helpers of this file ----------------------------------------------------
 
 /// Body of `/slow/MS`: `SLOW_CHUNKS` chunks of `SLOW_CHUNK` bytes spread
 /// over MS milliseconds.
@@ -132,140 +26,53 @@ fn slow_body() -> Vec<u8> {
         .collect()
 }
 
-/// A keep-alive HTTP/1.1 upstream on a thread per connection. `/slow/MS`
-/// sends its body slowly; any other path answers `hello` at once.
-fn upstream() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(s) = s else { continue };
-            thread::spawn(move || {
-                let _ = serve_upstream(s);
-            });
-        }
-    });
-    addr
-}
-
-fn serve_upstream(mut s: TcpStream) -> io::Result<()> {
-    let mut buf = Vec::new();
-    loop {
-        let Some(end) = read_head(&mut s, &mut buf)? else {
-            return Ok(());
-        };
-        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-        buf.drain(..end);
-        let path = head.split(' ').nth(1).unwrap_or("/").to_string();
-        if let Some(ms) = path.strip_prefix("/slow/") {
+/// A keep-alive HTTP/1.1 upstream. `/slow/MS` sends its body slowly; any
+/// other path answers `hello` at once.
+fn upstream() -> Upstream {
+    Upstream::start(|mut conn: UpConn| {
+        while let Some(req) = conn.read_request() {
+            let Some(ms) = req.target.strip_prefix("/slow/") else {
+                if !conn.send(ok_response("hello\n")) {
+                    return;
+                }
+                continue;
+            };
             let total: u64 = ms.parse().unwrap_or(1000);
             let body = slow_body();
-            write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            )?;
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+            if !conn.send(head) {
+                return;
+            }
             for chunk in body.chunks(SLOW_CHUNK) {
-                s.write_all(chunk)?;
+                if !conn.send(chunk) {
+                    return;
+                }
+                // Pacing, not synchronisation: this response is slow on purpose.
                 thread::sleep(Duration::from_millis(total / SLOW_CHUNKS as u64));
             }
-        } else {
-            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nhello\n")?;
         }
-    }
+    })
 }
 
-/// Reads until a whole head is in `buf`: its length, or None at EOF.
-fn read_head(s: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
-    loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            return Ok(Some(i + 4));
-        }
-        let mut chunk = [0u8; 4096];
-        let n = s.read(&mut chunk)?;
-        if n == 0 {
-            return Ok(None);
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
-fn connect(port: u16) -> io::Result<TcpStream> {
-    let s = TcpStream::connect_timeout(
-        &SocketAddr::from(([127, 0, 0, 1], port)),
-        Duration::from_secs(2),
-    )?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    s.set_write_timeout(Some(Duration::from_secs(5)))?;
-    Ok(s)
-}
-
-/// Reads one response with a Content-Length body: (status, head, body).
-fn read_response(s: &mut TcpStream) -> io::Result<(u16, String, Vec<u8>)> {
-    let mut buf = Vec::new();
-    let end = read_head(s, &mut buf)?
-        .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "no response head"))?;
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    let mut body = buf[end..].to_vec();
-    while body.len() < len {
-        let mut chunk = [0u8; 4096];
-        let n = s.read(&mut chunk)?;
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("short body: {} of {len}", body.len()),
-            ));
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Ok((status, head, body))
-}
-
-/// One GET on a new connection with `Connection: close`.
-fn get(port: u16, path: &str) -> io::Result<(u16, Vec<u8>)> {
-    let mut s = connect(port)?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
-    )?;
-    let (status, _, body) = read_response(&mut s)?;
-    Ok((status, body))
-}
-
+/// One GET of `/` on a new connection with `Connection: close`: 200 `hello`.
+#[track_caller]
 fn get_ok(port: u16) {
-    match get(port, "/") {
-        Ok((200, body)) => assert_eq!(body, b"hello\n"),
-        other => panic!("GET / through 127.0.0.1:{port}: {other:?}"),
-    }
+    let resp = Client::connect(loopback(port)).round_trip(get_close("/"));
+    assert_eq!(
+        (resp.status, &resp.body[..]),
+        (200, &b"hello\n"[..]),
+        "GET / through 127.0.0.1:{port}"
+    );
 }
 
-fn start_single(port: u16, up: SocketAddr, more: &[&str]) -> Proc {
+/// One sluice process on `port` forwarding to `up`, listening.
+#[track_caller]
+fn start_single(port: u16, up: &Upstream, more: &[&str]) -> SluiceProcess {
     let listen = format!("127.0.0.1:{port}");
-    let up = up.to_string();
+    let up = up.addr.to_string();
     let mut args = vec!["--listen", &listen, "--upstream", &up];
     args.extend_from_slice(more);
-    let p = Proc::start(&args);
-    p.wait_line(Duration::from_secs(5), |l| l.contains("listening on"));
-    p
-}
-
-fn pid_after(line: &str, marker: &str) -> i32 {
-    let rest = &line[line.find(marker).expect("marker") + marker.len()..];
-    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    digits.parse().expect("pid")
+    SluiceProcess::start_listening(&args)
 }
 
 // --- tests -------------------------------------------------------------------
@@ -277,9 +84,9 @@ fn pid_after(line: &str, marker: &str) -> i32 {
 fn two_processes_on_one_port_both_serve() {
     let up = upstream();
     let port = free_port();
-    let a = start_single(port, up, &[]);
-    let b = start_single(port, up, &[]);
-    let tag = |p: &Proc| format!("[w0 {}] access client=", p.pid());
+    let a = start_single(port, &up, &[]);
+    let b = start_single(port, &up, &[]);
+    let tag = |p: &SluiceProcess| format!("[w0 {}] access client=", p.pid());
     let (ta, tb) = (tag(&a), tag(&b));
     let end = Instant::now() + Duration::from_secs(10);
     let mut sent = 0;
@@ -308,8 +115,9 @@ fn two_processes_on_one_port_both_serve() {
 /// supervisor drains both workers and exits 0.
 #[test]
 fn workers_killed_worker_is_restarted() {
-    let up = upstream().to_string();
-    let mut sup = Proc::start(&[
+    let upstream = upstream();
+    let up = upstream.addr.to_string();
+    let mut sup = SluiceProcess::start(&[
         "--listen",
         "127.0.0.1:0",
         "--upstream",
@@ -334,7 +142,8 @@ fn workers_killed_worker_is_restarted() {
         }),
         "pid=",
     );
-    sup.extra.extend([w0, w1]);
+    sup.adopt(w0);
+    sup.adopt(w1);
     for w in [(0, w0), (1, w1)] {
         let tag = format!("[w{} {}] listening on", w.0, w.1);
         sup.wait_line(Duration::from_secs(5), |l| l.contains(&tag));
@@ -343,7 +152,7 @@ fn workers_killed_worker_is_restarted() {
         get_ok(port);
     }
 
-    unsafe { libc::kill(w1, libc::SIGKILL) };
+    send_signal(w1, libc::SIGKILL);
     let died = format!("worker 1 pid={w1} died unexpectedly");
     sup.wait_line(Duration::from_secs(5), |l| l.contains(&died));
     for _ in 0..20 {
@@ -353,7 +162,7 @@ fn workers_killed_worker_is_restarted() {
         l.contains("worker 1 started pid=") && !l.contains(&format!("pid={w1}"))
     });
     let w1b = pid_after(&again, "pid=");
-    sup.extra.push(w1b);
+    sup.adopt(w1b);
     assert!(alive(w0), "worker 0 must not be touched");
 
     // The new worker 1 serves too.
@@ -388,21 +197,18 @@ fn workers_killed_worker_is_restarted() {
 fn sigterm_drains_in_flight_response_then_exits_0() {
     let up = upstream();
     let port = free_port();
-    let mut p = start_single(port, up, &["--drain-timeout", "10s"]);
+    let mut p = start_single(port, &up, &["--drain-timeout", "10s"]);
 
     // An idle keep-alive client (one request done, connection kept).
-    let mut idle = connect(port).unwrap();
-    idle.write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
-        .unwrap();
-    let (status, _, body) = read_response(&mut idle).unwrap();
+    let mut idle = Client::connect(loopback(port));
+    let resp = idle.round_trip(get("/"));
+    let (status, body) = (resp.status, resp.body);
     assert_eq!((status, &body[..]), (200, &b"hello\n"[..]));
 
     // A slow in-flight exchange: wait until its first bytes arrived.
-    let mut slow = connect(port).unwrap();
-    slow.write_all(b"GET /slow/1000 HTTP/1.1\r\nHost: test\r\n\r\n")
-        .unwrap();
-    let mut first = [0u8; 1];
-    slow.read_exact(&mut first).unwrap();
+    let mut slow = Client::connect(loopback(port));
+    slow.send(get("/slow/1000"));
+    let first = slow.read_bytes(1);
     let t0 = Instant::now();
 
     p.signal(libc::SIGTERM);
@@ -410,17 +216,18 @@ fn sigterm_drains_in_flight_response_then_exits_0() {
 
     // New connections are not served: refused (listener closed) or, at
     // worst, closed without an answer.
-    match connect(port) {
+    match Client::try_connect(loopback(port)) {
         Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e}"),
         Ok(mut s) => {
-            let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n");
-            let mut got = Vec::new();
-            let _ = s.read_to_end(&mut got);
+            s.send_lossy(get("/"));
+            let got = s.read_what_arrives(Duration::from_secs(5));
             assert!(got.is_empty(), "served after drain began: {got:?}");
         }
     }
 
     // The idle keep-alive connection is closed by the proxy.
+    assert!(idle.wire.buffered().is_empty());
+    let idle = &mut idle.wire.stream;
     idle.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     let mut b = [0u8; 64];
     match idle.read(&mut b) {
@@ -430,9 +237,7 @@ fn sigterm_drains_in_flight_response_then_exits_0() {
     }
 
     // The in-flight response arrives whole.
-    let mut rest = Vec::new();
-    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    slow.read_to_end(&mut rest).unwrap();
+    let rest = slow.read_until_closed(Duration::from_secs(5));
     let mut all = first.to_vec();
     all.extend_from_slice(&rest);
     let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
@@ -452,12 +257,10 @@ fn sigterm_drains_in_flight_response_then_exits_0() {
 fn second_sigterm_stops_at_once() {
     let up = upstream();
     let port = free_port();
-    let mut p = start_single(port, up, &["--drain-timeout", "20s"]);
-    let mut slow = connect(port).unwrap();
-    slow.write_all(b"GET /slow/5000 HTTP/1.1\r\nHost: test\r\n\r\n")
-        .unwrap();
-    let mut first = [0u8; 1];
-    slow.read_exact(&mut first).unwrap();
+    let mut p = start_single(port, &up, &["--drain-timeout", "20s"]);
+    let mut slow = Client::connect(loopback(port));
+    slow.send(get("/slow/5000"));
+    slow.read_bytes(1); // the response has begun
 
     p.signal(libc::SIGTERM);
     p.wait_line(Duration::from_secs(5), |l| l.contains("draining"));
@@ -470,8 +273,7 @@ fn second_sigterm_stops_at_once() {
     p.wait_exit(Duration::from_secs(2));
     assert!(t0.elapsed() < Duration::from_secs(2));
 
-    let mut rest = Vec::new();
-    let _ = slow.read_to_end(&mut rest);
+    let rest = slow.read_what_arrives(Duration::from_secs(5));
     assert!(
         rest.len() + 1 < SLOW_CHUNKS * SLOW_CHUNK,
         "the slow response should have been cut"

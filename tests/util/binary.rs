@@ -1,0 +1,252 @@
+//! The proxy under test as the built binary (`CARGO_BIN_EXE_sluice`): a
+//! child process whose log lines (stderr) are collected, that can be
+//! signalled and waited for, and that is killed when its guard drops;
+//! running it to completion for command-line checks; and what to give it:
+//! free ports and temporary configuration files.
+//!
+//! Every wait has a bound. A process that outlives its test is a bug: each
+//! one started here is killed on drop, with the workers it was told about.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use super::upstream::refused_addr;
+use super::wait_until;
+
+/// The binary under test.
+const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+/// Longest a started process may take to log that it is listening.
+pub const STARTUP: Duration = Duration::from_secs(5);
+/// Longest a [`run_sluice`] may take to exit.
+pub const RUN_LIMIT: Duration = Duration::from_secs(5);
+
+/// A free port on 127.0.0.1 (nothing listens on it right now).
+pub fn free_port() -> u16 {
+    refused_addr().port()
+}
+
+/// 127.0.0.1:`port`.
+pub fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// Sends `sig` to `pid`.
+pub fn send_signal(pid: i32, sig: i32) {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Whether a process `pid` exists (signal 0).
+pub fn alive(pid: i32) -> bool {
+    // SAFETY: as in `send_signal`; signal 0 only checks for existence.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// The decimal number right after `marker` in a log line (a pid, a port).
+#[track_caller]
+pub fn pid_after(line: &str, marker: &str) -> i32 {
+    let rest = &line[line.find(marker).expect("marker") + marker.len()..];
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().expect("pid")
+}
+
+/// A running `sluice` (`RUST_LOG=info`) whose stderr lines are collected;
+/// killed on drop, together with every pid it [adopted](Self::adopt).
+pub struct SluiceProcess {
+    pub child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    /// Other pids to kill on drop (a supervisor's workers).
+    adopted: Vec<i32>,
+}
+
+impl SluiceProcess {
+    /// Starts the binary with `args`.
+    #[track_caller]
+    pub fn start(args: &[&str]) -> SluiceProcess {
+        let mut child = Command::new(SLUICE)
+            .args(args)
+            .env("RUST_LOG", "info")
+            .env_remove("SLUICE_WORKER")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start sluice");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().expect("stderr");
+        let sink = lines.clone();
+        // Keeps the pipe drained to the end.
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap().push(line);
+            }
+        });
+        SluiceProcess {
+            child,
+            lines,
+            adopted: Vec::new(),
+        }
+    }
+
+    /// Starts the binary with `args` and waits (up to [`STARTUP`]) until it
+    /// logs `listening on`.
+    #[track_caller]
+    pub fn start_listening(args: &[&str]) -> SluiceProcess {
+        let p = SluiceProcess::start(args);
+        p.wait_line(STARTUP, |l| l.contains("listening on"));
+        p
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Kills `pid` too when this guard drops (a supervisor's worker).
+    pub fn adopt(&mut self, pid: i32) {
+        self.adopted.push(pid);
+    }
+
+    /// Every log line so far.
+    pub fn log(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// How many log lines so far match `pred`.
+    pub fn count(&self, pred: impl Fn(&str) -> bool) -> usize {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| pred(l))
+            .count()
+    }
+
+    /// The first log line that matches `pred`, waiting up to `within`.
+    #[track_caller]
+    pub fn wait_line(&self, within: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let mut found = None;
+        wait_until(within, || {
+            found = self.lines.lock().unwrap().iter().find(|l| pred(l)).cloned();
+            found.is_some()
+        });
+        found.unwrap_or_else(|| {
+            panic!(
+                "no matching log line within {within:?}; log:\n{}",
+                self.log()
+            )
+        })
+    }
+
+    /// Sends `sig` to the process.
+    pub fn signal(&self, sig: i32) {
+        send_signal(self.pid(), sig);
+    }
+
+    /// Waits up to `within` for the process to exit.
+    #[track_caller]
+    pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let mut status = None;
+        wait_until(within, || {
+            status = self.child.try_wait().expect("try_wait");
+            status.is_some()
+        });
+        status.unwrap_or_else(|| {
+            panic!(
+                "sluice still running after {within:?}; log:\n{}",
+                self.log()
+            )
+        })
+    }
+}
+
+impl Drop for SluiceProcess {
+    fn drop(&mut self) {
+        for &pid in &self.adopted {
+            send_signal(pid, libc::SIGKILL);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How a [`run_sluice`] ended.
+#[derive(Debug)]
+pub struct Exited {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Reads `pipe` to its end on a thread of its own, lossily as text.
+fn collect(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
+    thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// Runs the binary with `args` to completion; it must exit within
+/// [`RUN_LIMIT`] (else it is killed and the test fails).
+#[track_caller]
+pub fn run_sluice(args: &[&str]) -> Exited {
+    let mut child = Command::new(SLUICE)
+        .args(args)
+        .env_remove("SLUICE_WORKER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sluice");
+    let stdout = collect(child.stdout.take().expect("stdout"));
+    let stderr = collect(child.stderr.take().expect("stderr"));
+    let mut status = None;
+    wait_until(RUN_LIMIT, || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("sluice {args:?} still running after {RUN_LIMIT:?}");
+    };
+    Exited {
+        status,
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+    }
+}
+
+/// A file in the temporary directory holding `text` (a configuration file
+/// for `--config`), removed on drop.
+pub struct TempFile(PathBuf);
+
+impl TempFile {
+    pub fn new(text: &str) -> TempFile {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "sluice-config-test-{}-{}.toml",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::write(&path, text).unwrap();
+        TempFile(path)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

@@ -1,0 +1,172 @@
+//! [`Wire`]: a TCP stream with a read buffer and bounded reads, shared by
+//! the test client and the scripted upstreams. It reads heads and bodies
+//! as the [oracle](super::oracle) delimits them and never interprets them.
+//!
+//! A reset counts as EOF (a peer that closes with unread bytes resets);
+//! a read that times out is an error, so a stuck peer fails the test
+//! within the timeout given to [`Wire::new`].
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use super::oracle::{Framing, chunked_end, find, preview};
+
+/// A TCP stream plus the bytes read from it and not yet consumed.
+pub struct Wire {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+    eof: bool,
+}
+
+fn is_reset(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+    )
+}
+
+impl Wire {
+    pub fn new(stream: TcpStream, timeout: Duration) -> Wire {
+        stream
+            .set_read_timeout(Some(timeout))
+            .expect("set_read_timeout");
+        stream
+            .set_write_timeout(Some(timeout))
+            .expect("set_write_timeout");
+        let _ = stream.set_nodelay(true);
+        Wire {
+            stream,
+            buf: Vec::new(),
+            eof: false,
+        }
+    }
+
+    /// Bytes read and not consumed yet.
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Reads once more into the buffer. `Ok(0)` at EOF (a reset counts as
+    /// EOF); a timeout is an error.
+    pub fn fill(&mut self) -> io::Result<usize> {
+        if self.eof {
+            return Ok(0);
+        }
+        let mut tmp = [0u8; 16 * 1024];
+        loop {
+            match self.stream.read(&mut tmp) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(0);
+                }
+                Ok(n) => {
+                    self.buf.extend_from_slice(&tmp[..n]);
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_reset(&e) => {
+                    self.eof = true;
+                    return Ok(0);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn take(&mut self, n: usize) -> Vec<u8> {
+        self.buf.drain(..n).collect()
+    }
+
+    /// Everything buffered, leaving the buffer empty.
+    pub fn take_all(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+
+    /// A complete head (through CRLF CRLF). `Ok(None)` if the peer closed
+    /// before any byte of it; `UnexpectedEof` if it closed in the middle.
+    pub fn read_head(&mut self) -> io::Result<Option<Vec<u8>>> {
+        loop {
+            if let Some(i) = find(&self.buf, b"\r\n\r\n") {
+                return Ok(Some(self.take(i + 4)));
+            }
+            if self.fill()? == 0 {
+                if self.buf.is_empty() {
+                    return Ok(None);
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("EOF inside a head: {}", preview(&self.buf)),
+                ));
+            }
+        }
+    }
+
+    /// Exactly `n` bytes.
+    pub fn read_exact_bytes(&mut self, n: usize) -> io::Result<Vec<u8>> {
+        while self.buf.len() < n {
+            if self.fill()? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("EOF after {} of {n} bytes", self.buf.len()),
+                ));
+            }
+        }
+        Ok(self.take(n))
+    }
+
+    /// A whole chunked body, raw.
+    pub fn read_chunked(&mut self) -> io::Result<Vec<u8>> {
+        loop {
+            if let Some(end) = chunked_end(&self.buf) {
+                return Ok(self.take(end));
+            }
+            if self.fill()? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("EOF inside a chunked body: {}", preview(&self.buf)),
+                ));
+            }
+        }
+    }
+
+    /// At most `max` bytes: what is buffered, else one read. Empty at EOF.
+    pub fn read_some(&mut self, max: usize) -> io::Result<Vec<u8>> {
+        if self.buf.is_empty() {
+            let mut tmp = vec![0u8; max];
+            loop {
+                match self.stream.read(&mut tmp) {
+                    Ok(n) => return Ok(tmp[..n].to_vec()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if is_reset(&e) => return Ok(Vec::new()),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let n = max.min(self.buf.len());
+        Ok(self.take(n))
+    }
+
+    /// Everything until EOF (or reset).
+    pub fn read_to_eof(&mut self) -> io::Result<Vec<u8>> {
+        while self.fill()? > 0 {}
+        Ok(self.take_all())
+    }
+
+    /// A body with `framing`.
+    pub fn read_body(&mut self, framing: Framing) -> io::Result<Vec<u8>> {
+        match framing {
+            Framing::Empty => Ok(Vec::new()),
+            Framing::Length(n) => self.read_exact_bytes(n),
+            Framing::Chunked => self.read_chunked(),
+            Framing::UntilClose => self.read_to_eof(),
+        }
+    }
+
+    pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes)?;
+        self.stream.flush()
+    }
+}
