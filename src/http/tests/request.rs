@@ -4,9 +4,9 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use crate::http::request::{RequestPlan, is_idempotent};
 use crate::http::{
-    BodyKind, Forwarding, ParseError, Refusal, RequestHead, RequestPlan, ensure_host,
-    is_idempotent, plan_request,
+    BodyKind, Forwarding, ParseError, Refusal, RequestHead, ensure_host, plan_request,
 };
 
 const MAX_FIELDS: usize = 100;

@@ -3,9 +3,10 @@
 //! `Connection` field the client gets, from byte strings alone
 //! (ARCHITECTURE/DESIGN §5, §6, §8).
 
+use crate::http::response::FinalPlan;
 use crate::http::response::MAX_INTERIM;
 use crate::http::{
-    BodyKind, FinalPlan, ParseError, ResponseContext, ResponseHead, ResponsePlan, ResponseRefusal,
+    BodyKind, ParseError, ResponseContext, ResponseHead, ResponsePlan, ResponseRefusal,
     finish_response_head, plan_response,
 };
 
