@@ -88,6 +88,19 @@ impl Shared {
         }
     }
 
+    /// What the relay's pumps use, with the upstream connections and the
+    /// hooks beside it (borrowed apart, so a pump can hold an upstream
+    /// connection too).
+    pub(crate) fn split(&mut self) -> (relay::Env<'_>, &mut Upstreams, &dyn Filter) {
+        let env = relay::Env {
+            cfg: &self.cfg,
+            bufs: &mut self.bufs,
+            stats: &self.stats,
+            now: self.now,
+        };
+        (env, &mut self.ups, self.filter.as_ref())
+    }
+
     /// An exchange to parse the next request into: a recycled one if any.
     pub(crate) fn take_exchange(&mut self) -> Box<Exchange> {
         self.spare

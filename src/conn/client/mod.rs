@@ -20,27 +20,28 @@
 //!
 //! What it must not know: the loop's bookkeeping (slab key, generation,
 //! queue, armed timer) beyond its opaque [`ConnId`].
+//!
+//! Parts: this file holds the machine and its round; `request` starts a
+//! request, `outcome` ends one.
+
+mod outcome;
+mod request;
 
 use std::io::Read;
-use std::net::{Shutdown, SocketAddr};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use log::{debug, info, trace};
+use log::{debug, trace};
 use mio::net::TcpStream;
 
-use super::access::Access;
 use super::exchange::Exchange;
 use super::io::{Io, Read1, interest};
-use super::relay::{self, Env};
-use super::response_head::take_response_head;
+use super::relay;
 use super::{KeepAlive, Shared};
 use crate::buffer::WatermarkBuffer;
-use crate::error::{Answer, ErrorKind, ProxyError, Side, Timeout};
+use crate::error::{ErrorKind, ProxyError, Timeout};
 use crate::event_loop::token::{ConnId, Kind};
-use crate::http::{
-    Forwarding, HeadScanner, Headers, ParseError, Refusal, RequestHead, ResponseHead, ensure_host,
-    plan_request, reason_phrase,
-};
+use crate::http::HeadScanner;
 use crate::stats::Stats;
 
 /// How long a closing connection may take to send EOF after the proxy
@@ -342,20 +343,7 @@ impl ClientConn {
     /// One round of the relay policy (see `relay`): sinks first, then
     /// sources, then what the state makes of the bytes that moved.
     fn step(&mut self, sh: &mut Shared) -> Result<bool> {
-        let Shared {
-            cfg,
-            bufs,
-            ups,
-            stats,
-            now,
-            ..
-        } = sh;
-        let mut env = Env {
-            cfg,
-            bufs,
-            stats,
-            now: *now,
-        };
+        let (mut env, ups, _) = sh.split();
         let side = &mut self.side;
         let mut progress = relay::write_client(side, &mut env)?;
         if let Some(ex) = self.exchange.as_deref_mut()
@@ -392,12 +380,7 @@ impl ClientConn {
         if self.side.read_eof || !self.side.io.readable {
             return Ok(false);
         }
-        let mut env = Env {
-            cfg: &sh.cfg,
-            bufs: &mut sh.bufs,
-            stats: &sh.stats,
-            now: sh.now,
-        };
+        let (mut env, _, _) = sh.split();
         match self.state {
             State::Closed => Ok(false),
             State::Closing { .. } => self.discard_client(),
@@ -488,403 +471,7 @@ impl ClientConn {
         }
     }
 
-    // ---- request start ----
-
-    fn try_start_request(&mut self, sh: &mut Shared) -> Result<bool> {
-        if self.side.out.as_ref().is_some_and(|b| !b.is_empty()) {
-            return Ok(false);
-        }
-        let Some(buf) = self.side.inbuf.as_ref().filter(|b| !b.is_empty()) else {
-            if self.side.read_eof || (self.draining && self.requests > 0) {
-                self.set_state(State::Closed);
-                return Ok(true);
-            }
-            return Ok(false);
-        };
-        let Some(len) = self.scanner.find_end(buf.as_slice()) else {
-            if buf.room() == 0 {
-                let no_line_end = !buf.as_slice().contains(&b'\n');
-                return Err(ProxyError::downstream(ErrorKind::Parse(if no_line_end {
-                    ParseError::RequestLineTooLong
-                } else {
-                    ParseError::HeadTooLarge
-                })));
-            }
-            if self.side.read_eof {
-                debug!("client {}: closed inside a request head", self.side.addr);
-                self.set_state(State::Closed);
-                return Ok(true);
-            }
-            return Ok(false);
-        };
-        let mut ex = sh.take_exchange();
-        let used = ex
-            .req
-            .parse_into(
-                buf.as_slice().get(..len).unwrap_or(&[]),
-                sh.cfg.max_header_count,
-            )
-            .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?
-            .ok_or(ProxyError::downstream(ErrorKind::Parse(
-                ParseError::Malformed("incomplete request head"),
-            )))?;
-        if let Some(b) = self.side.inbuf.as_mut() {
-            b.consume(used);
-        }
-        self.scanner.reset();
-        self.requests += 1;
-        self.head_started = None;
-        // The event that brought this head is used up: only a later one
-        // makes a waiting client worth a look (`probe_client`).
-        self.side.io.fresh = false;
-        Stats::add(&sh.stats.requests, 1);
-        self.set_state(State::Busy);
-        self.start_request(ex, sh)?;
-        self.release(sh, false);
-        Ok(true)
-    }
-
-    /// Plans the request head parsed into `ex.req`, runs the hooks, and
-    /// starts its exchange (or the proxy's own reply).
-    fn start_request(&mut self, mut ex: Box<Exchange>, sh: &mut Shared) -> Result<()> {
-        let fwd = Forwarding {
-            via: sh.cfg.add_via,
-            x_forwarded_for: sh.cfg.add_x_forwarded_for,
-            x_forwarded_proto: sh.cfg.add_x_forwarded_proto,
-        };
-        let req = &mut ex.req;
-        let plan = match plan_request(req, self.side.addr.ip(), fwd) {
-            Ok(plan) => plan,
-            Err(refusal) => {
-                self.own_reply = Some(OwnReply::new(req, 0, sh.now));
-                sh.recycle_exchange(ex);
-                return Err(ProxyError::downstream(match refusal {
-                    Refusal::Invalid(e) => ErrorKind::Parse(e),
-                    Refusal::NotImplemented => ErrorKind::NotImplemented,
-                }));
-            }
-        };
-        if !plan.keep_alive {
-            self.keep_alive.clear("request");
-        }
-        if let Some(reply) = sh.filter.request_filter(req) {
-            Stats::add(&sh.stats.filter_replies, 1);
-            if plan.has_body() {
-                // Its body is never read: it must not be parsed as a request.
-                self.keep_alive.clear("reply to a request with a body");
-                self.linger = true;
-            }
-            let mut own = OwnReply::new(req, reply.status, sh.now);
-            let head_only = req.is_method("HEAD");
-            sh.recycle_exchange(ex);
-            own.bytes =
-                self.queue_reply(sh, reply.status, &reply.headers, &reply.body, head_only) as u64;
-            self.own_reply = Some(own);
-            return Ok(());
-        }
-        let peer = sh.filter.upstream_peer(req);
-        ensure_host(req, &peer.addr.to_string());
-        ex.start(peer, plan.framing, plan.upgrade, plan.idempotent, sh.now);
-        let mut to_up = sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark);
-        to_up.extend_from_slice(&ex.head_bytes);
-        ex.to_upstream = Some(to_up);
-        self.exchange = Some(ex);
-        self.attach_upstream(sh, false)
-    }
-
-    /// Gives the exchange an upstream connection: pooled or new, or always
-    /// new if `fresh` (a retry goes on a new connection, ARCHITECTURE.md §7).
-    fn attach_upstream(&mut self, sh: &mut Shared, fresh: bool) -> Result<()> {
-        let Some(ex) = self.exchange.as_deref_mut() else {
-            return Ok(());
-        };
-        let (key, reused) = sh
-            .ups
-            .acquire(ex.peer, self.id, fresh, &sh.registry, &sh.stats, sh.now)
-            .map_err(|e| {
-                // The OS's words (e.g. "Too many open files"), not the kind.
-                info!("upstream {}: connect failed: {e}", ex.peer.addr);
-                ProxyError::upstream(ErrorKind::ConnectFailed(e.kind()))
-            })?;
-        ex.upstream = Some(key);
-        ex.reused = reused;
-        ex.up_read_at = sh.now;
-        ex.up_write_at = sh.now;
-        ex.up_port = sh.ups.get(key).map_or(0, |u| u.local_port());
-        Ok(())
-    }
-
-    // ---- exchange progress ----
-
-    fn advance_exchange(&mut self, sh: &mut Shared) -> Result<bool> {
-        let Some(ex) = self.exchange.as_deref_mut() else {
-            // A reply the proxy wrote itself: done when flushed.
-            if self.side.out.as_ref().is_none_or(|b| b.is_empty()) {
-                self.finish_request(sh);
-                return Ok(true);
-            }
-            return Ok(false);
-        };
-        let mut env = Env {
-            cfg: &sh.cfg,
-            bufs: &mut sh.bufs,
-            stats: &sh.stats,
-            now: sh.now,
-        };
-        let mut progress = relay::feed_request(&mut self.side, ex, &mut env)?;
-        progress |= take_response_head(
-            &mut self.side,
-            ex,
-            &mut env,
-            sh.filter.as_ref(),
-            &mut self.keep_alive,
-        )?;
-        progress |= self.release_upstream(sh);
-        let finished = self
-            .exchange
-            .as_ref()
-            .is_some_and(|ex| ex.upstream.is_none() && ex.response_done())
-            && self.side.out.as_ref().is_none_or(|b| b.is_empty());
-        if finished {
-            self.finish_request(sh);
-            progress = true;
-        }
-        Ok(progress)
-    }
-
-    /// Parks or closes the upstream once its part is over: the response
-    /// read whole and the request sent whole (or abandoned).
-    fn release_upstream(&mut self, sh: &mut Shared) -> bool {
-        let Some(ex) = self.exchange.as_deref_mut() else {
-            return false;
-        };
-        // The request buffer is not needed once everything went up.
-        if ex.request_body_done()
-            && ex.to_upstream.as_ref().is_some_and(|b| b.is_empty())
-            && !ex.tunnel
-            && let Some(b) = ex.to_upstream.take()
-        {
-            sh.bufs.put_buffer(b);
-        }
-        let Some(key) = ex.upstream else {
-            return false;
-        };
-        if !ex.response_done() {
-            return false;
-        }
-        ex.upstream = None;
-        if ex.reusable() {
-            sh.ups.park(key, &sh.registry, &sh.stats, sh.now);
-        } else {
-            // Request bytes not yet written are not needed any more: the
-            // answer is complete. If the client has not sent its whole
-            // body, the rest is never read, so its connection cannot carry
-            // another request.
-            if !ex.request_taken() {
-                ex.abandon_request();
-                self.keep_alive.clear("request body not read");
-            }
-            if let Some(b) = ex.to_upstream.as_mut() {
-                b.clear();
-            }
-            sh.ups.close(key);
-        }
-        true
-    }
-
-    fn finish_request(&mut self, sh: &mut Shared) {
-        self.pipelined = false;
-        if self
-            .exchange
-            .as_ref()
-            .is_some_and(|e| e.request_abandoned())
-            || self.side.inbuf.as_ref().is_some_and(|b| !b.is_empty())
-        {
-            self.linger = true;
-        }
-        if let Some(ex) = self.exchange.take() {
-            ex.end(self.side.addr, None, 0, sh);
-        } else if let Some(r) = self.own_reply.take() {
-            r.log(self.side.addr, sh.now);
-        }
-        // After the client's FIN, requests it already sent (pipelined, in
-        // `inbuf`) are still served; the connection closes once they are.
-        let more = !self.side.read_eof || self.side.inbuf.as_ref().is_some_and(|b| !b.is_empty());
-        if self.keep_alive.get() && more {
-            self.set_state(State::Head);
-            self.idle_since = sh.now;
-            self.release(sh, false);
-            if self.side.inbuf.is_none() {
-                self.set_idle(true, &sh.stats);
-            }
-        } else {
-            self.set_state(State::Closing { linger_until: None });
-        }
-    }
-
-    fn advance_closing(&mut self, sh: &mut Shared) -> bool {
-        let State::Closing { linger_until } = self.state else {
-            return false;
-        };
-        if self.side.out.as_ref().is_some_and(|b| !b.is_empty()) {
-            return false;
-        }
-        if self.side.read_eof || !self.linger {
-            self.set_state(State::Closed);
-            return true;
-        }
-        if linger_until.is_none() {
-            let _ = self.side.stream.shutdown(Shutdown::Write);
-            self.set_state(State::Closing {
-                linger_until: Some(sh.now + LINGER),
-            });
-            self.release(sh, true);
-            return true;
-        }
-        false
-    }
-
-    // ---- errors ----
-
-    /// Ends the exchange after `err` (or retries it, ARCHITECTURE.md §7):
-    /// the client gets what the error table says (ARCHITECTURE.md §8).
-    fn fail(&mut self, err: ProxyError, sh: &mut Shared) {
-        if err.side == Side::Upstream && self.try_retry(&err, sh) {
-            return;
-        }
-        let started = self.exchange.as_ref().is_some_and(|e| e.resp_head_sent);
-        let answer = err.answer(started, self.head_bytes_seen());
-        match (&err.side, &err.kind) {
-            (Side::Downstream, ErrorKind::Io(_) | ErrorKind::Closed) => {
-                debug!("client {}: {err}", self.side.addr)
-            }
-            _ => info!("client {}: {err}", self.side.addr),
-        }
-        self.keep_alive.clear("error");
-        self.linger = true;
-        let client_gone = err.side == Side::Downstream
-            && matches!(
-                err.kind,
-                ErrorKind::Io(_) | ErrorKind::Timeout(Timeout::ClientSend)
-            )
-            || self.state == State::Closed;
-        // The proxy's own answer, if any, is queued first so the access
-        // line can count its bytes.
-        let mut status = None;
-        let mut reply_len = 0;
-        match answer {
-            _ if client_gone => {
-                self.set_state(State::Closed);
-                if !started {
-                    // The access log says the client left (nginx's 499).
-                    status = Some(499);
-                }
-            }
-            Answer::Status(code) => {
-                count_status(&sh.stats, code);
-                if let Some(out) = self.side.out.as_mut() {
-                    out.clear();
-                }
-                let body = format!("{} {}\n", code, reason_phrase(code));
-                reply_len = self.queue_reply(sh, code, &Headers::new(), body.as_bytes(), false);
-                status = Some(code);
-                self.set_state(State::Closing { linger_until: None });
-            }
-            Answer::Close => {
-                // Pending bytes are whole parts of the response; flush them,
-                // then close: a chunked body never gets its last chunk.
-                self.set_state(State::Closing { linger_until: None });
-            }
-        }
-        if let Some(ex) = self.exchange.take() {
-            ex.end(self.side.addr, status, reply_len as u64, sh);
-        } else if let Some(mut r) = self.own_reply.take() {
-            if let Some(code) = status {
-                r.status = code;
-                r.bytes = reply_len as u64;
-            }
-            r.log(self.side.addr, sh.now);
-        }
-    }
-
-    /// Sends the request again on a new upstream connection if the retry
-    /// rules allow it (ARCHITECTURE.md §7); `upstream_peer` is asked again.
-    fn try_retry(&mut self, err: &ProxyError, sh: &mut Shared) -> bool {
-        if matches!(err.kind, ErrorKind::Timeout(_)) {
-            return false;
-        }
-        let Some(ex) = self.exchange.as_deref_mut() else {
-            return false;
-        };
-        if !ex.may_retry(sh.cfg.max_retries) {
-            return false;
-        }
-        if let Some(k) = ex.upstream.take() {
-            sh.ups.close(k);
-        }
-        ex.retries += 1;
-        Stats::add(&sh.stats.retries, 1);
-        info!(
-            "retry {}: {} {} after {err} (reused={})",
-            ex.retries, ex.req.method, ex.req.target, ex.reused
-        );
-        ex.peer = sh.filter.upstream_peer(&ex.req);
-        if ex.to_upstream.is_none() {
-            ex.to_upstream = Some(sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark));
-        }
-        ex.rewind();
-        match self.attach_upstream(sh, true) {
-            Ok(()) => true,
-            Err(e) => {
-                debug!("retry connect failed: {e}");
-                false
-            }
-        }
-    }
-
     // ---- helpers ----
-
-    /// Queues a response the proxy makes: status line, `fields`,
-    /// `Content-Length`, `Connection: close` unless keep-alive, and `body`
-    /// (left out for a HEAD request). Returns the bytes queued.
-    fn queue_reply(
-        &mut self,
-        sh: &mut Shared,
-        status: u16,
-        fields: &Headers,
-        body: &[u8],
-        head_only: bool,
-    ) -> usize {
-        let mut head = ResponseHead::new(status);
-        for (name, value) in fields.iter() {
-            if !name.eq_ignore_ascii_case("content-length")
-                && !name.eq_ignore_ascii_case("connection")
-            {
-                head.headers.append(name, value);
-            }
-        }
-        head.headers
-            .append("Content-Length", body.len().to_string().as_bytes());
-        if !self.keep_alive.get() {
-            head.headers.append("Connection", b"close");
-        }
-        let mut bytes = Vec::with_capacity(128 + body.len());
-        head.encode(&mut bytes);
-        if !head_only {
-            bytes.extend_from_slice(body);
-        }
-        let out = self
-            .side
-            .out
-            .get_or_insert_with(|| sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark));
-        if out.is_empty() {
-            self.side.write_at = sh.now;
-        }
-        out.extend_from_slice(&bytes);
-        // Try at once: the socket is usually writable.
-        self.side.io.writable = true;
-        bytes.len()
-    }
 
     fn head_bytes_seen(&self) -> bool {
         self.state == State::Head && self.side.inbuf.as_ref().is_some_and(|b| !b.is_empty())
@@ -946,46 +533,4 @@ impl ClientConn {
         up.set_interest(&sh.registry, r, w)
             .map_err(|_| std::io::ErrorKind::Other.into())
     }
-}
-
-impl OwnReply {
-    fn new(req: &RequestHead, status: u16, now: Instant) -> Self {
-        OwnReply {
-            method: req.method.clone(),
-            target: req.target.clone(),
-            version: req.version,
-            status,
-            bytes: 0,
-            started: now,
-        }
-    }
-
-    fn log(&self, client: SocketAddr, now: Instant) {
-        Access {
-            client,
-            method: &self.method,
-            target: &self.target,
-            version: self.version,
-            status: self.status,
-            upstream: None,
-            upconn: None,
-            req_body: 0,
-            resp_bytes: self.bytes,
-            started: self.started,
-        }
-        .log(now);
-    }
-}
-
-fn count_status(stats: &Stats, code: u16) {
-    let field = match code {
-        400 => &stats.status_400,
-        408 => &stats.status_408,
-        431 => &stats.status_431,
-        501 => &stats.status_501,
-        502 => &stats.status_502,
-        504 => &stats.status_504,
-        _ => return,
-    };
-    Stats::add(field, 1);
 }

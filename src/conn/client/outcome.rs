@@ -1,0 +1,246 @@
+//! How a client connection's request ends: the exchange advanced to its
+//! end (upstream parked or closed, client kept or closed), a failure
+//! answered per the error table or retried (ARCHITECTURE.md §7, §8), and
+//! the lingering close.
+//!
+//! What it must not know: how bytes move (the relay), head syntax.
+
+use std::net::Shutdown;
+
+use super::{ClientConn, LINGER, Result, State};
+use crate::conn::response_head::take_response_head;
+use crate::conn::{Shared, relay};
+use crate::error::{Answer, ErrorKind, ProxyError, Side, Timeout};
+use crate::http::{Headers, reason_phrase};
+use crate::stats::Stats;
+use log::{debug, info};
+
+impl ClientConn {
+    pub(super) fn advance_exchange(&mut self, sh: &mut Shared) -> Result<bool> {
+        let Some(ex) = self.exchange.as_deref_mut() else {
+            // A reply the proxy wrote itself: done when flushed.
+            if self.side.out.as_ref().is_none_or(|b| b.is_empty()) {
+                self.finish_request(sh);
+                return Ok(true);
+            }
+            return Ok(false);
+        };
+        let (mut env, _, filter) = sh.split();
+        let mut progress = relay::feed_request(&mut self.side, ex, &mut env)?;
+        progress |= take_response_head(&mut self.side, ex, &mut env, filter, &mut self.keep_alive)?;
+        progress |= self.release_upstream(sh);
+        let finished = self
+            .exchange
+            .as_ref()
+            .is_some_and(|ex| ex.upstream.is_none() && ex.response_done())
+            && self.side.out.as_ref().is_none_or(|b| b.is_empty());
+        if finished {
+            self.finish_request(sh);
+            progress = true;
+        }
+        Ok(progress)
+    }
+
+    /// Parks or closes the upstream once its part is over: the response
+    /// read whole and the request sent whole (or abandoned).
+    pub(super) fn release_upstream(&mut self, sh: &mut Shared) -> bool {
+        let Some(ex) = self.exchange.as_deref_mut() else {
+            return false;
+        };
+        // The request buffer is not needed once everything went up.
+        if ex.request_body_done()
+            && ex.to_upstream.as_ref().is_some_and(|b| b.is_empty())
+            && !ex.tunnel
+            && let Some(b) = ex.to_upstream.take()
+        {
+            sh.bufs.put_buffer(b);
+        }
+        let Some(key) = ex.upstream else {
+            return false;
+        };
+        if !ex.response_done() {
+            return false;
+        }
+        ex.upstream = None;
+        if ex.reusable() {
+            sh.ups.park(key, &sh.registry, &sh.stats, sh.now);
+        } else {
+            // Request bytes not yet written are not needed any more: the
+            // answer is complete. If the client has not sent its whole
+            // body, the rest is never read, so its connection cannot carry
+            // another request.
+            if !ex.request_taken() {
+                ex.abandon_request();
+                self.keep_alive.clear("request body not read");
+            }
+            if let Some(b) = ex.to_upstream.as_mut() {
+                b.clear();
+            }
+            sh.ups.close(key);
+        }
+        true
+    }
+
+    pub(super) fn finish_request(&mut self, sh: &mut Shared) {
+        self.pipelined = false;
+        if self
+            .exchange
+            .as_ref()
+            .is_some_and(|e| e.request_abandoned())
+            || self.side.inbuf.as_ref().is_some_and(|b| !b.is_empty())
+        {
+            self.linger = true;
+        }
+        if let Some(ex) = self.exchange.take() {
+            ex.end(self.side.addr, None, 0, sh);
+        } else if let Some(r) = self.own_reply.take() {
+            r.log(self.side.addr, sh.now);
+        }
+        // After the client's FIN, requests it already sent (pipelined, in
+        // `inbuf`) are still served; the connection closes once they are.
+        let more = !self.side.read_eof || self.side.inbuf.as_ref().is_some_and(|b| !b.is_empty());
+        if self.keep_alive.get() && more {
+            self.set_state(State::Head);
+            self.idle_since = sh.now;
+            self.release(sh, false);
+            if self.side.inbuf.is_none() {
+                self.set_idle(true, &sh.stats);
+            }
+        } else {
+            self.set_state(State::Closing { linger_until: None });
+        }
+    }
+
+    pub(super) fn advance_closing(&mut self, sh: &mut Shared) -> bool {
+        let State::Closing { linger_until } = self.state else {
+            return false;
+        };
+        if self.side.out.as_ref().is_some_and(|b| !b.is_empty()) {
+            return false;
+        }
+        if self.side.read_eof || !self.linger {
+            self.set_state(State::Closed);
+            return true;
+        }
+        if linger_until.is_none() {
+            let _ = self.side.stream.shutdown(Shutdown::Write);
+            self.set_state(State::Closing {
+                linger_until: Some(sh.now + LINGER),
+            });
+            self.release(sh, true);
+            return true;
+        }
+        false
+    }
+
+    // ---- errors ----
+
+    /// Ends the exchange after `err` (or retries it, ARCHITECTURE.md §7):
+    /// the client gets what the error table says (ARCHITECTURE.md §8).
+    pub(super) fn fail(&mut self, err: ProxyError, sh: &mut Shared) {
+        if err.side == Side::Upstream && self.try_retry(&err, sh) {
+            return;
+        }
+        let started = self.exchange.as_ref().is_some_and(|e| e.resp_head_sent);
+        let answer = err.answer(started, self.head_bytes_seen());
+        match (&err.side, &err.kind) {
+            (Side::Downstream, ErrorKind::Io(_) | ErrorKind::Closed) => {
+                debug!("client {}: {err}", self.side.addr)
+            }
+            _ => info!("client {}: {err}", self.side.addr),
+        }
+        self.keep_alive.clear("error");
+        self.linger = true;
+        let client_gone = err.side == Side::Downstream
+            && matches!(
+                err.kind,
+                ErrorKind::Io(_) | ErrorKind::Timeout(Timeout::ClientSend)
+            )
+            || self.state == State::Closed;
+        // The proxy's own answer, if any, is queued first so the access
+        // line can count its bytes.
+        let mut status = None;
+        let mut reply_len = 0;
+        match answer {
+            _ if client_gone => {
+                self.set_state(State::Closed);
+                if !started {
+                    // The access log says the client left (nginx's 499).
+                    status = Some(499);
+                }
+            }
+            Answer::Status(code) => {
+                count_status(&sh.stats, code);
+                if let Some(out) = self.side.out.as_mut() {
+                    out.clear();
+                }
+                let body = format!("{} {}\n", code, reason_phrase(code));
+                reply_len = self.queue_reply(sh, code, &Headers::new(), body.as_bytes(), false);
+                status = Some(code);
+                self.set_state(State::Closing { linger_until: None });
+            }
+            Answer::Close => {
+                // Pending bytes are whole parts of the response; flush them,
+                // then close: a chunked body never gets its last chunk.
+                self.set_state(State::Closing { linger_until: None });
+            }
+        }
+        if let Some(ex) = self.exchange.take() {
+            ex.end(self.side.addr, status, reply_len as u64, sh);
+        } else if let Some(mut r) = self.own_reply.take() {
+            if let Some(code) = status {
+                r.status = code;
+                r.bytes = reply_len as u64;
+            }
+            r.log(self.side.addr, sh.now);
+        }
+    }
+
+    /// Sends the request again on a new upstream connection if the retry
+    /// rules allow it (ARCHITECTURE.md §7); `upstream_peer` is asked again.
+    pub(super) fn try_retry(&mut self, err: &ProxyError, sh: &mut Shared) -> bool {
+        if matches!(err.kind, ErrorKind::Timeout(_)) {
+            return false;
+        }
+        let Some(ex) = self.exchange.as_deref_mut() else {
+            return false;
+        };
+        if !ex.may_retry(sh.cfg.max_retries) {
+            return false;
+        }
+        if let Some(k) = ex.upstream.take() {
+            sh.ups.close(k);
+        }
+        ex.retries += 1;
+        Stats::add(&sh.stats.retries, 1);
+        info!(
+            "retry {}: {} {} after {err} (reused={})",
+            ex.retries, ex.req.method, ex.req.target, ex.reused
+        );
+        ex.peer = sh.filter.upstream_peer(&ex.req);
+        if ex.to_upstream.is_none() {
+            ex.to_upstream = Some(sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark));
+        }
+        ex.rewind();
+        match self.attach_upstream(sh, true) {
+            Ok(()) => true,
+            Err(e) => {
+                debug!("retry connect failed: {e}");
+                false
+            }
+        }
+    }
+}
+
+fn count_status(stats: &Stats, code: u16) {
+    let field = match code {
+        400 => &stats.status_400,
+        408 => &stats.status_408,
+        431 => &stats.status_431,
+        501 => &stats.status_501,
+        502 => &stats.status_502,
+        504 => &stats.status_504,
+        _ => return,
+    };
+    Stats::add(field, 1);
+}
