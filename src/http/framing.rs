@@ -17,10 +17,10 @@
 //! HEAD, 1xx/204/304): `Length(0)` is never returned by the framing
 //! functions. A decoder never counts a byte past the body's end.
 
-use super::Headers;
 use super::chunked::ChunkedScanner;
 use super::error::ParseError;
-use super::head::{RequestHead, ResponseHead, is_token, list_elements, trim_ows};
+use super::head::{RequestHead, ResponseHead};
+use super::headers::{Headers, is_token, list_elements, trim_ows};
 
 /// How a message body is delimited (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

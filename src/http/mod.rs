@@ -33,18 +33,22 @@ pub mod chunked;
 pub mod error;
 pub mod framing;
 pub mod head;
+pub mod headers;
 pub mod hop;
 pub mod request;
 pub mod response;
+pub mod scanner;
 pub mod target;
 
 pub use error::ParseError;
 pub use framing::{BodyDecoder, BodyKind};
-pub use head::{HeadScanner, Headers, RequestHead, ResponseHead, reason_phrase};
+pub use head::{RequestHead, ResponseHead, reason_phrase};
+pub use headers::Headers;
 pub use request::{Forwarding, Refusal, ensure_host, plan_request};
 pub use response::{
     ResponseContext, ResponsePlan, ResponseRefusal, finish_response_head, plan_response,
 };
+pub use scanner::HeadScanner;
 
 #[cfg(test)]
 mod tests;

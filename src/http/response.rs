@@ -15,7 +15,8 @@
 
 use super::error::ParseError;
 use super::framing::BodyKind;
-use super::head::{Headers, ResponseHead};
+use super::head::ResponseHead;
+use super::headers::Headers;
 use super::hop::{remove_hop_by_hop, response_keep_alive};
 
 /// Most 1xx interim responses forwarded before the final one; more is an

@@ -1,0 +1,285 @@
+//! [`Headers`]: the fields of one head, in arrival order, and the token and
+//! list rules of RFC 9110 §5.
+//!
+//! What it must not know: start lines, sockets, framing and hop-by-hop
+//! policy.
+//!
+//! Invariants:
+//! - fields keep arrival order and names the spelling they arrived with
+//!   (RFC 9110 §5.3: order of same-name fields is meaningful); every lookup
+//!   ignores ASCII case (RFC 9110 §5.1);
+//! - every stored name is a `token` and no stored value holds a CTL other
+//!   than HTAB, so encoding can never inject a line (RFC 9110 §5.5).
+
+use std::fmt;
+
+use super::error::ParseError;
+
+/// One field's position in the two arenas of [`Headers`]: byte offsets,
+/// `start..end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Field {
+    name_start: usize,
+    name_end: usize,
+    value_start: usize,
+    value_end: usize,
+}
+
+/// The header (or trailer) fields of one head, in arrival order.
+///
+/// Names keep the spelling they arrived with; every lookup compares names
+/// ignoring ASCII case (RFC 9110 §5.1). Storage is two arenas (names, values)
+/// plus one vector of offsets, so [`Headers::clear`] keeps all three
+/// allocations for the next head. Removing a field or growing a value in
+/// place leaves unreachable bytes in an arena until the next `clear`.
+///
+/// Equality compares the fields (names byte for byte, values, order), not
+/// the arenas.
+#[derive(Clone, Default)]
+pub struct Headers {
+    /// Names of all fields, back to back (ASCII: names are tokens).
+    names: String,
+    /// Values of all fields, back to back.
+    values: Vec<u8>,
+    /// One entry per field, in arrival order.
+    fields: Vec<Field>,
+}
+
+impl Headers {
+    /// An empty set of fields; allocates nothing until the first append.
+    pub fn new() -> Self {
+        Headers::default()
+    }
+
+    /// Removes every field and keeps the storage for reuse.
+    pub fn clear(&mut self) {
+        self.names.clear();
+        self.values.clear();
+        self.fields.clear();
+    }
+
+    /// Number of fields (a name that appears twice counts twice).
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// True if there is no field.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// Adds the field `name: value` after all others.
+    ///
+    /// `name` must be a `token` (RFC 9110 §5.1); a name that is not is
+    /// dropped (and trips a `debug_assert!`): use [`Headers::try_append`] to
+    /// see the error. In `value`, every CTL other than HTAB (CR, LF and NUL
+    /// included) is replaced with SP, as RFC 9110 §5.5 lets a recipient do,
+    /// so no value can inject a line.
+    pub fn append(&mut self, name: &str, value: &[u8]) {
+        let added = self.try_append(name, value);
+        debug_assert!(added.is_ok(), "invalid field name {name:?}");
+    }
+
+    /// Like [`Headers::append`], but a `name` that is not a `token`
+    /// (RFC 9110 §5.1) returns `Err(ParseError::Malformed)` and adds nothing.
+    pub fn try_append(&mut self, name: &str, value: &[u8]) -> Result<(), ParseError> {
+        if !is_token(name.as_bytes()) {
+            return Err(ParseError::Malformed("invalid field name"));
+        }
+        let name_start = self.names.len();
+        self.names.push_str(name);
+        let value_start = self.values.len();
+        push_sanitized(&mut self.values, value);
+        self.fields.push(Field {
+            name_start,
+            name_end: self.names.len(),
+            value_start,
+            value_end: self.values.len(),
+        });
+        Ok(())
+    }
+
+    /// Adds a field that httparse already validated (a token name, a value
+    /// of HTAB / SP / VCHAR / obs-text).
+    /// Replaces every field with those httparse found, in their order,
+    /// keeping this storage's capacity.
+    pub(crate) fn refill(&mut self, parsed: &[httparse::Header<'_>]) {
+        self.clear();
+        for h in parsed {
+            self.push_parsed(h.name, h.value);
+        }
+    }
+
+    fn push_parsed(&mut self, name: &str, value: &[u8]) {
+        let name_start = self.names.len();
+        self.names.push_str(name);
+        let value_start = self.values.len();
+        self.values.extend_from_slice(value);
+        self.fields.push(Field {
+            name_start,
+            name_end: self.names.len(),
+            value_start,
+            value_end: self.values.len(),
+        });
+    }
+
+    /// The value of the first field named `name` (ASCII case-insensitive).
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    /// The values of every field named `name` (ASCII case-insensitive), in
+    /// arrival order: together they form one list (RFC 9110 §5.3).
+    pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    /// True if a field named `name` (ASCII case-insensitive) is present.
+    pub fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Removes every field named `name` (ASCII case-insensitive); returns how
+    /// many were removed. The other fields keep their order.
+    pub fn remove_all(&mut self, name: &str) -> usize {
+        let before = self.fields.len();
+        let names = &self.names;
+        self.fields
+            .retain(|f| !field_name(names, f).eq_ignore_ascii_case(name));
+        before.saturating_sub(self.fields.len())
+    }
+
+    /// Keeps only the fields for which `f(name, value)` is true; the kept
+    /// fields keep their order.
+    pub fn retain(&mut self, mut f: impl FnMut(&str, &[u8]) -> bool) {
+        let names = &self.names;
+        let values = &self.values;
+        self.fields
+            .retain(|field| f(field_name(names, field), field_value(values, field)));
+    }
+
+    /// `(name, value)` of every field in arrival order, names as they arrived.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.fields
+            .iter()
+            .map(|f| (field_name(&self.names, f), field_value(&self.values, f)))
+    }
+
+    /// Appends `suffix` to the value of the *last* field named `name` (ASCII
+    /// case-insensitive); the field keeps its position. Returns false (and
+    /// changes nothing) if there is no such field. `suffix` is cleaned like a
+    /// value given to [`Headers::append`] (RFC 9110 §5.5).
+    pub fn append_to_last(&mut self, name: &str, suffix: &[u8]) -> bool {
+        let names = &self.names;
+        let Some(field) = self
+            .fields
+            .iter_mut()
+            .rev()
+            .find(|f| field_name(names, f).eq_ignore_ascii_case(name))
+        else {
+            return false;
+        };
+        let (start, end) = (field.value_start, field.value_end);
+        if start > end || end > self.values.len() {
+            debug_assert!(false, "field value out of its arena");
+            return false;
+        }
+        if end != self.values.len() {
+            // Not the last value in the arena: move it to the end so it can
+            // grow; the old bytes stay unreachable until `clear`.
+            let new_start = self.values.len();
+            self.values.extend_from_within(start..end);
+            field.value_start = new_start;
+        }
+        push_sanitized(&mut self.values, suffix);
+        field.value_end = self.values.len();
+        true
+    }
+
+    /// Writes every field as `Name: value\r\n`, in arrival order, names as
+    /// they arrived (RFC 9112 §5).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        for (name, value) in self.iter() {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
+impl PartialEq for Headers {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Headers {}
+
+impl fmt::Debug for Headers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(
+                self.iter()
+                    .map(|(n, v)| (n, String::from_utf8_lossy(v).into_owned())),
+            )
+            .finish()
+    }
+}
+
+/// The name of `f`; "" if the offsets are broken (they never are).
+fn field_name<'a>(names: &'a str, f: &Field) -> &'a str {
+    names.get(f.name_start..f.name_end).unwrap_or_default()
+}
+
+/// The value of `f`; empty if the offsets are broken (they never are).
+fn field_value<'a>(values: &'a [u8], f: &Field) -> &'a [u8] {
+    values.get(f.value_start..f.value_end).unwrap_or_default()
+}
+
+/// `tchar` (RFC 9110 §5.6.2).
+pub(crate) fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// `token = 1*tchar` (RFC 9110 §5.6.2).
+pub(crate) fn is_token(s: &[u8]) -> bool {
+    !s.is_empty() && s.iter().all(|&b| is_tchar(b))
+}
+
+/// `bytes` without leading and trailing OWS (SP / HTAB, RFC 9110 §5.6.3).
+pub(crate) fn trim_ows(bytes: &[u8]) -> &[u8] {
+    let is_ows = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = bytes.iter().position(|b| !is_ows(b)).unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !is_ows(b))
+        .map_or(start, |i| i.saturating_add(1));
+    bytes.get(start..end).unwrap_or_default()
+}
+
+/// The non-empty elements of a comma-separated list field value, without
+/// OWS (RFC 9110 §5.6.1: a recipient ignores empty elements). Quoted strings
+/// are not special: no list this codec reads needs commas inside quotes.
+pub(crate) fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value
+        .split(|&b| b == b',')
+        .map(trim_ows)
+        .filter(|e| !e.is_empty())
+}
+
+/// Appends `bytes` with every CTL except HTAB replaced by SP
+/// (RFC 9110 §5.5: CR, LF and NUL MUST be rejected or replaced with SP).
+pub(crate) fn push_sanitized(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend(bytes.iter().map(|&b| {
+        if (b < 0x20 && b != b'\t') || b == 0x7f {
+            b' '
+        } else {
+            b
+        }
+    }));
+}
