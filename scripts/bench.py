@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark of sluice against nginx, nginx without buffering,
-HAProxy, and a direct connection to the upstream (the limit).
+HAProxy, and a direct connection to the upstream (the limit); and, with
+--sluice-old, against another sluice binary (an older build).
 
-Usage: scripts/bench.sh [--quick] [--only S1,S3] [--peers sluice,nginx]
-                        [--reps N] [--json FILE] [--upstream nginx|python]
+Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S3] [--peers sluice,nginx]
+                        [--sluice-old PATH] [--reps N] [--json FILE]
+                        [--upstream nginx|python]
                         [--sluice-args '--high-watermark 262144 ...']
                         [--keep-tmp] [--no-build] [--no-install]
 Exit status 1 when any run had a problem (errors, non-2xx, a crash): the
@@ -24,9 +26,18 @@ Scenarios:
   S5  200 slow readers (curl --limit-rate 100k) for 10 s: peak RSS growth
   S6  10,000 idle keep-alive client connections: RSS per connection
 
-Python 3 stdlib only. Needs wrk (S1, S2) and curl (S3-S5); nginx and haproxy
-are peers (and nginx is the upstream) when present: as root on Debian they are
-installed with apt-get, otherwise the peer is skipped with a printed reason.
+Old vs new: `--sluice-old PATH` (or SLUICE_OLD=PATH) adds the peer
+"sluice-old", run exactly like "sluice" (same flags, pinning, RUST_LOG and
+logging), and the report gains a new/old table: CPU µs/request (S1), MiB/s
+and CPU ms/MiB (S3), RSS growth per slow reader (S5) and the other sluice
+rows, each as sluice/sluice-old. For a quick comparison:
+  scripts/bench.sh --quick --sluice-old PATH --scenarios S1,S3,S5 --peers sluice,sluice-old
+
+Python 3 stdlib and scripts/sluicebench/. Needs wrk (S1, S2) and curl
+(S3-S5); nginx and haproxy are peers (and nginx is the upstream) when
+present. As root on Debian, what the chosen peers and scenarios need is
+installed with apt-get (nginx also when --upstream nginx); otherwise the
+peer or scenario is skipped with a printed reason.
 """
 
 import argparse
@@ -41,16 +52,21 @@ import shlex
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from sluicebench.net import free_port, http_get, read_response, still_open
+from sluicebench.procfs import CPU_SOURCE, busy_pct, cpu_busy_ticks, cpu_model, cpu_seconds, rss_kib
+from sluicebench.procs import Proc, run_cmd
+from sluicebench.stats import median, ratio, spread
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_DIR = os.path.join(ROOT, "scripts", "bench")
 MIB = 1 << 20
-PEERS = ["sluice", "nginx", "nginx-nobuf", "haproxy", "direct"]
+PEERS = ["sluice", "sluice-old", "nginx", "nginx-nobuf", "haproxy", "direct"]
+SLUICES = ("sluice", "sluice-old")  # peers that are sluice binaries
 SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6"]
 SMALL_SIZE = 256  # bytes of the S1/S2 response body
 BIG_SIZE = 100 * MIB  # S3 download and S4 upload
@@ -76,129 +92,14 @@ def problem(where, cmd, output):
 
 
 PIN = True  # False when the machine has fewer than 2 CPUs or no taskset
-STARTED = []
 
 
 def pinned(cpu, argv):
     return (["taskset", "-c", str(cpu)] if PIN else []) + list(argv)
 
 
-def proc_start_time(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except OSError:
-        return None
-
-
-def children_of(pid):
-    """All descendants of pid (via /proc/PID/task/*/children)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            tasks = os.listdir("/proc/%d/task" % p)
-        except OSError:
-            continue
-        for t in tasks:
-            try:
-                with open("/proc/%d/task/%s/children" % (p, t)) as f:
-                    kids = [int(x) for x in f.read().split()]
-            except OSError:
-                kids = []
-            out.extend(kids)
-            todo.extend(kids)
-    return out
-
-
-class Proc:
-    """A long-running process we started; stopped by its own PID."""
-
-    def __init__(self, name, argv, logpath, env=None):
-        self.name = name
-        self.argv = list(argv)
-        self.logpath = logpath
-        self.logf = open(logpath, "ab")
-        self.p = subprocess.Popen(
-            self.argv, stdin=subprocess.DEVNULL, stdout=self.logf, stderr=subprocess.STDOUT, env=env
-        )
-        self.pid = self.p.pid
-        STARTED.append(self)
-
-    def pids(self):
-        if self.p.poll() is not None:
-            return []
-        return [self.pid] + children_of(self.pid)
-
-    def alive(self):
-        return self.p.poll() is None
-
-    def log_tail(self, n=30):
-        try:
-            with open(self.logpath, "rb") as f:
-                lines = f.read().decode("utf-8", "replace").splitlines()
-            return "\n".join(lines[-n:])
-        except OSError:
-            return ""
-
-    def stop(self, timeout=5.0):
-        if self in STARTED:
-            STARTED.remove(self)
-        kids = [(k, proc_start_time(k)) for k in children_of(self.pid)] if self.alive() else []
-        if self.alive():
-            try:
-                os.kill(self.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                say("%s (pid %d) ignored SIGTERM for %.0f s: SIGKILL" % (self.name, self.pid, timeout))
-                os.kill(self.pid, signal.SIGKILL)
-                self.p.wait(5)
-        # children (nginx workers) that outlived their master: kill them by PID
-        deadline = time.time() + 3
-        for k, st in kids:
-            while st is not None and proc_start_time(k) == st and time.time() < deadline:
-                time.sleep(0.05)
-            if st is not None and proc_start_time(k) == st:
-                try:
-                    os.kill(k, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        self.logf.close()
-        return self.p.returncode
-
-
 def stop_all():
-    for p in list(reversed(STARTED)):
-        try:
-            p.stop()
-        except Exception as e:  # keep stopping the others
-            say("stopping %s: %s" % (p.name, e))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def http_get(port, path, timeout=2.0):
-    """One GET on a new connection; returns (status, body) or raises OSError."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n" % (path, port)).encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.") else 0
-    return status, body
+    Proc.stop_all(say=say)
 
 
 def wait_ready(proc, port, path="/small", timeout=10.0):
@@ -220,76 +121,6 @@ def wait_ready(proc, port, path="/small", timeout=10.0):
         time.sleep(0.05)
     raise RuntimeError("%s did not answer GET %s on port %d within %.0f s (%s)" % (
         proc.name if proc else "?", path, port, timeout, last))
-
-
-def cpu_seconds(pids):
-    """CPU time (user+system) of the given processes, from schedstat (ns) where
-    the kernel has it, else from utime+stime in /proc/PID/stat (clock ticks)."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    for pid in pids:
-        done = False
-        try:
-            tasks = os.listdir("/proc/%d/task" % pid)
-            ns = 0
-            for t in tasks:
-                with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
-                    ns += int(f.read().split()[0])
-            total += ns / 1e9
-            done = True
-        except (OSError, ValueError, IndexError):
-            pass
-        if not done:
-            try:
-                with open("/proc/%d/stat" % pid) as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / tick
-            except OSError:
-                pass
-    return total
-
-
-CPU_SOURCE = "schedstat" if os.path.exists("/proc/self/schedstat") else "stat"
-
-
-def cpu_busy_ticks(cpu):
-    """(busy, total) clock ticks of one CPU from /proc/stat."""
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith("cpu%d " % cpu):
-                v = [int(x) for x in line.split()[1:]]
-                idle = v[3] + (v[4] if len(v) > 4 else 0)
-                return sum(v[:8]) - idle, sum(v[:8])
-    return 0, 0
-
-
-def busy_pct(before, after):
-    db, dt = after[0] - before[0], after[1] - before[1]
-    return 100.0 * db / dt if dt else None
-
-
-def rss_kib(pids):
-    total = 0
-    for pid in pids:
-        try:
-            with open("/proc/%d/status" % pid) as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-                        break
-        except OSError:
-            pass
-    return total
-
-
-def run_cmd(argv, timeout, env=None):
-    """Run a bounded command; returns (rc, output). Timeout kills it by PID."""
-    try:
-        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, env=env)
-        return r.returncode, (r.stdout + r.stderr).decode("utf-8", "replace")
-    except subprocess.TimeoutExpired as e:
-        out = ((e.stdout or b"") + (e.stderr or b"")).decode("utf-8", "replace")
-        return None, out + "\n[killed after %.0f s]" % timeout
 
 
 # --------------------------------------------------------------------------
@@ -326,12 +157,26 @@ def find_tool(tool):
     return shutil.which(tool) or (os.access("/usr/sbin/" + tool, os.X_OK) and "/usr/sbin/" + tool) or None
 
 
-def ensure_tools(args):
-    """Installs what is missing where it can; returns {tool: reason} for what
-    is still missing (its peer or scenario is then skipped)."""
+def needed_tools(args, peers, scenarios):
+    """The tools the chosen peers and scenarios use."""
+    tools = ["taskset"]
+    if {"S1", "S2"} & set(scenarios):
+        tools.append("wrk")
+    if {"S3", "S4", "S5"} & set(scenarios):
+        tools.append("curl")
+    if {"nginx", "nginx-nobuf"} & set(peers) or args.upstream == "nginx":
+        tools.append("nginx")
+    if "haproxy" in peers:
+        tools.append("haproxy")
+    return tools
+
+
+def ensure_tools(args, tools):
+    """Installs what of TOOLS is missing where it can; returns {tool: reason}
+    for what is still missing (its peer or scenario is then skipped)."""
     packages = {"wrk": ["wrk"], "curl": ["curl"], "nginx": ["nginx-light"], "haproxy": ["haproxy"],
                 "taskset": ["util-linux"]}
-    missing = [t for t in packages if not find_tool(t)]
+    missing = [t for t in packages if t in tools and not find_tool(t)]
     if not missing:
         return {}
     if args.no_install:
@@ -378,6 +223,13 @@ def build_sluice(args):
     if not os.access(path, os.X_OK):
         sys.exit("bench: sluice binary not found or not executable: " + path)
     return os.path.abspath(path)
+
+
+def copy_bin(path, tmp, name):
+    """A private copy of binary PATH in TMP: a rebuild during the run cannot swap it."""
+    dst = os.path.join(tmp, "bin-" + name)
+    shutil.copy2(path, dst)
+    return dst
 
 
 # --------------------------------------------------------------------------
@@ -469,7 +321,7 @@ class PyUpstream:
 
 
 class Peer:
-    def __init__(self, name, tmp, sluice_bin, upstream_port, run_id):
+    def __init__(self, name, tmp, bins, upstream_port, run_id):
         self.name = name
         self.proc = None
         if name == "direct":
@@ -479,8 +331,8 @@ class Peer:
         d = os.path.join(tmp, "%s-%s" % (name, run_id))
         os.makedirs(d)
         log = os.path.join(d, "stderr.log")
-        if name == "sluice":
-            argv = [sluice_bin, "--listen", "127.0.0.1:%d" % self.port, "--upstream", "127.0.0.1:%d" % upstream_port,
+        if name in SLUICES:
+            argv = [bins[name], "--listen", "127.0.0.1:%d" % self.port, "--upstream", "127.0.0.1:%d" % upstream_port,
                     "--max-connections", str(MAX_CONNS)] + SLUICE_ARGS
             env = dict(os.environ, RUST_LOG="warn")
             self.proc = Proc(name, pinned(PROXY_CPU, argv), log, env=env)
@@ -627,7 +479,7 @@ def curl_transfer(ctx, where, peer, cmd, expect_bytes, body_file=None):
             return {}
         speeds.append(expect_bytes / MIB / total)
     cpu = peer.cpu() - c0
-    res = {"mibs": statistics.median(speeds)}
+    res = {"mibs": median(speeds)}
     if peer.proc:
         res["cpu_ms_mib"] = cpu * 1e3 / (ctx.transfers * expect_bytes / MIB)
     return res
@@ -713,13 +565,14 @@ def s6(ctx, peer, where):
                     errs.append(str(e))
             for s in group:
                 try:
-                    if read_response(s):
+                    status, head, _, _ = read_response(s)
+                    if status == 200 and head.startswith(b"HTTP/1.1 "):
                         socks.append(s)
                     else:
                         failed += 1
                         errs.append("bad response")
                         s.close()
-                except OSError as e:
+                except (OSError, ValueError) as e:
                     failed += 1
                     errs.append(str(e))
                     s.close()
@@ -736,40 +589,6 @@ def s6(ctx, peer, where):
     if not socks:
         return {}
     return {"rss_kib_conn": (rss - base) / len(socks)}
-
-
-def read_response(s):
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        if not chunk:
-            return False
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    if not head.startswith(b"HTTP/1.1 200"):
-        return False
-    m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
-    if not m:
-        return False
-    need = int(m.group(1))
-    while len(body) < need:
-        chunk = s.recv(65536)
-        if not chunk:
-            return False
-        body += chunk
-    return True
-
-
-def still_open(s):
-    s.setblocking(False)
-    try:
-        return s.recv(1) != b""
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        s.setblocking(True)
 
 
 # --------------------------------------------------------------------------
@@ -802,9 +621,16 @@ ROWS = [  # (scenario, run key, metric key, label, better, format)
 ]
 
 
-def median(vals):
-    vals = [v for v in vals if v is not None]
-    return statistics.median(vals) if vals else None
+def row_label(sc, label, ctx):
+    if sc == "S5":
+        return label.replace("200", str(ctx.slow_n))
+    if sc == "S6":
+        return label.replace("10k", "%d" % ctx.idle_n)
+    return label
+
+
+def medians(results, key, metric, cols):
+    return {p: median([r.get(metric) for r in results.get((key, p), [])]) for p in cols}
 
 
 def table(results, peers, scenarios, ctx):
@@ -816,26 +642,55 @@ def table(results, peers, scenarios, ctx):
     for sc, key, metric, label, better, fmt in ROWS:
         if sc not in scenarios:
             continue
-        ratio_ok = bool(better)
-        if sc == "S5":
-            label = label.replace("200", str(ctx.slow_n))
-        if sc == "S6":
-            label = label.replace("10k", "%d" % ctx.idle_n)
-        meds = {p: median([r.get(metric) for r in results.get((key, p), [])]) for p in cols}
-        cells = [label, better or "-"]
+        meds = medians(results, key, metric, cols)
+        cells = [row_label(sc, label, ctx), better or "-"]
         for p in cols:
             cells.append(fmt % meds[p] if meds[p] is not None else "n/a")
         if "sluice" in cols:
             for p in others:
-                a, b = meds["sluice"], meds[p]
-                cells.append("%.2f" % (a / b) if ratio_ok and a is not None and b not in (None, 0) else "-")
-        spreads = []
-        for p in cols:
-            vals = [r.get(metric) for r in results.get((key, p), []) if r.get(metric) is not None]
-            if len(vals) > 1 and statistics.median(vals):
-                spreads.append((max(vals) - min(vals)) / statistics.median(vals))
+                r = ratio(meds["sluice"], meds[p]) if better else None
+                cells.append("%.2f" % r if r is not None else "-")
+        spreads = [spread([r.get(metric) for r in results.get((key, p), [])]) for p in cols]
+        spreads = [x for x in spreads if x is not None]
         cells.append("%.0f%%" % (100 * max(spreads)) if spreads else "-")
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# the rows of the new/old table, first: the ones the comparison is for
+NEW_OLD_FIRST = [("S1c64", "cpu_us_req"), ("S1c512", "cpu_us_req"), ("S3", "mibs"), ("S3", "cpu_ms_mib"),
+                 ("S5", "rss_kib_conn")]
+
+
+def new_old_table(results, scenarios, ctx):
+    """sluice vs sluice-old: medians and new/old for every sluice row (the
+    NEW_OLD_FIRST rows first). new/old < 1 is better for 'lower' rows, > 1
+    for 'higher' rows; 'verdict' says which, by more than 3% and more than
+    the spread of either peer's repetitions."""
+    rows = [r for r in ROWS if r[0] in scenarios and r[4]]
+    first = [r for k in NEW_OLD_FIRST for r in rows if (r[1], r[2]) == k]
+    rows = first + [r for r in rows if r not in first]
+    lines = ["| scenario / metric | better | sluice (new) | sluice-old | new/old | verdict |",
+             "|---|---|---|---|---|---|"]
+    for sc, key, metric, label, better, fmt in rows:
+        meds = medians(results, key, metric, SLUICES)
+        if meds["sluice"] is None and meds["sluice-old"] is None:
+            continue
+        r = ratio(meds["sluice"], meds["sluice-old"])
+        spreads = [spread([x.get(metric) for x in results.get((key, p), [])]) for p in SLUICES]
+        noise = max([0.03] + [x for x in spreads if x is not None])
+        if r is None:
+            verdict = "-"
+        elif abs(r - 1) < noise:
+            verdict = "same (within %.0f%%)" % (100 * noise)
+        else:
+            verdict = "new better" if (r < 1) == (better == "lower") else "new worse"
+        if r is not None and None in spreads:
+            verdict += " (1 repetition: may be noise)"
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+            row_label(sc, label, ctx), better,
+            *(fmt % meds[p] if meds[p] is not None else "n/a" for p in SLUICES),
+            "%.3f" % r if r is not None else "-", verdict))
     return "\n".join(lines)
 
 
@@ -867,8 +722,13 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--quick", action="store_true", help="1 repetition, 2 s wrk runs, 4 s S5 (for development)")
-    ap.add_argument("--only", default="", help="comma-separated scenarios, e.g. S1,S3 (default: all)")
-    ap.add_argument("--peers", default="", help="comma-separated peers (default: %s)" % ",".join(PEERS))
+    ap.add_argument("--only", "--scenarios", dest="only", default="",
+                    help="comma-separated scenarios, e.g. S1,S3,S5 (default: all)")
+    ap.add_argument("--peers", default="", help="comma-separated peers of %s (default: all but sluice-old; "
+                    "all with --sluice-old)" % ",".join(PEERS))
+    ap.add_argument("--sluice-old", default=os.environ.get("SLUICE_OLD", ""), metavar="PATH",
+                    help="another sluice binary, run as the peer sluice-old next to sluice; the report "
+                         "adds a new/old table (env SLUICE_OLD=PATH)")
     ap.add_argument("--reps", type=int, default=None, help="repetitions (default 3, or 1 with --quick)")
     ap.add_argument("--json", default="", help="also write every run's raw numbers to this file")
     ap.add_argument("--upstream", choices=["auto", "nginx", "python"], default="auto",
@@ -884,10 +744,16 @@ def main():
     for s in scenarios:
         if s not in SCENARIOS:
             ap.error("unknown scenario %r (choose from %s)" % (s, ",".join(SCENARIOS)))
-    peers = [p.strip() for p in args.peers.split(",") if p.strip()] or PEERS
+    peers = [p.strip() for p in args.peers.split(",") if p.strip()] or [
+        p for p in PEERS if p != "sluice-old" or args.sluice_old]
     for p in peers:
         if p not in PEERS:
             ap.error("unknown peer %r (choose from %s)" % (p, ",".join(PEERS)))
+    if "sluice-old" in peers:
+        if not args.sluice_old:
+            ap.error("peer sluice-old needs --sluice-old PATH (or SLUICE_OLD=PATH)")
+        if not os.access(args.sluice_old, os.X_OK):
+            ap.error("--sluice-old: not an executable file: %s" % args.sluice_old)
 
     started_at = datetime.datetime.now().astimezone()
     t_start = time.time()
@@ -903,7 +769,7 @@ def main():
 
     # --- tools and CPUs -------------------------------------------------
     notes = []
-    missing = ensure_tools(args)
+    missing = ensure_tools(args, needed_tools(args, peers, scenarios))
     skipped = {}
     usable = os.sched_getaffinity(0)
     if "taskset" in missing or not {LOAD_CPU, PROXY_CPU} <= usable:
@@ -930,12 +796,19 @@ def main():
         ctx.idle_n = max(100, nofile - 2000)
         notes.append("RLIMIT_NOFILE is %d: S6 uses %d connections" % (nofile, ctx.idle_n))
 
-    sluice_bin = build_sluice(args) if "sluice" in peers else None
+    sources = {}
+    if "sluice" in peers:
+        sources["sluice"] = build_sluice(args)
+    if "sluice-old" in peers:
+        sources["sluice-old"] = os.path.abspath(args.sluice_old)
 
     tmp = tempfile.mkdtemp(prefix="sluice-bench-")
     ctx.tmp = tmp
     if not args.keep_tmp:
         atexit.register(lambda: shutil.rmtree(tmp, ignore_errors=True))
+    bins = {name: copy_bin(path, tmp, name) for name, path in sources.items()}
+    for name, path in sources.items():
+        notes.append("%s: %s" % (name, path))
     atexit.register(stop_all)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
@@ -967,7 +840,8 @@ def main():
     sink = PyUpstream(tmp, www, "upstream sink") if "S4" in scenarios else None
     ctx.up = up
 
-    versions = {"sluice": version_of([sluice_bin, "--version"]) if sluice_bin else "-"}
+    versions = {name: version_of([bins[name], "--version"]) if name in bins else "-" for name in SLUICES
+                if name == "sluice" or name in bins}
     if "nginx" in peers or "nginx-nobuf" in peers or up.kind == "nginx":
         versions["nginx"] = version_of([tool_path("nginx"), "-v"])
     if "haproxy" in peers:
@@ -1001,7 +875,7 @@ def main():
                 path = "/small"
                 peer = None
                 try:
-                    peer = Peer(name, tmp, sluice_bin, upstream_port, run_id)
+                    peer = Peer(name, tmp, bins, upstream_port, run_id)
                     peer.ready(path)
                     t0 = time.time()
                     res = fn(ctx, peer, where)
@@ -1023,21 +897,12 @@ def main():
     stop_all()
 
     # --- report ---------------------------------------------------------
-    cpu_model = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu_model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     out = []
     out.append("## sluice side-by-side benchmark")
     out.append("")
     out.append("- date: %s (took %.0f s)" % (started_at.strftime("%Y-%m-%d %H:%M:%S %Z"), elapsed))
     out.append("- command: `%s`" % command)
-    out.append("- CPU: %s, %d CPUs online" % (cpu_model, os.cpu_count() or 0))
+    out.append("- CPU: %s, %d CPUs online" % (cpu_model(), os.cpu_count() or 0))
     out.append("- " + "; ".join("%s: %s" % kv for kv in versions.items()))
     for n in notes:
         out.append("- " + n)
@@ -1055,6 +920,14 @@ def main():
     out.append("")
     out.append(table(results, peers, scenarios, ctx))
     out.append("")
+    if "sluice" in peers and "sluice-old" in peers:
+        out.append("### sluice new/old")
+        out.append("")
+        out.append("new = %s, old = %s; medians as above; new/old = sluice / sluice-old (below 1 is better for "
+                   "'lower' rows, above 1 for 'higher' rows)." % (sources["sluice"], sources["sluice-old"]))
+        out.append("")
+        out.append(new_old_table(results, scenarios, ctx))
+        out.append("")
     if PROBLEMS:
         out.append("### problems (%d)" % len(PROBLEMS))
         for where, cmd, text in PROBLEMS:

@@ -2,9 +2,12 @@
 # Side-by-side benchmark of sluice against nginx (buffered and unbuffered),
 # HAProxy and a direct connection; prints a markdown table on stdout.
 #
-# Usage: scripts/bench.sh [--quick] [--only S1,S3] [--peers sluice,nginx] [--help]
-#                         [--reps N] [--json FILE] [--no-build] [--no-install]
+# Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S3] [--peers sluice,nginx] [--help]
+#                         [--sluice-old PATH] [--reps N] [--json FILE] [--no-build] [--no-install]
 # Env:   SLUICE_BIN=path   skip the build and benchmark this binary
+#        SLUICE_OLD=path   also run this (older) sluice as the peer sluice-old, with a new/old table
+# Old vs new, quickly (about 2 minutes): scripts/bench.sh --quick --sluice-old PATH \
+#        --scenarios S1,S3,S5 --peers sluice,sluice-old
 # A full run takes about 8 minutes on 2 cores; --quick about 1. The logic
 # is in scripts/bench.py (see its --help); templates in scripts/bench/.
 set -euo pipefail

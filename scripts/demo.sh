@@ -9,79 +9,24 @@
 #        SLUICE_BIN=path          skip the build and run this binary
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
 ONCE=0
 case "${1:-}" in
     "") ;;
     --once) ONCE=1 ;;
-    -h | --help) sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) lib_help 2 9 "$1" ;;
     *) echo "demo: unknown argument '$1' (try --once or --help)" >&2; exit 2 ;;
 esac
 
-die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
-TOOLS=(python3 curl sha256sum)
-[[ -n "${SLUICE_BIN:-}" ]] || TOOLS+=(cargo)
-for tool in "${TOOLS[@]}"; do
-    command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found in PATH"
-done
-
-PIDS=()
-TMP=""
-stop_pid() { # TERM, up to 5 s, then KILL
-    local pid=$1 i
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-    local pid
-    for pid in ${PIDS[@]+"${PIDS[@]}"}; do stop_pid "$pid"; done
-    if [[ -n "$TMP" && -d "$TMP" ]]; then rm -rf -- "$TMP"; fi
-}
-trap cleanup EXIT
+need python3 curl sha256sum
 trap 'echo; echo "demo: stopping"; exit 0' INT
-trap 'exit 143' TERM
 
-free_port() {
-    python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()'
-}
-wait_http() { # PID URL NAME [LOGFILE]: up to 50 x 0.1 s
-    local pid=$1 url=$2 name=$3 logfile=${4:-} i
-    for ((i = 0; i < 50; i++)); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            [[ -z "$logfile" ]] || tail -n 20 "$logfile" >&2 || true
-            die "$name (pid $pid) exited during startup"
-        fi
-        if curl -s -o /dev/null --max-time 1 "$url"; then return 0; fi
-        sleep 0.1
-    done
-    die "$name did not answer $url within 5 s"
-}
-
-if [[ -n "${SLUICE_BIN:-}" ]]; then
-    BIN="$SLUICE_BIN"
-else
-    echo "demo: cargo build --release"
-    cargo build --release || die "cargo build --release failed"
-    BIN="${CARGO_TARGET_DIR:-target}/release/sluice"
-fi
-[[ -x "$BIN" ]] || die "binary not found or not executable: $BIN"
-BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
-
-TMP="$(mktemp -d "${TMPDIR:-/tmp}/sluice-demo.XXXXXX")"
+lib_tmp
+lib_sluice_bin
+BIN="$SLUICE"
+TMP="$LIB_TMP"
 mkdir -p "$TMP/www"
 cat >"$TMP/www/index.html" <<'HTML'
 <!doctype html>
@@ -100,21 +45,19 @@ else
 fi
 URL="http://127.0.0.1:$PORT"
 
-python3 -m http.server --bind 127.0.0.1 --directory "$TMP/www" "$UP_PORT" \
-    </dev/null >"$TMP/upstream.log" 2>&1 &
-UP_PID=$!
-PIDS+=("$UP_PID")
+lib_bg python3 -m http.server --bind 127.0.0.1 --directory "$TMP/www" "$UP_PORT" \
+    </dev/null >"$TMP/upstream.log" 2>&1
+UP_PID=$BG_PID
 wait_http "$UP_PID" "http://127.0.0.1:$UP_PORT/" "python3 http.server"
 
 export RUST_LOG="${RUST_LOG:-info}"
 SLOG="$TMP/sluice.log"
 if [[ $ONCE -eq 1 ]]; then # logs go to a file, shown at the end
-    "$BIN" --listen "127.0.0.1:$PORT" --upstream "127.0.0.1:$UP_PORT" </dev/null 2>"$SLOG" &
+    lib_bg "$BIN" --listen "127.0.0.1:$PORT" --upstream "127.0.0.1:$UP_PORT" </dev/null 2>"$SLOG"
 else # access lines appear live in this terminal
-    "$BIN" --listen "127.0.0.1:$PORT" --upstream "127.0.0.1:$UP_PORT" </dev/null &
+    lib_bg "$BIN" --listen "127.0.0.1:$PORT" --upstream "127.0.0.1:$UP_PORT" </dev/null
 fi
-SLUICE_PID=$!
-PIDS+=("$SLUICE_PID")
+SLUICE_PID=$BG_PID
 if [[ $ONCE -eq 1 ]]; then wait_http "$SLUICE_PID" "$URL/" "sluice" "$SLOG"
 else wait_http "$SLUICE_PID" "$URL/" "sluice"; fi
 

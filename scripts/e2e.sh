@@ -5,79 +5,19 @@
 #
 # Usage: scripts/e2e.sh        (from any directory; exits non-zero on failure)
 # Env:   SLUICE_BIN=path       skip the build and test this binary instead
+#        SLUICE_NO_BUILD=1     test target/release/sluice as it is
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
-log() { printf 'e2e: %s\n' "$*"; }
-die() { printf 'e2e: FATAL: %s\n' "$*" >&2; exit 1; }
-
-TOOLS=(python3 curl sha256sum timeout)
-[[ -n "${SLUICE_BIN:-}" ]] || TOOLS+=(cargo)
-for tool in "${TOOLS[@]}"; do
-    command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found in PATH"
-done
-
-# --- processes and cleanup ---------------------------------------------------
-PIDS=()
-TMP=""
-stop_pid() { # stop one process we started: TERM, up to 5 s, then KILL
-    local pid=$1 i
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-    local pid
-    for pid in ${PIDS[@]+"${PIDS[@]}"}; do stop_pid "$pid"; done
-    if [[ -n "$TMP" && -d "$TMP" ]]; then rm -rf -- "$TMP"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-free_port() {
-    python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()'
-}
-
-# wait_http PID URL NAME [LOGFILE]: poll up to 50 x 0.1 s until URL answers
-wait_http() {
-    local pid=$1 url=$2 name=$3 logfile=${4:-} i
-    for ((i = 0; i < 50; i++)); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            [[ -z "$logfile" ]] || tail -n 20 "$logfile" >&2 || true
-            die "$name (pid $pid) exited during startup"
-        fi
-        if curl -s -o /dev/null --max-time 1 "$url"; then return 0; fi
-        sleep 0.1
-    done
-    die "$name did not answer $url within 5 s"
-}
+need python3 curl sha256sum timeout
 
 # --- build -------------------------------------------------------------------
-if [[ -n "${SLUICE_BIN:-}" ]]; then
-    BIN="$SLUICE_BIN"
-else
-    log "building release binary (cargo build --release)"
-    cargo build --release --quiet || die "cargo build --release failed"
-    BIN="${CARGO_TARGET_DIR:-target}/release/sluice"
-fi
-[[ -x "$BIN" ]] || die "binary not found or not executable: $BIN"
-BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
-
-TMP="$(mktemp -d "${TMPDIR:-/tmp}/sluice-e2e.XXXXXX")"
+lib_tmp
+lib_sluice_bin
+BIN="$SLUICE"
+TMP="$LIB_TMP"
 mkdir -p "$TMP/www"
 head -c 10485760 /dev/urandom >"$TMP/www/big.bin"
 printf 'hello from the upstream\n' >"$TMP/www/small.txt"
@@ -93,10 +33,9 @@ fail() { FAILED=$((FAILED + 1)); printf 'e2e: FAIL %s\n' "$1" >&2; shift; [[ $# 
 start_sluice() {
     local logfile=$1 up=$2
     SLUICE_PORT="$(free_port)"
-    RUST_LOG=info "$BIN" --listen "127.0.0.1:$SLUICE_PORT" --upstream "127.0.0.1:$up" \
-        </dev/null >/dev/null 2>"$logfile" &
-    SLUICE_PID=$!
-    PIDS+=("$SLUICE_PID")
+    lib_bg env RUST_LOG=info "$BIN" --listen "127.0.0.1:$SLUICE_PORT" --upstream "127.0.0.1:$up" \
+        </dev/null >/dev/null 2>"$logfile"
+    SLUICE_PID=$BG_PID
 }
 
 # wait_access LOGFILE N: up to 30 x 0.1 s for N access lines (logged after the response)
@@ -136,10 +75,9 @@ else fail "watermarks" "expected exit 2 and a message naming the watermark; got 
 
 # --- start upstream (python http.server, HTTP/1.0) and sluice ----------------
 UP_PORT="$(free_port)"
-python3 -m http.server --bind 127.0.0.1 --directory "$TMP/www" "$UP_PORT" \
-    </dev/null >"$TMP/upstream.log" 2>&1 &
-UP_PID=$!
-PIDS+=("$UP_PID")
+lib_bg python3 -m http.server --bind 127.0.0.1 --directory "$TMP/www" "$UP_PORT" \
+    </dev/null >"$TMP/upstream.log" 2>&1
+UP_PID=$BG_PID
 wait_http "$UP_PID" "http://127.0.0.1:$UP_PORT/small.txt" "python3 http.server" "$TMP/upstream.log"
 
 SLOG="$TMP/sluice.log"
@@ -272,15 +210,9 @@ else fail "access line resp_bytes" "expected resp_bytes >= 10485760 for /big.bin
 
 # --- 6. upstream keep-alive pool with an HTTP/1.1 upstream --------------------
 UP11_PORT="$(free_port)"
-python3 - "$UP11_PORT" "$TMP/www" >"$TMP/upstream11.log" 2>&1 <<'PY' &
-import functools, http.server, sys
-class H(http.server.SimpleHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-handler = functools.partial(H, directory=sys.argv[2])
-http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), handler).serve_forever()
-PY
-UP11_PID=$!
-PIDS+=("$UP11_PID")
+lib_bg env PYTHONPATH="$LIB_DIR" python3 -m sluicebench.upstream files "$UP11_PORT" "$TMP/www" \
+    </dev/null >"$TMP/upstream11.log" 2>&1
+UP11_PID=$BG_PID
 wait_http "$UP11_PID" "http://127.0.0.1:$UP11_PORT/small.txt" "python3 HTTP/1.1 upstream"
 SLOG11="$TMP/sluice11.log"
 start_sluice "$SLOG11" "$UP11_PORT"

@@ -23,10 +23,12 @@ import resource
 import selectors
 import signal
 import socket
-import subprocess
 import sys
 import time
-from common import Fail, free_port, listening, stop
+
+from sluicebench import procfs, upstream
+from sluicebench.net import read_response, still_open
+from sluicebench.procs import Fail, Procs, self_child, start_listening, start_port_child
 
 KiB = 1024
 RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
@@ -35,16 +37,12 @@ BUDGET = 50.0  # s for the whole run (the brief: under 60 s)
 
 def serve():
     """Keep-alive upstream: answers every request head with RESPONSE."""
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1024)
+    upstream.exit_on_term()
+    srv = upstream.listen(1024)
     srv.setblocking(False)
     sel = selectors.DefaultSelector()
     sel.register(srv, selectors.EVENT_READ)
     bufs = {}
-    print(srv.getsockname()[1], flush=True)
     while True:
         for key, _ in sel.select():
             if key.fileobj is srv:
@@ -82,73 +80,37 @@ def serve():
                     pass
 
 
-def rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * KiB
-    raise Fail("no VmRSS")
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
 REQ = b"GET /idle HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: idle-mem\r\n\r\n"
 
 
 def get(s):
     """One GET on socket S (blocking, timeout set); returns the status line."""
     s.sendall(REQ)
-    buf = b""
-    for _ in range(1000):
-        if b"\r\n\r\n" in buf:
-            break
-        chunk = s.recv(4096)
-        if not chunk:
-            raise Fail("connection closed before a response head")
-        buf += chunk
-    head, body = buf.split(b"\r\n\r\n", 1)
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value.strip())
-    for _ in range(1000):
-        if len(body) >= length:
-            break
-        chunk = s.recv(4096)
-        if not chunk:
-            raise Fail("connection closed inside a response body")
-        body += chunk
+    try:
+        _, head, _, _ = read_response(s)
+    except ValueError as e:
+        raise Fail(str(e)) from None
     return head.split(b"\r\n", 1)[0].decode("latin-1")
 
 
 def phase(args, up_port, name, t_end):
     logpath = os.path.join(args.tmp, f"sluice-{name}.log")
-    port = free_port()
-    argv = [args.bin, "--listen", f"127.0.0.1:{port}", "--upstream", f"127.0.0.1:{up_port}",
-            "--max-connections", str(max(20000, args.conns + 100)),
-            "--keepalive-timeout", "120s", "--request-head-timeout", "120s"]
     env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
-    with open(logpath, "wb") as log:
-        sl = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=log, env=env)
+    procs = Procs()
     socks = []
     try:
-        for _ in range(100):
-            if sl.poll() is not None or listening(port):
-                break
-            time.sleep(0.05)
-        if sl.poll() is not None or not listening(port):
-            raise Fail(f"sluice did not start: {open(logpath).read()[-500:]}")
+        sl, port, _ = start_listening(
+            lambda port: [args.bin, "--listen", f"127.0.0.1:{port}", "--upstream", f"127.0.0.1:{up_port}",
+                          "--max-connections", str(max(20000, args.conns + 100)),
+                          "--keepalive-timeout", "120s", "--request-head-timeout", "120s"],
+            logpath, procs, env=env)
         with socket.create_connection(("127.0.0.1", port), timeout=5) as w:  # warm-up
             status = get(w)
             if " 200 " not in status + " ":
                 raise Fail(f"warm-up request: {status}")
         time.sleep(0.5)
-        fds0 = fd_count(sl.pid)
-        before = rss(sl.pid)
+        fds0 = procfs.fd_count(sl.pid)
+        before = procfs.rss(sl.pid)
         t0 = time.monotonic()
         bad = 0
         for i in range(args.conns):
@@ -161,35 +123,29 @@ def phase(args, up_port, name, t_end):
                     bad += 1
             elif i % 500 == 499:  # let sluice's accept keep up with the backlog
                 for _ in range(100):
-                    if fd_count(sl.pid) >= fds0 + i - 1000 or time.monotonic() > t_end:
+                    if procfs.fd_count(sl.pid) >= fds0 + i - 1000 or time.monotonic() > t_end:
                         break
                     time.sleep(0.01)
         opened = time.monotonic() - t0
         for _ in range(200):  # all accepted?
-            if fd_count(sl.pid) >= fds0 + args.conns or time.monotonic() > t_end:
+            if procfs.fd_count(sl.pid) >= fds0 + args.conns or time.monotonic() > t_end:
                 break
             time.sleep(0.05)
         time.sleep(1.0)
-        after = rss(sl.pid)
-        fds = fd_count(sl.pid) - fds0
+        after = procfs.rss(sl.pid)
+        fds = procfs.fd_count(sl.pid) - fds0
         if sl.poll() is not None:
             raise Fail(f"sluice exited ({sl.returncode}): {open(logpath).read()[-500:]}")
         alive = 0
         for s in socks:  # a closed connection would be readable (EOF) now
-            s.setblocking(False)
-            try:
-                s.recv(1)  # EOF or unexpected bytes: not an idle open connection
-            except BlockingIOError:
-                alive += 1
-            except OSError:
-                pass
+            alive += still_open(s, idle=True)  # EOF or unexpected bytes: not idle and open
         return {"name": name, "before": before, "after": after, "fds": fds, "bad": bad,
                 "alive": alive, "opened": opened,
                 "per": (after - before) / args.conns}
     finally:
         for s in socks:
             s.close()
-        stop(sl)
+        procs.stop_all()
 
 
 def main():
@@ -203,6 +159,9 @@ def main():
                     help="client connections per phase (10000)")
     ap.add_argument("--threshold", type=int, default=int(os.environ.get("IDLE_THRESHOLD", "1024")),
                     help="max RSS bytes per idle connection (1024)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: --conns 1000 (unless given)")
+    if "--quick" in sys.argv[1:]:
+        ap.set_defaults(conns=1000)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     t_end = time.monotonic() + BUDGET
@@ -223,21 +182,17 @@ def main():
     print(f"idle_mem: {args.conns} connections per phase, open-file limit {soft} "
           f"(hard {hard}), sluice {args.bin}")
 
-    up = subprocess.Popen([sys.executable, os.path.abspath(__file__), "upstream"],
-                          stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    procs = Procs()
     results = []
     try:
-        line = up.stdout.readline().strip()
-        if not line.isdigit():
-            raise Fail(f"upstream did not start ({line!r})")
+        _, up_port = start_port_child(procs, self_child(__file__, "upstream"))
         for name in ("keep-alive", "silent"):
-            results.append(phase(args, int(line), name, t_end))
+            results.append(phase(args, up_port, name, t_end))
     except Fail as e:
         print(f"idle_mem: FAIL: {e}", file=sys.stderr)
         return 1
     finally:
-        stop(up)
-        up.stdout.close()
+        procs.stop_all()
 
     ok = True
     print(f"\n| phase | connections | what each did | sluice RSS before | RSS after | "

@@ -2,7 +2,7 @@
 # RSS per idle client connection of sluice (DESIGN.md §4: idle connections
 # hold no body buffers).
 #
-# Usage: scripts/idle_mem.sh [--conns 10000] [--threshold 1024]
+# Usage: scripts/idle_mem.sh [--conns 10000] [--threshold 1024] [--quick]
 #   Starts sluice (--max-connections 20000 --keepalive-timeout 120s
 #   --request-head-timeout 120s) in front of a python keep-alive upstream,
 #   opens N client connections from one python process and prints
@@ -16,15 +16,10 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-case "${1:-}" in
-    -h | --help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-esac
-need python3
+lib_help 2 16 "${1:-}"
 if ! ulimit -n 65536 2>/dev/null; then
     hard="$(ulimit -Hn)"
     echo "idle_mem: cannot raise ulimit -n to 65536; using the hard limit $hard"
     ulimit -n "$hard" || die "cannot raise ulimit -n to $hard"
 fi
-lib_tmp
-lib_sluice_bin
-lib_run_python "$ROOT/scripts/idle_mem.py" --bin "$SLUICE" --tmp "$LIB_TMP" "$@"
+lib_drive idle_mem.py "$@"

@@ -1,32 +1,51 @@
 # shellcheck shell=bash
-# Shared helpers for scripts/torture.sh, scripts/idle_mem.sh and
-# scripts/watermark_bench.sh. Source it right after `set -euo pipefail`.
+# Shared helpers for every shell script in scripts/ (the Python side is the
+# package scripts/sluicebench/). Source it right after `set -euo pipefail`.
 #
-# It sets ROOT (the repo root, found from this file's location), installs an
-# EXIT trap that stops every PID in LIB_PIDS (by PID: TERM, then KILL after
-# 5 s) and removes LIB_TMP, and defines:
+# It sets ROOT (the repo root, found from this file's location) and LIB_DIR
+# (scripts/), installs an EXIT trap that stops every PID in LIB_PIDS (by PID:
+# TERM, then KILL after LIB_STOP_GRACE s, default 5), runs lib_exit_hook if
+# the script defines one, and removes LIB_TMP; and defines:
 #   die MSG...            print "NAME: MSG" to stderr, exit 1
+#   log MSG...            print "NAME: MSG" to stdout
 #   need TOOL...          die unless every TOOL is in PATH
+#   lib_help FIRST LAST ARG   for -h/--help as ARG: print the script's comment
+#                         lines FIRST..LAST and exit 0
 #   lib_tmp               create LIB_TMP, a private temporary directory
 #   lib_sluice_bin        build the release binary, copy it to $LIB_TMP/sluice
 #                         and set SLUICE to that copy (a concurrent rebuild by
 #                         someone else cannot swap the binary under a run)
-#   lib_run_python ARGS   run python3 ARGS in the background, wait for it and
+#   lib_bg CMD...         run CMD in the background (redirections on the call
+#                         apply to it), remember its PID in LIB_PIDS and BG_PID
+#   stop_pid PID [SECS]   TERM, wait up to SECS (LIB_STOP_GRACE), then KILL
+#   wait_gone PID SECS    up to SECS for PID to exit (status 1 if it still runs)
+#   lib_py ARGS           python3 ARGS with scripts/ on PYTHONPATH
+#   lib_run_python ARGS   lib_py ARGS in the background, wait for it and
 #                         return its exit status (signals reach our traps)
+#   lib_drive SCRIPT.py ARGS   lib_tmp, lib_sluice_bin, then
+#                         lib_run_python SCRIPT.py --bin SLUICE --tmp LIB_TMP ARGS
+#   free_port             print a TCP port on 127.0.0.1 that was free just now
+#   wait_http PID URL NAME [LOG]  up to 5 s until curl gets URL; dies if PID exits
+#   wait_port PID PORT NAME [LOG] up to 5 s until 127.0.0.1:PORT accepts
 # Env: SLUICE_BIN=path    use this binary instead of building
 #      SLUICE_NO_BUILD=1  use target/release/sluice as it is (no cargo build)
 #      CARGO_TARGET_DIR   honoured when looking for the built binary
 
 LIB_NAME="$(basename "${BASH_SOURCE[1]:-sluice-script}" .sh)"
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$LIB_DIR/.." && pwd)"
 LIB_PIDS=()
 LIB_TMP=""
+LIB_STOP_GRACE=5
 SLUICE=""
+BG_PID=""
 
 die() {
     printf '%s: %s\n' "$LIB_NAME" "$*" >&2
     exit 1
 }
+
+log() { printf '%s: %s\n' "$LIB_NAME" "$*"; }
 
 need() {
     local tool
@@ -35,26 +54,34 @@ need() {
     done
 }
 
-stop_pid() { # TERM, up to 5 s, then KILL; never by name
-    local pid=$1 i
-    if ! kill -0 "$pid" 2>/dev/null; then
-        wait "$pid" 2>/dev/null || true
-        return 0
-    fi
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
+lib_help() { # FIRST LAST ARG
+    case "${3:-}" in
+        -h | --help) sed -n "$1,$2p" "${BASH_SOURCE[1]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    esac
+}
+
+wait_gone() { # PID SECS: up to SECS (20 looks a second) for PID to exit; status 1 if it still runs
+    local pid=$1 secs=$2 i
+    for ((i = 0; i < secs * 20; i++)); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.05
     done
+    ! kill -0 "$pid" 2>/dev/null
+}
+
+stop_pid() { # TERM, up to SECS, then KILL; never by name
+    local pid=$1 secs=${2:-$LIB_STOP_GRACE}
     if kill -0 "$pid" 2>/dev/null; then
-        kill -KILL "$pid" 2>/dev/null || true
+        kill -TERM "$pid" 2>/dev/null || true
+        wait_gone "$pid" "$secs" || kill -KILL "$pid" 2>/dev/null || true
     fi
     wait "$pid" 2>/dev/null || true
 }
 
 lib_cleanup() {
     local pid
-    for pid in "${LIB_PIDS[@]}"; do stop_pid "$pid"; done
+    for pid in ${LIB_PIDS[@]+"${LIB_PIDS[@]}"}; do stop_pid "$pid"; done
+    if declare -F lib_exit_hook >/dev/null; then lib_exit_hook || true; fi
     if [[ -n "$LIB_TMP" && -d "$LIB_TMP" ]]; then rm -rf -- "$LIB_TMP"; fi
 }
 trap lib_cleanup EXIT
@@ -72,6 +99,7 @@ lib_sluice_bin() {
         src="$SLUICE_BIN"
     else
         src="${CARGO_TARGET_DIR:-$ROOT/target}/release/sluice"
+        [[ "$src" == /* ]] || src="$ROOT/$src"
         if [[ "${SLUICE_NO_BUILD:-0}" != 1 ]]; then
             need cargo
             echo "$LIB_NAME: cargo build --release" >&2
@@ -84,11 +112,60 @@ lib_sluice_bin() {
     SLUICE="$LIB_TMP/sluice"
 }
 
+lib_bg() { # CMD must be a program, not a shell function (its PID is the program's)
+    "$@" &
+    BG_PID=$!
+    LIB_PIDS+=("$BG_PID")
+}
+
+lib_py() {
+    PYTHONPATH="$LIB_DIR${PYTHONPATH:+:$PYTHONPATH}" python3 "$@"
+}
+
 lib_run_python() {
-    local pid rc=0
-    python3 "$@" </dev/null &
-    pid=$!
-    LIB_PIDS+=("$pid")
-    wait "$pid" || rc=$?
+    local rc=0
+    lib_bg env PYTHONPATH="$LIB_DIR${PYTHONPATH:+:$PYTHONPATH}" python3 "$@" </dev/null
+    wait "$BG_PID" || rc=$?
     return "$rc"
+}
+
+lib_drive() { # SCRIPT.py ARGS...: build, then run scripts/SCRIPT.py --bin --tmp ARGS
+    local script=$1
+    shift
+    need python3
+    [[ -n "$LIB_TMP" ]] || lib_tmp
+    lib_sluice_bin
+    lib_run_python "$LIB_DIR/$script" --bin "$SLUICE" --tmp "$LIB_TMP" "$@"
+}
+
+free_port() {
+    lib_py -m sluicebench.net free-port
+}
+
+# wait_http PID URL NAME [LOGFILE]: poll up to 50 x 0.1 s until URL answers
+wait_http() {
+    local pid=$1 url=$2 name=$3 logfile=${4:-} i
+    for ((i = 0; i < 50; i++)); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            [[ -z "$logfile" ]] || tail -n 20 "$logfile" >&2 || true
+            die "$name (pid $pid) exited during startup"
+        fi
+        if curl -s -o /dev/null --max-time 1 "$url"; then return 0; fi
+        sleep 0.1
+    done
+    die "$name did not answer $url within 5 s"
+}
+
+# wait_port PID PORT NAME [LOGFILE]: poll up to 50 x 0.1 s until 127.0.0.1:PORT accepts
+wait_port() {
+    local pid=$1 port=$2 name=$3 logfile=${4:-} i
+    for ((i = 0; i < 50; i++)); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            [[ -z "$logfile" ]] || tail -n 20 "$logfile" >&2 || true
+            die "$name (pid $pid) exited during startup"
+        fi
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+        sleep 0.1
+    done
+    die "$name did not accept on 127.0.0.1:$port within 5 s"
 }

@@ -46,39 +46,20 @@ import sys
 import threading
 import time
 
+from sluicebench import procfs, upstream
+from sluicebench.net import CLOSE_WAIT, ESTABLISHED, LISTEN, TIME_WAIT, read_head, read_response, tcp_table
+from sluicebench.procs import Procs, self_child, start_port_child, wait_for
+
 # ---------------------------------------------------------------------------
 # The upstream process
 # ---------------------------------------------------------------------------
-
-
-def recv_head(sock, buf):
-    """(head bytes, rest) or (None, buf) at EOF/error."""
-    while b"\r\n\r\n" not in buf:
-        try:
-            data = sock.recv(65536)
-        except OSError:
-            return None, buf
-        if not data:
-            return None, buf
-        buf += data
-    i = buf.index(b"\r\n\r\n") + 4
-    return buf[:i], buf[i:]
-
-
-def content_length(head):
-    m = re.search(rb"\r\ncontent-length:\s*(\d+)", head, re.I)
-    return int(m.group(1)) if m else 0
 
 
 def upstream_main(args):
     lock = threading.Lock()
     c = collections.Counter()
     open_now = [0]
-    lst = socket.socket()
-    lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lst.bind(("127.0.0.1", 0))
-    lst.listen(1024)
-    print(lst.getsockname()[1], flush=True)
+    lst = upstream.listen(1024)
 
     def count(key, n=1):
         with lock:
@@ -91,11 +72,11 @@ def upstream_main(args):
         buf = b""
         try:
             while True:
-                head, buf = recv_head(sock, buf)
+                head, buf = read_head(sock, buf)
                 if head is None:
                     count("closed_by_proxy")
                     return
-                need = content_length(head)
+                need = upstream.content_length(head)
                 while len(buf) < need:
                     data = sock.recv(65536)
                     if not data:
@@ -127,20 +108,13 @@ def upstream_main(args):
                 with lock:
                     open_now[0] -= 1
 
-    def accept_loop():
-        index = 0
-        while True:
-            try:
-                sock, _ = lst.accept()
-            except OSError:
-                return
-            with lock:
-                c["accepted"] += 1
-                open_now[0] += 1
-            threading.Thread(target=serve, args=(sock, index), daemon=True).start()
-            index += 1
+    def accepted():
+        with lock:
+            c["accepted"] += 1
+            open_now[0] += 1
 
-    threading.Thread(target=accept_loop, daemon=True).start()
+    threading.Thread(target=upstream.serve_threads, args=(lst, serve), daemon=True,
+                     kwargs={"on_accept": accepted, "pass_index": True}).start()
     for line in sys.stdin:
         if line.strip() == "stats":
             with lock:
@@ -158,31 +132,8 @@ def upstream_main(args):
 
 
 def tcp_sockets():
-    """[(local_port, remote_port, state hex)] from /proc/net/tcp (IPv4)."""
-    out = []
-    with open("/proc/net/tcp") as f:
-        next(f)
-        for line in f:
-            parts = line.split()
-            lport = int(parts[1].split(":")[1], 16)
-            rport = int(parts[2].split(":")[1], 16)
-            out.append((lport, rport, parts[3]))
-    return out
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def wait_for(pred, within, step=0.05):
-    deadline = time.monotonic() + within
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(step)
+    """[(local_port, remote_port, state)] from /proc/net/tcp (IPv4)."""
+    return [r[:3] for r in tcp_table()]
 
 
 class Client:
@@ -205,17 +156,7 @@ class Client:
         self.sock.sendall(
             b"GET " + target + b" HTTP/1.1\r\nHost: churn.test\r\n\r\n"
         )
-        head, self.buf = recv_head(self.sock, self.buf)
-        if head is None:
-            raise ValueError("connection closed before a response")
-        status = int(head.split(b" ", 2)[1])
-        need = content_length(head)
-        while len(self.buf) < need:
-            data = self.sock.recv(65536)
-            if not data:
-                raise ValueError("connection closed inside a body")
-            self.buf += data
-        body, self.buf = self.buf[:need], self.buf[need:]
+        status, head, body, self.buf = read_response(self.sock, self.buf)
         closes = re.search(rb"\r\nconnection:[^\r]*close", head, re.I) is not None
         return status, body, closes
 
@@ -242,6 +183,10 @@ def main():
     ap.add_argument("--per-peer", type=int, default=16)
     ap.add_argument("--total", type=int, default=32)
     ap.add_argument("--keep-log", action="store_true")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: --threads 10 --requests 50 --seconds 20 (flags given still win)")
+    if "--quick" in sys.argv[1:]:
+        ap.set_defaults(threads=10, requests=50, seconds=20.0)
     args = ap.parse_args()
     if args.cmd == "upstream":
         return upstream_main(args)
@@ -252,60 +197,45 @@ def main():
 
 def drive(args):
     failures = []
-    procs = []
-
-    def stop_all():
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+    procs = Procs()
 
     def on_term(signum, _frame):
-        stop_all()
+        procs.stop_all(grace=5)
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_term)
     try:
         return run(args, procs, failures)
     finally:
-        stop_all()
+        procs.stop_all(grace=5)
 
 
 def run(args, procs, failures):
     # Upstream.
-    upstream = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "upstream",
-         "--close-pct", str(args.close_pct), "--silent-pct", str(args.silent_pct),
-         "--seed", str(args.seed)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )
-    procs.append(upstream)
-    ready, _, _ = select.select([upstream.stdout], [], [], 10)
-    if not ready:
-        raise SystemExit("pool_churn: upstream did not start")
-    uport = int(upstream.stdout.readline())
+    try:
+        up, uport = start_port_child(
+            procs, self_child(__file__, "upstream", "--close-pct", args.close_pct,
+                              "--silent-pct", args.silent_pct, "--seed", args.seed),
+            stdin=subprocess.PIPE, text=True)
+    except Exception as e:
+        raise SystemExit(f"pool_churn: {e}") from None
 
     def upstream_stats():
-        upstream.stdin.write("stats\n")
-        upstream.stdin.flush()
-        r, _, _ = select.select([upstream.stdout], [], [], 5)
-        return json.loads(upstream.stdout.readline()) if r else {}
+        up.stdin.write("stats\n")
+        up.stdin.flush()
+        r, _, _ = select.select([up.stdout], [], [], 5)
+        return json.loads(up.stdout.readline()) if r else {}
 
     # sluice.
     log_path = os.path.join(args.tmp, "sluice.log")
     env = dict(os.environ, RUST_LOG="sluice=debug")
     with open(log_path, "wb") as log:
-        sluice = subprocess.Popen(
+        sluice = procs.start(
             [args.bin, "--listen", "127.0.0.1:0", "--upstream", f"127.0.0.1:{uport}",
              "--workers", "1", "--pool-max-idle-per-peer", str(args.per_peer),
              "--pool-max-idle-total", str(args.total)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
         )
-    procs.insert(0, sluice)
 
     def log_text():
         with open(log_path, "rb") as f:
@@ -316,7 +246,7 @@ def run(args, procs, failures):
         print(log_text()[-2000:], file=sys.stderr)
         raise SystemExit("pool_churn: sluice did not start")
     sport = int(m.group(1))
-    fds_before = fd_count(sluice.pid)
+    fds_before = procfs.fd_count(sluice.pid)
 
     # Load.
     lock = threading.Lock()
@@ -373,11 +303,12 @@ def run(args, procs, failures):
     def snapshot():
         socks = tcp_sockets()
         return {
-            "fds": fd_count(sluice.pid),
-            "up_est": sum(1 for lp, rp, st in socks if rp == uport and st == "01"),
-            "up_close_wait": sum(1 for lp, rp, st in socks if rp == uport and st == "08"),
-            "up_other": sum(1 for lp, rp, st in socks if rp == uport and st not in ("01", "08", "06")),
-            "down_open": sum(1 for lp, rp, st in socks if lp == sport and st != "0A" and st != "06"),
+            "fds": procfs.fd_count(sluice.pid),
+            "up_est": sum(1 for lp, rp, st in socks if rp == uport and st == ESTABLISHED),
+            "up_close_wait": sum(1 for lp, rp, st in socks if rp == uport and st == CLOSE_WAIT),
+            "up_other": sum(1 for lp, rp, st in socks
+                            if rp == uport and st not in (ESTABLISHED, CLOSE_WAIT, TIME_WAIT)),
+            "down_open": sum(1 for lp, rp, st in socks if lp == sport and st not in (LISTEN, TIME_WAIT)),
         }
 
     prev = [None]

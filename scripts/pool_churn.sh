@@ -5,7 +5,7 @@
 #
 # Usage: scripts/pool_churn.sh [--threads 50] [--requests 200] [--seconds 60]
 #            [--close-pct 30] [--silent-pct 10] [--per-peer 16] [--total 32]
-#            [--seed 1] [--keep-log]
+#            [--seed 1] [--keep-log] [--quick]
 # Env: SLUICE_BIN=path (skip the build), SLUICE_NO_BUILD=1.
 # Prints requests, non-200s, 502s, retries, upstream connections opened,
 # pool takes/puts, evictions by reason (from sluice's RUST_LOG=sluice=debug
@@ -16,11 +16,6 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-case "${1:-}" in
-    -h | --help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-esac
-need python3
+lib_help 2 16 "${1:-}"
 [[ -r /proc/net/tcp ]] || die "/proc/net/tcp not readable (Linux only)"
-lib_tmp
-lib_sluice_bin
-lib_run_python "$ROOT/scripts/pool_churn.py" --bin "$SLUICE" --tmp "$LIB_TMP" "$@"
+lib_drive pool_churn.py "$@"

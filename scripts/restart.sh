@@ -27,67 +27,31 @@
 # did not exit 0 after SIGTERM), 0 otherwise.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
+LIB_STOP_GRACE=15 # a draining sluice may take --drain-timeout (10 s)
 
 SWAPS="${SWAPS:-6}"
 MIGRATE="${MIGRATE:-on}"
 WORKERS="${WORKERS:-1}"
 LOAD_THREADS="${LOAD_THREADS:-4}"
 
-log() { printf 'restart: %s\n' "$*"; }
-die() { printf 'restart: FATAL: %s\n' "$*" >&2; exit 1; }
+need python3 timeout
 
-for tool in python3 timeout; do
-    command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found in PATH"
-done
-
-# --- processes and cleanup ---------------------------------------------------
-PIDS=()
-TMP="$(mktemp -d "${TMPDIR:-/tmp}/sluice-restart.XXXXXX")"
+# --- processes and cleanup (lib.sh stops LIB_PIDS and removes LIB_TMP) -------------
+lib_tmp
+TMP="$LIB_TMP"
 SYSCTL=/proc/sys/net/ipv4/tcp_migrate_req
 MIGRATE_OLD=""
-stop_pid() { # stop one process we started: TERM, up to 15 s, then KILL
-    local pid=$1 i
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 150; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+lib_exit_hook() { # restore net.ipv4.tcp_migrate_req
     if [[ -n "$MIGRATE_OLD" ]]; then
         printf '%s\n' "$MIGRATE_OLD" >"$SYSCTL" 2>/dev/null || true
     fi
-    rm -rf -- "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-free_port() {
-    python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()'
 }
 
 # --- binary ---------------------------------------------------------------------
-if [[ -n "${SLUICE_BIN:-}" ]]; then
-    BIN="$SLUICE_BIN"
-else
-    command -v cargo >/dev/null 2>&1 || die "'cargo' not found in PATH"
-    log "building the release binary"
-    cargo build --release --quiet
-    BIN="$ROOT/target/release/sluice"
-fi
-[[ -x "$BIN" ]] || die "no binary at $BIN"
+lib_sluice_bin
+BIN="$SLUICE"
 
 # --- net.ipv4.tcp_migrate_req ------------------------------------------------------
 if [[ -r "$SYSCTL" ]]; then
@@ -117,33 +81,6 @@ if [[ -r "$SYSCTL" ]]; then
 else
     log "net.ipv4.tcp_migrate_req: not available on this kernel (OFF)"
 fi
-
-# --- upstream: HTTP/1.1 keep-alive, GET /N answers N bytes -------------------------
-cat >"$TMP/upstream.py" <<'EOF'
-import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_GET(self):
-        try:
-            n = int(self.path.strip("/").split("?")[0] or "100")
-        except ValueError:
-            n = 100
-        body = (b"0123456789abcdef" * (n // 16 + 1))[:n]
-        self.send_response(200)
-        self.send_header("Content-Length", str(n))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-
-class S(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024
-
-S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-EOF
 
 # --- load: keep-alive and new-connection clients ----------------------------------
 cat >"$TMP/load.py" <<'EOF'
@@ -268,13 +205,11 @@ for e in examples:
 sys.exit(1 if counts["failures"] else 0)
 EOF
 
+# --- upstream: HTTP/1.1 keep-alive, GET /N answers N bytes (scripts/sluicebench/upstream.py)
 UP_PORT="$(free_port)"
-python3 "$TMP/upstream.py" "$UP_PORT" >"$TMP/upstream.log" 2>&1 &
-PIDS+=("$!")
-for ((i = 0; i < 50; i++)); do
-    python3 -c "import socket; socket.create_connection(('127.0.0.1', $UP_PORT), 1)" 2>/dev/null && break
-    sleep 0.1
-done
+lib_bg env PYTHONPATH="$LIB_DIR" python3 -m sluicebench.upstream sized "$UP_PORT" \
+    </dev/null >"$TMP/upstream.log" 2>&1
+wait_port "$BG_PID" "$UP_PORT" "upstream" "$TMP/upstream.log"
 
 PORT="$(free_port)"
 SERIAL=0
@@ -282,10 +217,9 @@ SERIAL=0
 start_sluice() {
     SERIAL=$((SERIAL + 1))
     SLOG="$TMP/sluice-$SERIAL.log"
-    RUST_LOG=info "$BIN" --listen "127.0.0.1:$PORT" --upstream "127.0.0.1:$UP_PORT" \
-        --workers "$WORKERS" --drain-timeout 10s </dev/null >"$SLOG" 2>&1 &
-    SPID=$!
-    PIDS+=("$SPID")
+    lib_bg env RUST_LOG=info "$BIN" --listen "127.0.0.1:$PORT" --upstream "127.0.0.1:$UP_PORT" \
+        --workers "$WORKERS" --drain-timeout 10s </dev/null >"$SLOG" 2>&1
+    SPID=$BG_PID
 }
 # wait_log PID LOG PATTERN SECONDS: until LOG has a line matching PATTERN
 wait_log() {
@@ -300,12 +234,8 @@ wait_log() {
 }
 # wait_exit PID SECONDS: sets EXIT_RC (124 if still running, then killed)
 wait_exit() {
-    local pid=$1 secs=$2 i
-    for ((i = 0; i < secs * 20; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    if kill -0 "$pid" 2>/dev/null; then
+    local pid=$1 secs=$2
+    if ! wait_gone "$pid" "$secs"; then
         kill -KILL "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
         EXIT_RC=124
@@ -325,9 +255,8 @@ log "upstream 127.0.0.1:$UP_PORT, sluice 127.0.0.1:$PORT (pid $OLD_PID, --worker
 
 STOP="$TMP/stop"
 LOAD_T0=$(date +%s%N)
-python3 "$TMP/load.py" "$PORT" "$STOP" 120 "$LOAD_THREADS" >"$TMP/load.out" 2>&1 &
-LOAD_PID=$!
-PIDS+=("$LOAD_PID")
+lib_bg python3 "$TMP/load.py" "$PORT" "$STOP" 120 "$LOAD_THREADS" </dev/null >"$TMP/load.out" 2>&1
+LOAD_PID=$BG_PID
 wait_log "$OLD_PID" "$OLD_LOG" "access client=" 10
 sleep 0.5
 

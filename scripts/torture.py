@@ -44,31 +44,16 @@ import subprocess
 import sys
 import threading
 import time
-from common import Fail, free_port
 
-KiB = 1024
-MiB = 1024 * KiB
+from sluicebench import procfs, upstream
+from sluicebench.net import TCP_STATES, read_head, tcp_live
+from sluicebench.procs import (Procs, log_tail, main_guard, self_child, start_listening,
+                               start_port_child)
+from sluicebench.units import KiB, human, parse_size
+
 SEND_CHUNK = 64 * KiB
 STATE_PER_EXCHANGE = 16 * KiB  # heads, session state, an upstream connection
 LINGER_WAIT = 3.0              # s for sluice to drop a finished exchange's sockets
-
-
-def parse_size(text):
-    """'100M', '100MiB', '20m', '100k', '4MiB', '65536' -> bytes (k/m/g = 1024^n)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:i?[bB])?\s*", str(text))
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (try 100M, 100k, 65536)")
-    mult = {"": 1, "k": KiB, "m": MiB, "g": 1024 * MiB}[m.group(2).lower()]
-    return int(float(m.group(1)) * mult)
-
-
-def human(n):
-    n = float(n)
-    if abs(n) >= MiB:
-        return f"{n / MiB:.2f} MiB"
-    if abs(n) >= KiB:
-        return f"{n / KiB:.1f} KiB"
-    return f"{int(n)} B"
 
 
 class Shm:
@@ -107,46 +92,21 @@ class Counters:
             self.shm.set(i, self.v[i])
 
 
-def read_head(conn, buf):
-    """Returns (head_bytes, rest) or (None, buf) on EOF; bounded to 64 KiB."""
-    while b"\r\n\r\n" not in buf:
-        if len(buf) > 64 * KiB:
-            return None, buf
-        data = conn.recv(4096)
-        if not data:
-            return None, buf
-        buf += data
-    head, rest = buf.split(b"\r\n\r\n", 1)
-    return head, rest
-
-
-def reply(conn, status, body, close=False):
-    head = f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-    if close:
-        head += "Connection: close\r\n"
-    conn.sendall(head.encode() + b"\r\n" + body)
-
-
 def handle(conn, root, ctr):
     ctr.add(ACTIVE, 1)
     buf = b""
     try:
         conn.settimeout(300)  # send() then returns partial counts: exact byte counters
         for _ in range(10000):  # requests per connection
-            head, buf = read_head(conn, buf)
+            head, buf = read_head(conn, buf, chunk=4096)
             if head is None:
                 return
             ctr.add(REQUESTS, 1)
-            lines = head.decode("latin-1").split("\r\n")
-            parts = lines[0].split(" ")
-            if len(parts) != 3:
-                reply(conn, "400 Bad Request", b"bad request line\n", close=True)
+            req = upstream.parse_request(head)
+            if req is None:
+                upstream.reply(conn, "400 Bad Request", b"bad request line\n", close=True)
                 return
-            method, target, _ = parts
-            fields = {}
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                fields[name.strip().lower()] = value.strip()
+            method, target, _, fields = req
             close = fields.get("connection", "").lower() == "close"
             length = int(fields.get("content-length", "0") or 0)
             path, _, query = target.partition("?")
@@ -156,7 +116,7 @@ def handle(conn, root, ctr):
                 try:
                     f = open(os.path.join(root, os.path.basename(path[3:])), "rb")
                 except OSError:
-                    reply(conn, "404 Not Found", b"no such file\n", close=True)
+                    upstream.reply(conn, "404 Not Found", b"no such file\n", close=True)
                     return
                 with f:
                     size = os.fstat(f.fileno()).st_size
@@ -189,9 +149,9 @@ def handle(conn, root, ctr):
                         return
                     got += len(data)
                     ctr.add(RECEIVED, len(data))
-                reply(conn, "200 OK", f"received {got}\n".encode(), close=close)
+                upstream.reply(conn, "200 OK", f"received {got}\n".encode(), close=close)
             else:
-                reply(conn, "404 Not Found", b"not found\n", close=True)
+                upstream.reply(conn, "404 Not Found", b"not found\n", close=True)
                 return
             if close:
                 return
@@ -203,16 +163,9 @@ def handle(conn, root, ctr):
 
 
 def serve(root, counters_path):
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    upstream.exit_on_term()
     ctr = Counters(Shm(counters_path))
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1024)
-    print(srv.getsockname()[1], flush=True)
-    while True:
-        conn, _ = srv.accept()
-        threading.Thread(target=handle, args=(conn, root, ctr), daemon=True).start()
+    upstream.serve_threads(upstream.listen(1024), handle, root, ctr)
 
 
 # --------------------------------------------------------------------------
@@ -309,106 +262,10 @@ def uploader(port, path, size, seconds, counters_path):
 # --------------------------------------------------------------------------
 # measurement helpers
 
-class Procs:
-    """Every child started here, stopped by its own PID."""
-
-    def __init__(self):
-        self.procs = []
-
-    def start(self, argv, **kw):
-        p = subprocess.Popen(argv, **kw)
-        self.procs.append(p)
-        return p
-
-    def stop(self, plist, grace=3.0):
-        alive = [p for p in plist if p.poll() is None]
-        for p in alive:
-            try:
-                p.terminate()
-            except OSError:
-                pass
-        deadline = time.monotonic() + grace
-        for p in alive:
-            try:
-                p.wait(max(0.01, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
-    def stop_all(self):
-        self.stop(list(reversed(self.procs)))
-        for p in self.procs:
-            for stream in (p.stdout, p.stderr):
-                if stream:
-                    stream.close()
-        self.procs = []
-
-
-TCP_STATES = ["?", "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2", "TIME_WAIT",
-              "CLOSE", "CLOSE_WAIT", "LAST_ACK", "LISTEN", "CLOSING", "NEW_SYN_RECV"]
-NO_TW_LISTEN = 0x1FFF & ~(1 << 6) & ~(1 << 10)
-
-
-def tcp_diag(states):
-    """IPv4 TCP sockets in STATES (bit mask) as (lport, rport, state, sendq, recvq,
-    inode), from the sock_diag netlink socket (fast with many TIME_WAITs)."""
-    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 4)  # NETLINK_SOCK_DIAG
-    try:
-        s.settimeout(2)
-        req = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0, states) + bytes(48)
-        s.sendall(struct.pack("=IHHII", 16 + len(req), 20, 0x301, 1, 0) + req)  # REQUEST|DUMP
-        out = []
-        for _ in range(100000):
-            data = s.recv(1 << 20)
-            off = 0
-            while off + 16 <= len(data):
-                length, typ = struct.unpack_from("=IH", data, off)
-                if typ == 3:  # NLMSG_DONE
-                    return out
-                if typ == 2 or length < 16:
-                    raise OSError("sock_diag error")
-                m = off + 16
-                sport, dport = struct.unpack_from(">HH", data, m + 4)
-                rq, wq, _, ino = struct.unpack_from("=IIII", data, m + 56)
-                out.append((sport, dport, data[m + 1], wq, rq, ino))
-                off += (length + 3) & ~3
-        raise OSError("sock_diag: no end")
-    finally:
-        s.close()
-
-
-def tcp_sockets():
-    """Non-listening, non-TIME_WAIT IPv4 TCP sockets: (lport, rport, state, sendq, recvq, inode)."""
-    try:
-        return tcp_diag(NO_TW_LISTEN)
-    except OSError:
-        rows = []
-        with open("/proc/net/tcp") as f:
-            next(f)
-            for line in f:
-                p = line.split()
-                st = int(p[3], 16)
-                if st in (6, 10):
-                    continue
-                tx, rx = (int(x, 16) for x in p[4].split(":"))
-                rows.append((int(p[1].split(":")[1], 16), int(p[2].split(":")[1], 16), st, tx, rx,
-                             int(p[9])))
-        return rows
-
-
-def listening(port):
-    try:
-        with open("/proc/net/tcp") as f:  # only at startup
-            return any(int(l.split()[1].split(":")[1], 16) == port and l.split()[3] == "0A"
-                       for l in list(f)[1:])
-    except OSError:
-        return False
-
-
 def kernel_queued(ports, sluice_inodes):
     """(bytes queued in all sockets on PORTS, the part in sluice's own sockets)."""
     total = own = 0
-    for lp, rp, _, tx, rx, ino in tcp_sockets():
+    for lp, rp, _, tx, rx, ino in tcp_live():
         if lp in ports or rp in ports:
             total += tx + rx
             if ino in sluice_inodes:
@@ -416,52 +273,10 @@ def kernel_queued(ports, sluice_inodes):
     return total, own
 
 
-def tcp_ext():
-    """Kernel TCP counters that explain stalls: memory pressure and receive-queue drops."""
-    try:
-        with open("/proc/net/netstat") as f:
-            lines = [l.split() for l in f if l.startswith("TcpExt:")]
-        names, values = lines[0][1:], lines[1][1:]
-        d = dict(zip(names, map(int, values)))
-        return {k: d.get(k, 0) for k in ("TCPMemoryPressures", "TCPRcvQDrop", "PruneCalled")}
-    except (OSError, IndexError, ValueError):
-        return {}
-
-
-def socket_inodes(pid):
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(int(link[8:-1]))
-    return inodes
-
-
 def sluice_conns(pid):
     """sluice's connected TCP sockets: [(lport, rport, state, sendq, recvq)]."""
-    mine = socket_inodes(pid)
-    return [r[:5] for r in tcp_sockets() if r[5] in mine]
-
-
-def proc_status(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                out[line.split(":")[0]] = int(line.split()[1]) * KiB
-    return out["VmRSS"], out["VmHWM"]
-
-
-def log_tail(path, n=15):
-    try:
-        with open(path, "rb") as f:
-            lines = f.read().decode("utf-8", "replace").splitlines()
-        return "\n".join("    " + l for l in lines[-n:])
-    except OSError:
-        return "    (no log)"
+    mine = procfs.socket_inodes(pid)
+    return [r[:5] for r in tcp_live() if r[5] in mine]
 
 
 def log_peak_buffered(path):
@@ -491,50 +306,54 @@ class Bench:
     def start_upstream(self):
         path = os.path.join(self.args.tmp, "upstream.counters")
         self.up_ctr = Shm(path, create=True)
-        p = self.procs.start([sys.executable, os.path.abspath(__file__), "upstream", self.args.tmp, path],
-                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-        line = p.stdout.readline().strip()
-        if not line.isdigit():
-            raise Fail(f"upstream did not start (got {line!r})")
-        self.up, self.up_port = p, int(line)
+        self.up, self.up_port = start_port_child(self.procs, self_child(__file__, "upstream", self.args.tmp, path))
 
     def start_sluice(self, name):
         logpath = os.path.join(self.args.tmp, f"sluice-{name}.log")
         env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"))
-        for _ in range(3):  # a free port can be taken between bind(0) and sluice's bind
-            port = free_port()
-            argv = [self.args.bin, "--listen", f"127.0.0.1:{port}",
-                    "--upstream", f"127.0.0.1:{self.up_port}", *self.args.sluice_extra]
-            with open(logpath, "wb") as log:
-                p = self.procs.start(argv, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=log, env=env)
-            for _ in range(100):  # 5 s
-                if p.poll() is not None or listening(port):
-                    break
-                time.sleep(0.05)
-            if p.poll() is None and listening(port):
-                time.sleep(0.3)
-                return p, port, logpath, argv
-            self.procs.stop([p])
-        raise Fail(f"sluice did not start; log:\n{log_tail(logpath)}")
+        p, port, argv = start_listening(
+            lambda port: [self.args.bin, "--listen", f"127.0.0.1:{port}",
+                          "--upstream", f"127.0.0.1:{self.up_port}", *self.args.sluice_extra],
+            logpath, self.procs, env=env)
+        time.sleep(0.3)
+        return p, port, logpath, argv
 
 
 def sample(sl, port, b, src, dst):
     """One sample; the two byte counters are read before and after the kernel
     queues and averaged, so the skew of the (short) netlink read cancels."""
-    inodes = socket_inodes(sl.pid)
+    inodes = procfs.socket_inodes(sl.pid)
     s1, d1 = src(), dst()
     kq, own = kernel_queued({port, b.up_port}, inodes)
     d2, s2 = dst(), src()
-    rss, _ = proc_status(sl.pid)
+    rss, _ = procfs.rss_hwm(sl.pid)
     return {"rss": rss, "sent": (s1 + s2) / 2, "recv": (d1 + d2) / 2, "kq": kq, "own": own}
+
+
+def sample_run(sl, seconds, t0, take, go_on, keep):
+    """A sample from take() every 0.5 s while sluice runs, for at most SECONDS
+    + 10 s after T0; stops once go_on() is false after a sample, and keeps
+    the samples for which keep() is true (with their time "t")."""
+    samples = []
+    for _ in range(int((seconds + 10) / 0.5) + 1):
+        if time.monotonic() > t0 + seconds + 10 or sl.poll() is not None:
+            break
+        t = time.monotonic() - t0
+        smp = take()
+        if not go_on():
+            break
+        if keep():
+            smp["t"] = t
+            samples.append(smp)
+        time.sleep(0.5)
+    return samples
 
 
 def after_run(b, sl, port, logpath, res, idle_rss, samples, what, linger_fails, pooled_ok=0):
     """Peak RSS, lingering connections, sluice's own counters; stops sluice.
     POOLED_OK: idle upstream connections that may stay (exchanges that completed)."""
     hwm = 0
-    ext = tcp_ext()
+    ext = procfs.tcp_ext()
     grew = {k: v - res["ext0"].get(k, 0) for k, v in ext.items() if v > res["ext0"].get(k, 0)}
     if grew:
         res.setdefault("notes", []).append(
@@ -542,7 +361,7 @@ def after_run(b, sl, port, logpath, res, idle_rss, samples, what, linger_fails, 
             ", ".join(f"{k} +{v}" for k, v in grew.items()) +
             "): the host's TCP memory (tcp_mem) ran short; this run and others on the host may stall")
     if sl.poll() is None:
-        _, hwm = proc_status(sl.pid)
+        _, hwm = procfs.rss_hwm(sl.pid)
         left, pooled = [], []
         for _ in range(int(LINGER_WAIT / 0.1)):
             left = sluice_conns(sl.pid)
@@ -619,7 +438,7 @@ class PyClient:
         self.b = b
         path = os.path.join(b.args.tmp, f"{tag}.counters")
         self.shm = Shm(path, create=True)
-        self.proc = b.procs.start([sys.executable, os.path.abspath(__file__), sub, *map(str, argv), path],
+        self.proc = b.procs.start(self_child(__file__, sub, *argv, path),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   stdin=subprocess.DEVNULL)
 
@@ -655,26 +474,17 @@ def run_download(b, name, readers, size, rate_text, seconds, threshold, thr_note
     res = {"name": f"{name} ({client})", "fails": [], "threshold": threshold}
     sl, port, logpath, argv = b.start_sluice(tag)
     res["cmd"] = " ".join(argv)
-    idle_rss, _ = proc_status(sl.pid)
-    res["ext0"] = tcp_ext()
+    idle_rss, _ = procfs.rss_hwm(sl.pid)
+    res["ext0"] = procfs.tcp_ext()
     base = b.up_ctr.get(SENT)
     t0 = time.monotonic()
     if client == "curl":
         cl = CurlReaders(b, f"http://127.0.0.1:{port}/f/{fname}", readers, rate_text, seconds, tag)
     else:
         cl = PyClient(b, "readers", [port, f"/f/{fname}", readers, rate, seconds], tag)
-    samples = []
-    for _ in range(int((seconds + 10) / 0.5) + 1):
-        if time.monotonic() > t0 + seconds + 10 or sl.poll() is not None:
-            break
-        t = time.monotonic() - t0
-        smp = sample(sl, port, b, lambda: b.up_ctr.get(SENT) - base, cl.received)
-        if not cl.any_running():
-            break
-        if cl.all_running():  # nobody left during the sample
-            smp["t"] = t
-            samples.append(smp)
-        time.sleep(0.5)
+    samples = sample_run(sl, seconds, t0,
+                         lambda: sample(sl, port, b, lambda: b.up_ctr.get(SENT) - base, cl.received),
+                         go_on=cl.any_running, keep=cl.all_running)  # keep: nobody left during the sample
     if cl.any_running():
         res["fails"].append(f"client(s) still running {seconds + 10} s after start (stalled?)")
     got, bad = cl.finish()
@@ -708,22 +518,14 @@ def run_upload(b):
     res = {"name": "upload", "fails": [], "threshold": a.threshold}
     sl, port, logpath, argv = b.start_sluice("upload")
     res["cmd"] = " ".join(argv)
-    idle_rss, _ = proc_status(sl.pid)
-    res["ext0"] = tcp_ext()
+    idle_rss, _ = procfs.rss_hwm(sl.pid)
+    res["ext0"] = procfs.tcp_ext()
     base = b.up_ctr.get(RECEIVED)
     t0 = time.monotonic()
     cl = PyClient(b, "upload", [port, f"/slow-upload?rate={up_rate}", size, seconds], "upload")
-    samples = []
-    for _ in range(int((seconds + 10) / 0.5) + 1):
-        if time.monotonic() > t0 + seconds + 10 or sl.poll() is not None:
-            break
-        t = time.monotonic() - t0
-        smp = sample(sl, port, b, cl.received, lambda: b.up_ctr.get(RECEIVED) - base)
-        if not cl.all_running():
-            break
-        smp["t"] = t
-        samples.append(smp)
-        time.sleep(0.5)
+    samples = sample_run(sl, seconds, t0,
+                         lambda: sample(sl, port, b, cl.received, lambda: b.up_ctr.get(RECEIVED) - base),
+                         go_on=cl.all_running, keep=lambda: True)
     if cl.all_running():
         res["fails"].append(f"client still running {seconds + 10} s after start (stalled?)")
     r, err = cl.result()
@@ -882,6 +684,11 @@ def main():
                     help="run sluice with --high-watermark HIGH --low-watermark HIGH/4 "
                          "(default: sluice's own, 64k)")
     ap.add_argument("--verbose", action="store_true", help="print every 4th sample")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run, about 25 s: --scenario one --size 20M --seconds 5 "
+                         "(flags given explicitly still win)")
+    if "--quick" in sys.argv[1:]:
+        ap.set_defaults(scenario="one", size=parse_size("20M"), seconds=5)
     args = ap.parse_args()
     if not 1 <= args.readers <= 2000:
         ap.error("--readers must be 1..2000")
@@ -893,12 +700,7 @@ def main():
         args.sluice_extra = ["--high-watermark", str(args.high), "--low-watermark", str(args.high // 4)]
     else:
         args.high = 64 * KiB
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        return run(args)
-    except Fail as e:
-        print(f"torture: {e}", file=sys.stderr)
-        return 1
+    return main_guard(run, args, "torture")
 
 
 if __name__ == "__main__":

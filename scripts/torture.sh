@@ -6,7 +6,7 @@
 #            [--rate 100k] [--seconds 20] [--readers 200] [--threshold 4M]
 #            [--many-size 20M] [--many-seconds 15] [--many-threshold BYTES]
 #            [--upload-size 50M] [--upload-rate 100k] [--upload-seconds 15]
-#            [--client curl|python|both] [--high BYTES] [--verbose]
+#            [--client curl|python|both] [--high BYTES] [--verbose] [--quick]
 #   one     1 reader, `curl --limit-rate RATE --max-time SECONDS`, 100 MiB file
 #   many    READERS concurrent slow readers, a 20 MiB file each, 15 s
 #   upload  a python client PUTs 50 MiB as fast as it can; the upstream
@@ -23,10 +23,6 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-case "${1:-}" in
-    -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-esac
-need python3 curl head
-lib_tmp
-lib_sluice_bin
-lib_run_python "$ROOT/scripts/torture.py" --bin "$SLUICE" --tmp "$LIB_TMP" "$@"
+lib_help 2 25 "${1:-}"
+need curl head
+lib_drive torture.py "$@"

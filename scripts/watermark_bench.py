@@ -23,31 +23,19 @@ PUT /sink reads the body in 1 MiB recv_into() calls and answers 200.
 
 import argparse
 import os
-import re
 import shutil
-import signal
-import socket
-import statistics
 import subprocess
 import sys
-import threading
 import time
-from common import Fail, free_port, listening, stop
 
-KiB = 1024
-MiB = 1024 * KiB
+from sluicebench import procfs, upstream
+from sluicebench.net import read_head
+from sluicebench.procfs import loadavg, tcp_ext, tcp_mem
+from sluicebench.procs import Fail, Procs, main_guard, self_child, start_listening, start_port_child
+from sluicebench.stats import fmt, median
+from sluicebench.units import MiB, label, parse_size
+
 BUDGET = 225.0  # s: the brief asks for under 4 minutes
-
-
-def parse_size(text):
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:i?[bB])?\s*", str(text))
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
-    return int(float(m.group(1)) * {"": 1, "k": KiB, "m": MiB, "g": 1024 * MiB}[m.group(2).lower()])
-
-
-def label(n):
-    return f"{n // MiB}M" if n % MiB == 0 else f"{n // KiB}K" if n % KiB == 0 else str(n)
 
 
 # --------------------------------------------------------------------------
@@ -58,19 +46,12 @@ def handle(conn, data):
         buf = b""
         sink = bytearray(MiB)
         for _ in range(1000):  # requests per connection
-            while b"\r\n\r\n" not in buf:
-                chunk = conn.recv(65536)
-                if not chunk or len(buf) > 65536:
-                    return
-                buf += chunk
-            head, buf = buf.split(b"\r\n\r\n", 1)
-            lines = head.decode("latin-1").split("\r\n")
-            method, target = lines[0].split(" ")[:2]
-            length = 0
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value.strip())
+            head, buf = read_head(conn, buf)
+            req = head and upstream.parse_request(head)
+            if not req:
+                return
+            method, target, _, fields = req
+            length = int(fields.get("content-length", "0") or 0)
             if method == "GET" and target == "/big":
                 conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
                              f"Content-Length: {len(data)}\r\n\r\n".encode())
@@ -95,51 +76,20 @@ def handle(conn, data):
 
 
 def serve(size):
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    upstream.exit_on_term()
     size = int(size)
     block = os.urandom(MiB)
     data = memoryview(block * (size // MiB) + block[: size % MiB])
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(128)
-    print(srv.getsockname()[1], flush=True)
-    while True:
-        conn, _ = srv.accept()
-        threading.Thread(target=handle, args=(conn, data), daemon=True).start()
+    upstream.serve_threads(upstream.listen(128), handle, data)
 
 
 # --------------------------------------------------------------------------
 # orchestration
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu(pid):
-    """(utime+stime in s from /proc/PID/stat, on-CPU s from /proc/PID/schedstat or None)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
-    try:
-        with open(f"/proc/{pid}/schedstat") as f:
-            ns = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        ns = None
-    return ticks / TICK, (ns / 1e9 if ns is not None else None)
-
-
-def hwm(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * KiB
-    return 0
-
-
 class Runner:
     def __init__(self, args):
         self.args = args
-        self.children = []
+        self.procs = Procs()
         self.slowest = (0.0, "", 0)
         self.kernel = {}  # TcpExt counter increases during transfers
         self.slow = []    # transfers slower than --slow
@@ -154,17 +104,6 @@ class Runner:
         else:
             self.pin_proxy, self.pin_other = ["taskset", "-c", "0"], ["taskset", "-c", "1"]
             self.pin_note = "sluice on CPU 0; upstream and curl on CPU 1 (taskset)"
-
-    def spawn(self, argv, **kw):
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **kw)
-        self.children.append(p)
-        return p
-
-    def stop_all(self):
-        for p in reversed(self.children):
-            stop(p)
-            if p.stdout:
-                p.stdout.close()
 
     def curl(self, argv, kind):
         a = self.args
@@ -187,7 +126,7 @@ class Runner:
         a = self.args
         argv = (["-o", os.devnull, f"http://127.0.0.1:{port}/big"] if kind == "down" else
                 ["-o", os.devnull, "-H", "Expect:", "-T", a.upfile, f"http://127.0.0.1:{port}/sink"])
-        c0 = cpu(sl.pid) if sl else (0, 0)
+        c0 = procfs.cpu_times(sl.pid) if sl else (0, 0)
         times = []
         for _ in range(a.transfers):
             e0 = tcp_ext()
@@ -204,71 +143,22 @@ class Runner:
         if a.verbose:
             print(f"    {kind} via {'sluice' if sl else 'direct'}: " +
                   " ".join(f"{t:.2f}s" for t in times))
-        c1 = cpu(sl.pid) if sl else (0, 0)
+        c1 = procfs.cpu_times(sl.pid) if sl else (0, 0)
         ns = c1[1] - c0[1] if sl and c0[1] is not None else None
         return a.size * a.transfers / MiB / secs, c1[0] - c0[0], ns
 
     def start_sluice(self, up_port, high, low, tag):
         logpath = os.path.join(self.args.tmp, f"sluice-{tag}.log")
         env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
-        for _ in range(3):
-            port = free_port()
-            with open(logpath, "wb") as log:
-                sl = self.spawn(self.pin_proxy + [self.args.bin, "--listen", f"127.0.0.1:{port}",
-                                                  "--upstream", f"127.0.0.1:{up_port}",
-                                                  "--high-watermark", str(high),
-                                                  "--low-watermark", str(low)],
-                                stdout=subprocess.DEVNULL, stderr=log, env=env)
-            for _ in range(100):
-                if sl.poll() is not None or listening(port):
-                    break
-                time.sleep(0.05)
-            if sl.poll() is None and listening(port):
-                return sl, port, logpath
-            stop(sl)
-        with open(logpath, errors="replace") as f:
-            raise Fail(f"sluice (high {high}, low {low}) did not start: {f.read()[-500:]}")
-
-
-def tcp_ext():
-    """Kernel TCP counters that explain stalls: memory pressure and receive-queue drops."""
-    try:
-        with open("/proc/net/netstat") as f:
-            lines = [l.split() for l in f if l.startswith("TcpExt:")]
-        d = dict(zip(lines[0][1:], map(int, lines[1][1:])))
-        return {k: d.get(k, 0) for k in ("TCPMemoryPressures", "TCPRcvQDrop", "PruneCalled")}
-    except (OSError, IndexError, ValueError):
-        return {}
-
-
-def tcp_mem():
-    """'TCP memory in use / pressure threshold' from sockstat and tcp_mem (pages)."""
-    try:
-        with open("/proc/net/sockstat") as f:
-            used = int(re.search(r"TCP:.* mem (\d+)", f.read()).group(1))
-        with open("/proc/sys/net/ipv4/tcp_mem") as f:
-            pressure = int(f.read().split()[1])
-        page = os.sysconf("SC_PAGE_SIZE")
-        return f"{used * page / MiB:.0f} MiB of {pressure * page / MiB:.0f} MiB"
-    except (OSError, AttributeError, ValueError, IndexError):
-        return "?"
-
-
-def loadavg():
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "?"
-
-
-def median(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
-def fmt(x, spec):
-    return "-" if x is None else format(x, spec)
+        try:
+            sl, port, _ = start_listening(
+                lambda port: self.pin_proxy + [self.args.bin, "--listen", f"127.0.0.1:{port}",
+                                               "--upstream", f"127.0.0.1:{up_port}",
+                                               "--high-watermark", str(high), "--low-watermark", str(low)],
+                logpath, self.procs, env=env)
+        except Fail as e:
+            raise Fail(f"sluice (high {high}, low {low}): {e}") from None
+        return sl, port, logpath
 
 
 def run(args):
@@ -289,12 +179,7 @@ def run(args):
     res = {}  # key -> {"down": [...], "up": [...], "hwm": [...]}
     notes = []
     try:
-        up = r.spawn(r.pin_other + [sys.executable, os.path.abspath(__file__), "upstream", str(args.size)],
-                     stdout=subprocess.PIPE)
-        line = up.stdout.readline().strip()
-        if not line.isdigit():
-            raise Fail(f"upstream did not start ({line!r})")
-        up_port = int(line)
+        _, up_port = start_port_child(r.procs, r.pin_other + self_child(__file__, "upstream", args.size))
         for rep in range(args.reps):
             order = settings[rep % len(settings):] + settings[: rep % len(settings)]
             if time.monotonic() > t_end - 20:
@@ -319,12 +204,12 @@ def run(args):
                         notes.append("upload skipped for some runs: time budget")
                     if sl.poll() is not None:
                         raise Fail(f"sluice exited ({sl.returncode})")
-                    e["hwm"].append(hwm(sl.pid))
+                    e["hwm"].append(procfs.hwm(sl.pid))
                 except Fail as ex:
                     with open(logpath, errors="replace") as f:
                         raise Fail(f"{ex}\nsluice log tail:\n{f.read()[-800:]}") from None
                 finally:
-                    stop(sl)
+                    r.procs.stop([sl])
                 if args.verbose:
                     dn = e["down"][-1]
                     print(f"  rep {rep + 1} {label(high)}/{label(low)}: down {dn[0]:.0f} MiB/s "
@@ -332,7 +217,7 @@ def run(args):
                                                           f"cpu {e['up'][-1][1] * 1000:.0f} ms"
                                                           if e["up"] else ""))
     finally:
-        r.stop_all()
+        r.procs.stop_all()
 
     mib = args.size * args.transfers / MiB
     print(f"\n| high/low | download MiB/s | download CPU ms/MiB | upload MiB/s | upload CPU ms/MiB "
@@ -356,7 +241,7 @@ def run(args):
         print(f"| {name} | {' | '.join(cells)} | {f'{peak / MiB:.1f} MiB' if peak else '-'} |")
     print(f"Medians of {len(res.get('direct', {}).get('down', []))} repetition(s) of "
           f"{args.transfers} x {args.size // MiB} MiB. CPU ms/MiB: sluice utime+stime "
-          f"(/proc/PID/stat, {1000 // TICK} ms ticks), in parentheses the same from "
+          f"(/proc/PID/stat, {1000 // procfs.TICK} ms ticks), in parentheses the same from "
           f"/proc/PID/schedstat (ns). MiB/s from curl's time_total. Load average at the end "
           f"{loadavg()} (other work on these CPUs makes MiB/s noisy).")
     print(f"Slowest single transfer: {r.slowest[0]:.2f} s ({r.slowest[1]}load of {args.size // MiB} MiB).")
@@ -399,6 +284,11 @@ def main():
     ap.add_argument("--slow", type=float, default=1.0,
                     help="list transfers slower than this many seconds (1.0)")
     ap.add_argument("--verbose", action="store_true", help="print every run")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run, about 10 s: --settings 64K/16K --size 64M --transfers 1 --reps 1 "
+                         "(flags given explicitly still win)")
+    if "--quick" in sys.argv[1:]:
+        ap.set_defaults(settings="64K/16K", size=64 * MiB, transfers=1, reps=1)
     args = ap.parse_args()
     if not 1 <= args.transfers <= 20:
         ap.error("--transfers must be 1..20")
@@ -406,12 +296,7 @@ def main():
         ap.error("--reps must be 1..10")
     if not MiB <= args.size <= 4096 * MiB:
         ap.error("--size must be 1M..4G")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        return run(args)
-    except Fail as e:
-        print(f"watermark_bench: FAIL: {e}", file=sys.stderr)
-        return 1
+    return main_guard(run, args, "watermark_bench: FAIL")
 
 
 if __name__ == "__main__":

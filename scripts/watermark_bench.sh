@@ -4,7 +4,7 @@
 #
 # Usage: scripts/watermark_bench.sh [--settings 16K/4K,64K/16K,256K/64K,1M/256K]
 #            [--size 256M] [--transfers 4] [--reps 3] [--no-upload] [--min-mibs 50]
-#            [--verbose]
+#            [--verbose] [--quick]
 #   Each repetition runs every setting once (rotating the order): a fresh
 #   sluice pinned to CPU 0 (taskset -c 0, if taskset exists), a python
 #   upstream serving SIZE bytes from memory and curl pinned to CPU 1; a
@@ -18,11 +18,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-case "${1:-}" in
-    -h | --help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-esac
-need python3 curl
+lib_help 2 17 "${1:-}"
+need curl
 command -v taskset >/dev/null 2>&1 || echo "watermark_bench: taskset not found: processes will not be pinned"
-lib_tmp
-lib_sluice_bin
-lib_run_python "$ROOT/scripts/watermark_bench.py" --bin "$SLUICE" --tmp "$LIB_TMP" "$@"
+lib_drive watermark_bench.py "$@"

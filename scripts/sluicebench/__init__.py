@@ -1,0 +1,18 @@
+"""Helpers shared by the measurement scripts in scripts/ (Python 3 stdlib only).
+
+  procs     start children and stop them by their own PID, wait for a port,
+            kill the children a process left behind (by PID), bounded runs
+  procfs    /proc readers: RSS/HWM, CPU time (ticks and schedstat), fd and
+            socket counts, CPU busy ticks, kernel TCP counters
+  net       free loopback ports, /proc/net/tcp and sock_diag socket tables,
+            a small HTTP/1.1 client (one GET, reading one response)
+  upstream  building blocks of the scripted upstreams (listen on 127.0.0.1:0
+            and print the port, read a request head, reply) and two ready
+            upstreams for the shell scripts (`python3 -m sluicebench.upstream`)
+  stats     medians, percentiles, ratios, spreads
+  units     sizes: parse '100M', print '1.5 MiB'
+
+The scripts import it from their own folder (scripts/ is sys.path[0] when a
+script there runs); scripts/lib.sh runs `python3 -m sluicebench...` with
+PYTHONPATH set to scripts/.
+"""
