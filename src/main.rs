@@ -38,24 +38,36 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut config = Config::default();
-    if let Some(path) = &parsed.config_file {
-        match file::load(path) {
-            Ok(from_file) => from_file.apply(&mut config),
+    // Defaults < config file < flags.
+    let mut config = match &parsed.config_file {
+        None => Config::default(),
+        Some(path) => match file::load(path) {
+            Ok(from_file) => from_file,
             Err(msg) => {
                 eprintln!("sluice: {msg}");
                 return ExitCode::from(2);
             }
-        }
+        },
+    };
+    if let Err(msg) = parsed.apply(&mut config) {
+        eprintln!("sluice: {msg}\n(see sluice --help)");
+        return ExitCode::from(2);
     }
-    parsed.settings.apply(&mut config);
     if let Err(e) = config.validate() {
         eprintln!("sluice: {}", file::describe_invalid(&e));
         return ExitCode::from(2);
     }
     if parsed.check {
-        print!("{}", file::render(&config));
-        return ExitCode::SUCCESS;
+        return match file::render(&config) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(msg) => {
+                eprintln!("sluice: {msg}");
+                ExitCode::from(1)
+            }
+        };
     }
 
     let worker_index = std::env::var(supervisor::WORKER_ENV)

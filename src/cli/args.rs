@@ -1,51 +1,39 @@
-//! The command line (lexopt): every flag fills one field of a
-//! [`Settings`], which is laid over the config file's.
+//! The command line (clap): the knobs' flags come from the declarations in
+//! `sluice::Config` (`clap::Args` derive); this module adds `--config`,
+//! `--check-config`, `-h` and `-V`, renders the help from the declared
+//! arguments, and turns clap's errors into one line that names the flag.
 
+use std::error::Error as _;
 use std::ffi::OsString;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::file::{Addr, Dur, Settings, Workers, parse_addr, parse_duration, parse_workers};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::parser::ValueSource;
+use clap::{Arg, ArgAction, ArgMatches, Args as _, Command, FromArgMatches as _};
+use sluice::Config;
 
-pub const USAGE: &str = "\
+/// The help's first lines.
+const USAGE: &str = "\
 usage: sluice --listen ADDR --upstream ADDR [options]
        sluice --config FILE [options]
        sluice --check-config FILE [options]
 
-  --listen ADDR                 address to accept clients on (127.0.0.1:8080)
-  --upstream ADDR               upstream peer for every request (127.0.0.1:8000)
-  --keepalive-timeout DUR       idle time between requests (60s)
-  --request-head-timeout DUR    time for a whole request head (10s)
-  --client-body-timeout DUR     longest gap between request body reads (60s)
-  --client-send-timeout DUR     longest time the client may accept nothing (60s)
-  --upstream-connect-timeout DUR  upstream connect, then 504 (3s)
-  --upstream-read-timeout DUR   response head wait / body read gap (60s)
-  --upstream-write-timeout DUR  longest time the upstream may accept nothing (60s)
-  --pool-idle-timeout DUR       idle pooled upstream connection lifetime (60s)
-  --max-head-size BYTES         largest request/response head (65536)
-  --max-header-count N          most fields in a head (100)
-  --high-watermark BYTES        pending bytes that pause the source (65536)
-  --low-watermark BYTES         pending bytes that resume it (16384)
-  --pool-max-idle-per-peer N    idle upstream connections per peer (128)
-  --pool-max-idle-total N       idle upstream connections in all (4096)
-  --max-retries N               resends of a failed request (1)
-  --max-connections N           open client connections (10000)
-  --drain-timeout DUR           longest graceful drain after SIGTERM (30s)
-  --workers N|auto              worker processes; auto = one per CPU (1)
-  --no-via                      do not add Via: 1.1 sluice
-  --no-x-forwarded-for          do not add X-Forwarded-For
-  --no-x-forwarded-proto        do not set X-Forwarded-Proto
-  --config FILE                 read settings from a TOML file; flags override it
-  --check-config FILE           validate FILE (with the flags), print the
-                                effective configuration, exit 0 (2 if invalid)
-  -h, --help                    this text
-  -V, --version                 the version
+";
 
+/// The help's last lines.
+const AFTER_HELP: &str = "
 DUR is a number with a unit: 500ms, 10s, 2m. Logging: RUST_LOG (default info).
 With --workers N > 1 the process supervises N worker processes on the same
 port (SO_REUSEPORT) and restarts any that dies. SIGTERM or SIGINT: graceful
 drain, then exit 0; a second one: stop at once.
 ";
+
+/// Where a help line's text starts, and the width it wraps at (a `\n` in
+/// a help text also starts a new line).
+const HELP_COLUMN: usize = 32;
+const HELP_WIDTH: usize = 84;
 
 /// What the command line asks for.
 pub enum Cli {
@@ -56,99 +44,401 @@ pub enum Cli {
 }
 
 /// A parsed command line.
-#[derive(Default)]
 pub struct Parsed {
-    /// The flags' settings; they override the file's.
-    pub settings: Settings,
+    /// The knobs given on the command line, and only those.
+    flags: ArgMatches,
     /// `--config FILE` or `--check-config FILE`.
     pub config_file: Option<PathBuf>,
     /// `--check-config` was given.
     pub check: bool,
 }
 
+impl Parsed {
+    /// Writes the knobs given on the command line into `config` (which
+    /// holds the defaults, or the config file's values), leaving the others.
+    pub fn apply(&self, config: &mut Config) -> Result<(), String> {
+        config
+            .update_from_arg_matches(&self.flags)
+            .map_err(|e| describe(&e))
+    }
+}
+
+/// The whole command line: every knob of [`Config`], then the binary's own
+/// flags. The help text is rendered from these arguments.
+fn command() -> Command {
+    let cmd = Config::augment_args_for_update(Command::new("sluice"))
+        .no_binary_name(true)
+        .version(env!("CARGO_PKG_VERSION"))
+        // The last of a repeated flag wins (the supervisor appends
+        // `--listen` and `--workers 1` to its own arguments).
+        .args_override_self(true)
+        .disable_help_flag(true)
+        .disable_version_flag(true)
+        .arg(
+            Arg::new("config")
+                .long("config")
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .action(ArgAction::Append)
+                .help("Read settings from a TOML file; flags override it"),
+        )
+        .arg(
+            Arg::new("check-config")
+                .long("check-config")
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .action(ArgAction::Append)
+                .help(
+                    "Validate FILE (with the flags), print the\n\
+                     effective configuration, exit 0 (2 if invalid)",
+                ),
+        )
+        .arg(
+            Arg::new("help")
+                .short('h')
+                .long("help")
+                .action(ArgAction::Help)
+                .help("This text"),
+        )
+        .arg(
+            Arg::new("version")
+                .short('V')
+                .long("version")
+                .action(ArgAction::Version)
+                .help("The version"),
+        );
+    // A value may start with `-` (`--max-head-size -1` is a bad number,
+    // not an unknown flag `-1`), as with the hand-written parser before.
+    let cmd = cmd.mut_args(|a| {
+        let value = takes_value(&a);
+        a.allow_hyphen_values(value)
+    });
+    let help = help_text(&cmd);
+    cmd.override_help(help)
+}
+
+/// `--listen ADDR` takes a value; `--no-via` and `--help` do not.
+fn takes_value(arg: &Arg) -> bool {
+    matches!(arg.get_action(), ArgAction::Set | ArgAction::Append)
+}
+
+/// The `--help` text: one line per argument, `--flag VALUE`, its help (the
+/// first paragraph of the field's doc comment) and its default.
+fn help_text(cmd: &Command) -> String {
+    let defaults = toml::Table::try_from(Config::default()).unwrap_or_default();
+    let mut out = String::from(USAGE);
+    for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+        let mut spec = String::new();
+        if let Some(short) = arg.get_short() {
+            let _ = write!(spec, "-{short}, ");
+        }
+        if let Some(long) = arg.get_long() {
+            let _ = write!(spec, "--{long}");
+        }
+        let takes_value = takes_value(arg);
+        if takes_value {
+            for name in arg.get_value_names().unwrap_or_default() {
+                let _ = write!(spec, " {name}");
+            }
+        }
+        let mut help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        match defaults.get(arg.get_id().as_str()).filter(|_| takes_value) {
+            Some(toml::Value::String(s)) => {
+                let _ = write!(help, " ({s})");
+            }
+            Some(v) => {
+                let _ = write!(help, " ({v})");
+            }
+            None => {}
+        }
+        let mut line = format!("  {spec:<w$}  ", w = HELP_COLUMN - 4);
+        let mut empty = true;
+        for (i, part) in lowercase_start(&help).split('\n').enumerate() {
+            for (j, word) in part.split_whitespace().enumerate() {
+                let wrap = i > 0 && j == 0 || line.len() + 1 + word.len() > HELP_WIDTH;
+                if !empty && wrap {
+                    out.push_str(line.trim_end());
+                    out.push('\n');
+                    line = " ".repeat(HELP_COLUMN);
+                    empty = true;
+                }
+                if !empty {
+                    line.push(' ');
+                }
+                line.push_str(word);
+                empty = false;
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out.push_str(AFTER_HELP);
+    out
+}
+
+/// `"Idle time …"` → `"idle time …"`: help lines start in lower case, doc
+/// comments (their source) in upper case. `"DUR …"` stays.
+fn lowercase_start(text: &str) -> String {
+    let mut chars = text.chars();
+    match (chars.next(), chars.next()) {
+        (Some(a), Some(b)) if a.is_uppercase() && !b.is_uppercase() => a
+            .to_lowercase()
+            .chain(text[a.len_utf8()..].chars())
+            .collect(),
+        _ => text.to_string(),
+    }
+}
+
 /// Parses `args` (without the program name). Errors name the flag.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli, String> {
-    use lexopt::Arg::{Long, Short, Value};
-    let mut p = Parsed::default();
-    let s = &mut p.settings;
-    let mut parser = lexopt::Parser::from_args(args);
-    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
-        let flag = match arg {
-            Long(name) => format!("--{name}"),
-            Short(ch) => format!("-{ch}"),
-            Value(v) => return Err(format!("unexpected argument {v:?}")),
-        };
-        let mut value = || value_of(&mut parser, &flag);
-        let f = flag.as_str();
-        match f {
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                return Ok(Cli::Exit(ExitCode::SUCCESS));
-            }
-            "-V" | "--version" => {
-                println!("sluice {}", env!("CARGO_PKG_VERSION"));
-                return Ok(Cli::Exit(ExitCode::SUCCESS));
-            }
-            "--listen" => s.listen = Some(addr(f, &value()?)?),
-            "--upstream" => s.upstream = Some(addr(f, &value()?)?),
-            "--keepalive-timeout" => s.keepalive_timeout = Some(dur(f, &value()?)?),
-            "--request-head-timeout" => s.request_head_timeout = Some(dur(f, &value()?)?),
-            "--client-body-timeout" => s.client_body_timeout = Some(dur(f, &value()?)?),
-            "--client-send-timeout" => s.client_send_timeout = Some(dur(f, &value()?)?),
-            "--upstream-connect-timeout" => s.upstream_connect_timeout = Some(dur(f, &value()?)?),
-            "--upstream-read-timeout" => s.upstream_read_timeout = Some(dur(f, &value()?)?),
-            "--upstream-write-timeout" => s.upstream_write_timeout = Some(dur(f, &value()?)?),
-            "--pool-idle-timeout" => s.pool_idle_timeout = Some(dur(f, &value()?)?),
-            "--drain-timeout" => s.drain_timeout = Some(dur(f, &value()?)?),
-            "--max-head-size" => s.max_head_size = Some(num(f, &value()?)?),
-            "--max-header-count" => s.max_header_count = Some(num(f, &value()?)?),
-            "--high-watermark" => s.high_watermark = Some(num(f, &value()?)?),
-            "--low-watermark" => s.low_watermark = Some(num(f, &value()?)?),
-            "--pool-max-idle-per-peer" => s.pool_max_idle_per_peer = Some(num(f, &value()?)?),
-            "--pool-max-idle-total" => s.pool_max_idle_total = Some(num(f, &value()?)?),
-            "--max-retries" => s.max_retries = Some(num(f, &value()?)?),
-            "--max-connections" => s.max_connections = Some(num(f, &value()?)?),
-            "--workers" => {
-                let v = value()?;
-                let n = parse_workers(&v).map_err(|e| format!("{f}: {e}"))?;
-                s.workers = Some(Workers(n));
-            }
-            "--no-via" => s.add_via = Some(false),
-            "--no-x-forwarded-for" => s.add_x_forwarded_for = Some(false),
-            "--no-x-forwarded-proto" => s.add_x_forwarded_proto = Some(false),
-            "--config" | "--check-config" => {
-                let path = PathBuf::from(parser.value().map_err(|e| e.to_string())?);
-                if p.config_file.as_ref().is_some_and(|old| *old != path) {
-                    return Err(format!("{f}: a second config file ({})", path.display()));
-                }
-                p.config_file = Some(path);
-                p.check |= f == "--check-config";
-            }
-            _ => return Err(format!("unknown option {flag}")),
+    let args: Vec<OsString> = args.into_iter().collect();
+    let mut matches = match command().try_get_matches_from(&args) {
+        Ok(m) => m,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            // Both go to stdout; only a broken pipe can fail here.
+            let _ = e.print();
+            return Ok(Cli::Exit(ExitCode::SUCCESS));
+        }
+        Err(e) if e.kind() == ErrorKind::InvalidUtf8 => return Err(not_utf8(&args)),
+        Err(e) => return Err(describe(&e)),
+    };
+    let config_file = config_file(&matches)?;
+    let check = matches.value_source("check-config") == Some(ValueSource::CommandLine);
+    // Keep only what the command line said: a flag that was not given must
+    // not overwrite the file's value (`--no-via` has an implicit `true`).
+    let not_given: Vec<String> = matches
+        .ids()
+        .filter(|id| matches.value_source(id.as_str()) != Some(ValueSource::CommandLine))
+        .map(|id| id.to_string())
+        .collect();
+    for id in not_given {
+        let _ = matches.try_clear_id(&id);
+    }
+    Ok(Cli::Run(Box::new(Parsed {
+        flags: matches,
+        config_file,
+        check,
+    })))
+}
+
+/// The file of `--config` / `--check-config`; naming two different files
+/// is an error.
+fn config_file(m: &ArgMatches) -> Result<Option<PathBuf>, String> {
+    let mut given: Vec<(usize, &str, &PathBuf)> = Vec::new();
+    for flag in ["config", "check-config"] {
+        if let (Some(idx), Some(paths)) = (m.indices_of(flag), m.get_many::<PathBuf>(flag)) {
+            given.extend(idx.zip(paths).map(|(i, p)| (i, flag, p)));
         }
     }
-    Ok(Cli::Run(Box::new(p)))
+    given.sort_by_key(|&(i, _, _)| i);
+    let mut chosen: Option<&PathBuf> = None;
+    for (_, flag, path) in given {
+        match chosen {
+            Some(old) if old != path => {
+                return Err(format!(
+                    "--{flag}: a second config file ({})",
+                    path.display()
+                ));
+            }
+            _ => chosen = Some(path),
+        }
+    }
+    Ok(chosen.cloned())
 }
 
-fn value_of(parser: &mut lexopt::Parser, flag: &str) -> Result<String, String> {
-    parser
-        .value()
-        .map_err(|e| e.to_string())?
-        .into_string()
-        .map_err(|_| format!("{flag}: value is not UTF-8"))
+/// clap's "invalid UTF-8" names no flag: name the one whose value it is.
+fn not_utf8(args: &[OsString]) -> String {
+    let flag = args.iter().enumerate().find_map(|(i, a)| {
+        if a.to_str().is_some() {
+            return None;
+        }
+        let text = a.to_string_lossy();
+        match text.split_once('=') {
+            Some((flag, _)) if flag.starts_with("--") => Some(flag.to_string()),
+            _ => args[..i].last()?.to_str().map(str::to_string),
+        }
+    });
+    match flag {
+        Some(flag) if flag.starts_with('-') => format!("{flag}: value is not UTF-8"),
+        _ => "an argument is not UTF-8".to_string(),
+    }
 }
 
-fn addr(flag: &str, v: &str) -> Result<Addr, String> {
-    parse_addr(v).map(Addr).map_err(|e| format!("{flag}: {e}"))
+/// One line for a clap error, naming the flag: `--keepalive-timeout:
+/// "soon" is not a duration like 500ms, 10s or 2m`.
+fn describe(e: &clap::Error) -> String {
+    let context = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    // "--keepalive-timeout <DUR>" → "--keepalive-timeout"
+    let arg = context(ContextKind::InvalidArg).map(|a| a.split(' ').next().unwrap_or(a));
+    match (e.kind(), arg) {
+        (ErrorKind::ValueValidation, Some(flag)) => {
+            if let Some(reason) = e.source() {
+                return format!("{flag}: {reason}");
+            }
+        }
+        (ErrorKind::InvalidValue, Some(flag))
+            if context(ContextKind::InvalidValue).is_some_and(str::is_empty) =>
+        {
+            return format!("missing argument for option '{flag}'");
+        }
+        (ErrorKind::UnknownArgument, Some(a)) if a.starts_with('-') => {
+            return format!("unknown option {a}");
+        }
+        (ErrorKind::UnknownArgument, Some(a)) => return format!("unexpected argument {a:?}"),
+        (ErrorKind::TooManyValues, Some(flag)) => {
+            if let Some(value) = context(ContextKind::InvalidValue) {
+                return format!("unexpected argument for option '{flag}': {value:?}");
+            }
+        }
+        _ => {}
+    }
+    // Anything else: clap's own first line, which names the flag.
+    let text = e.render().to_string();
+    let first = text.lines().next().unwrap_or("invalid command line");
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
 }
 
-fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
-    v.parse()
-        .map_err(|_| format!("{flag}: {v:?} is not a whole number"))
-}
+#[cfg(test)]
+mod tests {
+    use std::os::unix::ffi::OsStrExt;
+    use std::time::Duration;
 
-fn dur(flag: &str, v: &str) -> Result<Dur, String> {
-    parse_duration(v)
-        .map(Dur)
-        .map_err(|e| format!("{flag}: {e}"))
+    use super::*;
+
+    fn parsed(args: &[&str]) -> Parsed {
+        match parse(args.iter().map(OsString::from)) {
+            Ok(Cli::Run(p)) => *p,
+            Ok(Cli::Exit(_)) => panic!("{args:?}: exit"),
+            Err(e) => panic!("{args:?}: {e}"),
+        }
+    }
+
+    /// A config as a file might leave it: not the defaults.
+    fn from_file() -> Config {
+        Config {
+            keepalive_timeout: Duration::from_secs(5),
+            workers: 4,
+            add_via: false,
+            add_x_forwarded_for: false,
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn only_the_flags_given_override_the_file() {
+        let mut c = from_file();
+        parsed(&["--keepalive-timeout", "7s", "--no-x-forwarded-proto"])
+            .apply(&mut c)
+            .unwrap();
+        let want = Config {
+            keepalive_timeout: Duration::from_secs(7),
+            add_x_forwarded_proto: false,
+            ..from_file()
+        };
+        assert_eq!(c, want);
+
+        let mut c = from_file();
+        parsed(&[]).apply(&mut c).unwrap();
+        assert_eq!(c, from_file());
+    }
+
+    #[test]
+    fn the_last_of_a_repeated_flag_wins() {
+        // The supervisor appends `--listen ADDR --workers 1` to its own args.
+        let mut c = Config::default();
+        parsed(&["--workers", "4", "--listen", "127.0.0.1:1"])
+            .apply(&mut c)
+            .unwrap();
+        parsed(&[
+            "--workers",
+            "4",
+            "--listen",
+            "127.0.0.1:1",
+            "--no-via",
+            "--no-via",
+            "--listen",
+            "127.0.0.1:2",
+            "--workers",
+            "1",
+        ])
+        .apply(&mut c)
+        .unwrap();
+        assert_eq!((c.workers, c.listen.port(), c.add_via), (1, 2, false));
+    }
+
+    #[test]
+    fn config_files() {
+        let p = parsed(&["--config", "a.toml", "--max-retries", "2"]);
+        assert_eq!((p.config_file, p.check), (Some("a.toml".into()), false));
+        let p = parsed(&["--config=a.toml", "--check-config", "a.toml"]);
+        assert_eq!((p.config_file, p.check), (Some("a.toml".into()), true));
+        let e = parse(["--check-config", "a", "--config", "b"].map(OsString::from));
+        assert_eq!(
+            e.err().as_deref(),
+            Some("--config: a second config file (b)")
+        );
+    }
+
+    #[test]
+    fn errors_name_the_flag() {
+        let err = |args: &[&str]| parse(args.iter().map(OsString::from)).err().unwrap();
+        assert_eq!(
+            err(&["--drain-timeout", "soon"]),
+            "--drain-timeout: \"soon\" is not a duration like 500ms, 10s or 2m"
+        );
+        assert_eq!(
+            err(&["--max-head-size", "-1"]),
+            "--max-head-size: \"-1\" is not a whole number"
+        );
+        assert_eq!(err(&["--frobnicate"]), "unknown option --frobnicate");
+        let bad = OsString::from(std::ffi::OsStr::from_bytes(b"\xff"));
+        let e = parse([OsString::from("--upstream"), bad.clone()]).err();
+        assert_eq!(e.as_deref(), Some("--upstream: value is not UTF-8"));
+        let mut eq = OsString::from("--workers=");
+        eq.push(&bad);
+        assert_eq!(
+            parse([eq]).err().as_deref(),
+            Some("--workers: value is not UTF-8")
+        );
+        assert_eq!(err(&["x"]), "unexpected argument \"x\"");
+        assert_eq!(err(&["--listen"]), "missing argument for option '--listen'");
+        assert_eq!(
+            err(&["--listen", "--no-via"]),
+            "--listen: \"--no-via\" is not an address like 127.0.0.1:8080"
+        );
+    }
+
+    /// Every knob has a flag and a help line with its default, and is a
+    /// key of the file form: each comes from the one declaration.
+    #[test]
+    fn every_knob_has_a_flag_a_key_and_a_help_line() {
+        let keys = toml::Table::try_from(Config::default()).unwrap();
+        let cmd = command();
+        let help = help_text(&cmd);
+        for (key, value) in &keys {
+            let arg = cmd
+                .get_arguments()
+                .find(|a| a.get_id().as_str() == key.as_str())
+                .unwrap_or_else(|| panic!("no flag for {key}"));
+            let flag = format!("--{}", arg.get_long().unwrap());
+            let line = help
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("{flag} ")))
+                .unwrap_or_else(|| panic!("{flag} not in the help:\n{help}"));
+            if !value.is_bool() {
+                assert_eq!(flag, format!("--{}", key.replace('_', "-")));
+                let shown = value.as_str().map_or(value.to_string(), str::to_string);
+                assert!(line.contains(&format!("({shown})")), "{line}");
+            }
+        }
+        let knobs = cmd
+            .get_arguments()
+            .filter(|a| keys.contains_key(a.get_id().as_str()))
+            .count();
+        assert_eq!(knobs, keys.len());
+        assert_eq!(keys.len() + 4, cmd.get_arguments().count());
+    }
 }
