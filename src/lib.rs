@@ -28,10 +28,7 @@ mod http;
 mod pool;
 mod stats;
 
-pub use config::{
-    Config, ConfigError, MAX_CONNECTIONS, MAX_HEAD_SIZE, MAX_HEADER_COUNT, MAX_RETRIES,
-    MAX_WATERMARK, MAX_WORKERS,
-};
+pub use config::{Config, ConfigError};
 pub use event_loop::{Server, ServerHandle};
 pub use filter::{Filter, Forward, Peer, Reply};
 pub use http::{Headers, RequestHead, ResponseHead};

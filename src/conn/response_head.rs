@@ -12,7 +12,7 @@ use super::relay::{Env, move_body_after_head};
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Filter;
 use crate::http::{
-    BodyDecoder, BodyKind, ParseError, ResponseContext, ResponsePlan, ResponseRefusal,
+    BodyDecoder, BodyKind, ParseError, ParseHead, ResponseContext, ResponsePlan, ResponseRefusal,
     finish_response_head, plan_response,
 };
 

@@ -71,14 +71,8 @@ const KNOWN_CODINGS: [&str; 7] = [
 /// Does not know the version: see [`RequestHead::body_kind`] for the
 /// HTTP/1.0 rule.
 pub fn request_framing(headers: &Headers) -> Result<BodyKind, ParseError> {
-    let has_te = headers.contains("transfer-encoding");
-    let has_cl = headers.contains("content-length");
     // Step 3: both framing fields on a request is an error, not "TE wins".
-    if has_te && has_cl {
-        return Err(ParseError::Framing(
-            "both Transfer-Encoding and Content-Length",
-        ));
-    }
+    let (has_te, has_cl) = framing_fields(headers)?;
     // Step 4: the final coding must be chunked.
     if has_te {
         return request_codings(headers);
@@ -127,14 +121,8 @@ pub fn response_framing(
     if request_method == "CONNECT" && (200..300).contains(&status) {
         return Ok(BodyKind::UntilClose);
     }
-    let has_te = headers.contains("transfer-encoding");
-    let has_cl = headers.contains("content-length");
     // Step 3: both framing fields: refuse rather than guess.
-    if has_te && has_cl {
-        return Err(ParseError::Framing(
-            "both Transfer-Encoding and Content-Length",
-        ));
-    }
+    let (has_te, has_cl) = framing_fields(headers)?;
     // Step 4: chunked only if it is the final coding; else until close.
     if has_te {
         let last = headers
@@ -152,6 +140,20 @@ pub fn response_framing(
     }
     // Step 8: read until the upstream closes.
     Ok(BodyKind::UntilClose)
+}
+
+/// Which framing fields a message carries: `(Transfer-Encoding,
+/// Content-Length)`. Both at once is an error in either role (RFC 9112
+/// §6.3 step 3: a proxy must not guess; a request is a smuggling attempt).
+fn framing_fields(headers: &Headers) -> Result<(bool, bool), ParseError> {
+    let has_te = headers.contains("transfer-encoding");
+    let has_cl = headers.contains("content-length");
+    if has_te && has_cl {
+        return Err(ParseError::Framing(
+            "both Transfer-Encoding and Content-Length",
+        ));
+    }
+    Ok((has_te, has_cl))
 }
 
 impl RequestHead {

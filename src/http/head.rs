@@ -66,14 +66,37 @@ fn complete(r: httparse::Result<usize>) -> Result<Option<usize>, ParseError> {
     }
 }
 
-/// A new head of type `H` parsed by `into`: `(head, length)` once whole.
-fn parse_owned<H: Default>(
-    buf: &[u8],
-    max_fields: usize,
-    into: impl FnOnce(&mut H, &[u8], usize) -> Result<Option<usize>, ParseError>,
-) -> Result<Option<(H, usize)>, ParseError> {
-    let mut head = H::default();
-    Ok(into(&mut head, buf, max_fields)?.map(|len| (head, len)))
+/// A head httparse fills: [`RequestHead`] or [`ResponseHead`].
+pub trait ParseHead: Default + Sized {
+    /// Parses a complete head at the start of `buf` with httparse, with
+    /// `max_fields` field slots.
+    ///
+    /// `Ok(None)`: the head is not complete in `buf` yet. `Ok(Some((head,
+    /// len)))`: `len` bytes of `buf` are the head, including the blank line
+    /// that ends it; body bytes may follow. Leading empty lines before the
+    /// start line are skipped (RFC 9112 §2.2) and count in `len`.
+    ///
+    /// Errors: `TooManyFields` (more than `max_fields` fields); `Malformed`
+    /// for any syntax error, including obs-fold (RFC 9112 §5.2), whitespace
+    /// between a field name and its colon (RFC 9112 §5.1), a version other
+    /// than HTTP/1.0 or 1.1, and a status code outside 100..=599 (RFC 9110
+    /// §15).
+    ///
+    /// Each call parses from byte 0: call it once [`HeadScanner`] has found
+    /// the end, not on every read.
+    ///
+    /// [`HeadScanner`]: super::HeadScanner
+    #[cfg(test)]
+    fn parse(buf: &[u8], max_fields: usize) -> Result<Option<(Self, usize)>, ParseError> {
+        let mut head = Self::default();
+        Ok(head.parse_into(buf, max_fields)?.map(|len| (head, len)))
+    }
+
+    /// [`ParseHead::parse`] into this head, reusing its storage (no
+    /// allocation once it has held a head as large): `Ok(Some(len))` when
+    /// a whole head was parsed. After `Ok(None)` or an error the head's
+    /// contents are unspecified.
+    fn parse_into(&mut self, buf: &[u8], max_fields: usize) -> Result<Option<usize>, ParseError>;
 }
 
 /// The minor version httparse read, checked to be 0 or 1: the proxy only
@@ -98,37 +121,8 @@ pub struct RequestHead {
     pub headers: Headers,
 }
 
-impl RequestHead {
-    /// Parses a complete request head at the start of `buf` with httparse,
-    /// with `max_fields` field slots.
-    ///
-    /// `Ok(None)`: the head is not complete in `buf` yet. `Ok(Some((head,
-    /// len)))`: `len` bytes of `buf` are the head, including the blank line
-    /// that ends it; body bytes may follow. Leading empty lines before the
-    /// request-line are skipped (RFC 9112 §2.2) and count in `len`.
-    ///
-    /// Errors: `TooManyFields` (more than `max_fields` fields); `Malformed`
-    /// for any syntax error, including obs-fold (RFC 9112 §5.2) and
-    /// whitespace between a field name and its colon (RFC 9112 §5.1).
-    ///
-    /// Each call parses from byte 0: call it once [`HeadScanner`] has found
-    /// the end, not on every read.
-    pub fn parse(
-        buf: &[u8],
-        max_fields: usize,
-    ) -> Result<Option<(RequestHead, usize)>, ParseError> {
-        parse_owned(buf, max_fields, RequestHead::parse_into)
-    }
-
-    /// [`RequestHead::parse`] into this head, reusing its storage (no
-    /// allocation once it has held a head as large): `Ok(Some(len))` when a
-    /// whole head was parsed. After `Ok(None)` or an error the head's
-    /// contents are unspecified.
-    pub fn parse_into(
-        &mut self,
-        buf: &[u8],
-        max_fields: usize,
-    ) -> Result<Option<usize>, ParseError> {
+impl ParseHead for RequestHead {
+    fn parse_into(&mut self, buf: &[u8], max_fields: usize) -> Result<Option<usize>, ParseError> {
         with_slots(max_fields, |slots| {
             let mut req = httparse::Request::new(slots);
             let Some(len) = complete(req.parse(buf))? else {
@@ -147,7 +141,9 @@ impl RequestHead {
             Ok(Some(len))
         })
     }
+}
 
+impl RequestHead {
     /// Writes `METHOD target HTTP/1.1\r\n`, the fields, and the blank line.
     ///
     /// Always HTTP/1.1: the proxy speaks 1.1 upstream whatever version
@@ -184,25 +180,8 @@ pub struct ResponseHead {
     pub headers: Headers,
 }
 
-impl ResponseHead {
-    /// Parses a complete response head at the start of `buf`; same contract
-    /// as [`RequestHead::parse`]. A status code outside 100..=599 is
-    /// `Malformed` (RFC 9110 §15: such values are invalid).
-    pub fn parse(
-        buf: &[u8],
-        max_fields: usize,
-    ) -> Result<Option<(ResponseHead, usize)>, ParseError> {
-        parse_owned(buf, max_fields, ResponseHead::parse_into)
-    }
-
-    /// [`ResponseHead::parse`] into this head, reusing its storage:
-    /// `Ok(Some(len))` when a whole head was parsed. After `Ok(None)` or an
-    /// error the head's contents are unspecified.
-    pub fn parse_into(
-        &mut self,
-        buf: &[u8],
-        max_fields: usize,
-    ) -> Result<Option<usize>, ParseError> {
+impl ParseHead for ResponseHead {
+    fn parse_into(&mut self, buf: &[u8], max_fields: usize) -> Result<Option<usize>, ParseError> {
         with_slots(max_fields, |slots| {
             let mut resp = httparse::Response::new(slots);
             let Some(len) = complete(resp.parse(buf))? else {
@@ -219,7 +198,9 @@ impl ResponseHead {
             Ok(Some(len))
         })
     }
+}
 
+impl ResponseHead {
     /// A head the proxy writes itself: HTTP/1.1, `status`, its standard
     /// reason phrase ([`reason_phrase`], "" if unknown), no fields.
     pub fn new(status: u16) -> Self {

@@ -42,7 +42,7 @@ pub mod target;
 
 pub use error::ParseError;
 pub use framing::{BodyDecoder, BodyKind};
-pub use head::{RequestHead, ResponseHead, reason_phrase};
+pub use head::{ParseHead, RequestHead, ResponseHead, reason_phrase};
 pub use headers::Headers;
 pub use request::{Forwarding, Refusal, ensure_host, plan_request};
 pub use response::{

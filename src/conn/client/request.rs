@@ -14,7 +14,8 @@ use crate::conn::access::Access;
 use crate::conn::exchange::Exchange;
 use crate::error::{ErrorKind, ProxyError};
 use crate::http::{
-    Forwarding, Headers, ParseError, Refusal, RequestHead, ResponseHead, ensure_host, plan_request,
+    Forwarding, Headers, ParseError, ParseHead, Refusal, RequestHead, ResponseHead, ensure_host,
+    plan_request,
 };
 use crate::stats::Stats;
 use log::{debug, info};

@@ -2,6 +2,7 @@
 //! the request status of each `ParseError`.
 
 use super::{Outcome, agree};
+use crate::http::ParseHead;
 use crate::http::framing::{request_framing, response_framing};
 use crate::http::{BodyDecoder, BodyKind, Headers, ParseError, RequestHead, ResponseHead};
 

@@ -1,5 +1,6 @@
 //! Heads: `Headers`, request and response parse/encode, `HeadScanner`.
 
+use crate::http::ParseHead;
 use crate::http::{HeadScanner, Headers, ParseError, RequestHead, ResponseHead, reason_phrase};
 
 const MAX_FIELDS: usize = 100;

@@ -2,6 +2,7 @@
 //! forwarding fields and retry class, from byte strings alone
 //! (ARCHITECTURE/DESIGN §5, §6, §8).
 
+use crate::http::ParseHead;
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::http::request::{RequestPlan, is_idempotent};

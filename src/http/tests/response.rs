@@ -3,6 +3,7 @@
 //! `Connection` field the client gets, from byte strings alone
 //! (ARCHITECTURE/DESIGN §5, §6, §8).
 
+use crate::http::ParseHead;
 use crate::http::response::FinalPlan;
 use crate::http::response::MAX_INTERIM;
 use crate::http::{
