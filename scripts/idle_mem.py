@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""RSS per idle client connection of sluice (DESIGN.md §4: idle connections
+"""RSS per idle client connection of sluice (ARCHITECTURE.md §4: idle connections
 hold no body buffers). Driven by scripts/idle_mem.sh (which builds the
 binary, raises `ulimit -n` and passes --bin and --tmp).
 

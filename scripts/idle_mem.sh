@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# RSS per idle client connection of sluice (DESIGN.md §4: idle connections
+# RSS per idle client connection of sluice (ARCHITECTURE.md §4: idle connections
 # hold no body buffers).
 #
 # Usage: scripts/idle_mem.sh [--conns 10000] [--threshold 1024] [--quick]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Upstream-pool churn run for sluice (DESIGN.md §7, §8).
+"""Upstream-pool churn run for sluice (ARCHITECTURE.md §7, §8).
 
 Driven by scripts/pool_churn.sh, which builds the release binary and passes
 --bin and --tmp. Everything runs on 127.0.0.1; every process started here is

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Upstream-pool churn run for sluice (DESIGN.md §7, §8): many clients x many
+# Upstream-pool churn run for sluice (ARCHITECTURE.md §7, §8): many clients x many
 # GETs through sluice to an upstream that closes connections at random after
 # a response (30% with `Connection: close`, 10% silently: the nasty case).
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Slow-reader and slow-upload torture runs for sluice (DESIGN.md §4).
+"""Slow-reader and slow-upload torture runs for sluice (ARCHITECTURE.md §4).
 
 Driven by scripts/torture.sh, which builds the release binary and passes
 --bin and --tmp. Everything runs on 127.0.0.1; every process started here is
@@ -21,7 +21,7 @@ Reported per scenario: sluice's idle RSS (VmRSS before any request), peak RSS
 sink received and the gap; during the run, the part of the gap in kernel
 socket queues (sock_diag netlink, else /proc/net/tcp: send + receive queues
 of every socket on the proxy and upstream ports) and the rest, held by sluice
-(DESIGN §4: <= high watermark + one read per direction); sluice's own
+(ARCHITECTURE.md §4: <= high watermark + one read per direction); sluice's own
 peak_buffered counter when its log has one. Exit status 1 on any FAIL.
 
 The upstream is this file run as `torture.py upstream DIR COUNTERS`: a thread

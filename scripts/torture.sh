@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Slow-reader / slow-upload torture run for sluice (DESIGN.md §4): memory must
+# Slow-reader / slow-upload torture run for sluice (ARCHITECTURE.md §4): memory must
 # stay flat while a slow client sets the pace for a fast upstream.
 #
 # Usage: scripts/torture.sh [--scenario one|many|upload|all] [--size 100M]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Large-body throughput and CPU per MiB of sluice at several watermark
-settings (DESIGN.md §9: confirm the 64 KiB / 16 KiB default by benchmark).
+settings (ARCHITECTURE.md §9: confirm the 64 KiB / 16 KiB default by benchmark).
 Driven by scripts/watermark_bench.sh (which builds the binary and passes
 --bin and --tmp).
 

@@ -1,4 +1,4 @@
-//! One direction's pending bytes, with high and low watermarks (DESIGN §4).
+//! One direction's pending bytes, with high and low watermarks (ARCHITECTURE.md §4).
 //!
 //! Why: the proxy relays each direction of an exchange through one buffer of
 //! bytes read from the source and not yet written to the sink. The buffer
@@ -343,7 +343,7 @@ impl Drop for WatermarkBuffer {
 }
 
 /// A bounded free list of equal-sized storages for [`WatermarkBuffer`], so
-/// idle connections hold no buffers (DESIGN §4) and busy ones do not
+/// idle connections hold no buffers (ARCHITECTURE.md §4) and busy ones do not
 /// allocate per request.
 ///
 /// At most `max_free` storages of exactly `buf_size` bytes are kept, so the

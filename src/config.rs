@@ -37,6 +37,9 @@
 //! declared here, so a flag that was not given never overwrites the file
 //! (the binary also drops any match whose source is not the command line,
 //! such as the implicit `true` of the `--no-via` style flags).
+//!
+//! What it must not know: sockets, HTTP; it holds values and checks that
+//! they fit together.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -162,7 +165,7 @@ settings! {
         /// Pending bytes that pause the source.
         ///
         /// Pending bytes per direction at which the source's read interest is
-        /// removed. DESIGN.md §4.
+        /// removed. ARCHITECTURE.md §4.
         #[arg(long, value_name = "BYTES", value_parser = whole::<usize>)]
         pub high_watermark: usize = 64 * 1024,
 
@@ -219,7 +222,7 @@ settings! {
         /// Resends of a failed request.
         ///
         /// How many times a failed request may be sent again on a new
-        /// upstream connection. DESIGN.md §7.
+        /// upstream connection. ARCHITECTURE.md §7.
         #[arg(long, value_name = "N", value_parser = whole::<u32>)]
         pub max_retries: u32 = 1,
 

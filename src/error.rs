@@ -1,9 +1,11 @@
 //! `ProxyError`: what went wrong in an exchange, on which side, and the one
-//! table (DESIGN.md §8) that turns it into what the client sees.
+//! table (ARCHITECTURE.md §8) that turns it into what the client sees.
 //!
 //! Kind and side are separate fields (as pingora's `ErrorType` and
 //! `ErrorSource`): the side is set where the error enters the exchange. The
-//! retry rules (DESIGN.md §7) read the same facts in `conn::exchange`.
+//! retry rules (ARCHITECTURE.md §7) read the same facts in `conn::exchange`.
+//!
+//! What it must not know: sockets, buffers, how the answer is written.
 
 use std::fmt;
 use std::io;
@@ -19,7 +21,7 @@ pub enum Side {
     Upstream,
 }
 
-/// A timer that ran out (DESIGN.md §9).
+/// A timer that ran out (ARCHITECTURE.md §9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Timeout {
     /// No byte of a next request head within the keep-alive timeout.
@@ -86,7 +88,7 @@ impl ProxyError {
         }
     }
 
-    /// What the client gets (DESIGN.md §8). `response_started`: a final
+    /// What the client gets (ARCHITECTURE.md §8). `response_started`: a final
     /// response head already went downstream. `head_bytes_seen`: some byte
     /// of a request head arrived (for the head timeout: 408 or silence).
     pub fn answer(&self, response_started: bool, head_bytes_seen: bool) -> Answer {

@@ -1,7 +1,9 @@
 //! The user's hooks: [`Filter`], and what they return ([`Reply`], [`Peer`]).
 //!
-//! Hooks run synchronously on the loop thread (DESIGN.md §10): they must not
+//! Hooks run synchronously on the loop thread (ARCHITECTURE.md §10): they must not
 //! block, and every connection of the process waits while one runs.
+//!
+//! What it must not know: the loop, sockets, buffers.
 
 use std::net::SocketAddr;
 
@@ -47,7 +49,7 @@ impl Reply {
     }
 }
 
-/// The three hooks of a request's path (DESIGN.md §1, §10).
+/// The three hooks of a request's path (ARCHITECTURE.md §1, §10).
 pub trait Filter {
     /// Sees (and may change) each request head before anything else happens
     /// to it. `Some(reply)` answers the request without an upstream. If the

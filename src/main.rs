@@ -12,6 +12,9 @@
 //!
 //! Exit status: 0 after a clean stop or drain, 1 if the loop failed to
 //! start or failed, 2 for an invalid command line or configuration.
+//!
+//! What it must not know: the loop's internals; it uses the library's
+//! public API only.
 
 use std::process::ExitCode;
 

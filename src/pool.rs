@@ -1,4 +1,4 @@
-//! Idle upstream connections by peer key, as plain ids (DESIGN §7).
+//! Idle upstream connections by peer key, as plain ids (ARCHITECTURE.md §7).
 //!
 //! Why: reusing a kept-alive upstream connection saves a TCP (and later TLS)
 //! handshake per request. This module decides which idle connection to reuse

@@ -3,6 +3,8 @@
 //! The loop thread is the only writer; tests and the shutdown log read them.
 //! Relaxed atomics: each value is exact on its own, a snapshot of several is
 //! not one instant.
+//!
+//! What it must not know: connections, HTTP; it only holds numbers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

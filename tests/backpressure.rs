@@ -1,4 +1,4 @@
-//! Backpressure and slow peers (DESIGN.md §4, §8, §9): a side that does not
+//! Backpressure and slow peers (ARCHITECTURE.md §4, §8, §9): a side that does not
 //! read stops the other side at the high watermark plus what the kernel's
 //! socket buffers hold, the proxy's own buffering stays bounded, and the
 //! transfer completes byte for byte once the slow side reads again. Slow or
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use util::*;
 
 /// Bytes one proxy read takes from a socket (`READ_CHUNK` in the proxy): the
-/// most a direction may hold above its high watermark (DESIGN.md §4).
+/// most a direction may hold above its high watermark (ARCHITECTURE.md §4).
 const READ_CHUNK: usize = 64 * 1024;
 /// Allowance for a response or request head the proxy encodes into a buffer
 /// on top of body bytes.
@@ -147,7 +147,7 @@ fn wait_stalled(count: &AtomicUsize) -> (usize, bool) {
 }
 
 /// Most bytes the proxy may hold at once with `high` as its high watermark:
-/// the watermark, one read chunk past it, and a head (DESIGN.md §4).
+/// the watermark, one read chunk past it, and a head (ARCHITECTURE.md §4).
 fn buffered_bound(high: usize) -> u64 {
     (high + READ_CHUNK + HEAD_ROOM) as u64
 }

@@ -1,4 +1,4 @@
-//! Upstream failures and what the client sees (DESIGN.md §8): 502 and 504
+//! Upstream failures and what the client sees (ARCHITECTURE.md §8): 502 and 504
 //! written by the proxy before a response began, a cut-short body after it
 //! began.
 

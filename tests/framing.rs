@@ -1,4 +1,4 @@
-//! Body framing (DESIGN.md §5): bad request framing is refused before any
+//! Body framing (ARCHITECTURE.md §5): bad request framing is refused before any
 //! upstream is contacted, bodiless responses stay bodiless, and chunked or
 //! until-close bodies pass byte for byte.
 

@@ -1,6 +1,6 @@
-//! The user's hooks (DESIGN.md §10): what `request_filter` and
+//! The user's hooks (ARCHITECTURE.md §10): what `request_filter` and
 //! `response_filter` change reaches the other side; an upgrade request
-//! keeps its upgrade fields and becomes a tunnel (DESIGN.md §6).
+//! keeps its upgrade fields and becomes a tunnel (ARCHITECTURE.md §6).
 
 mod util;
 

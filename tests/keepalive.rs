@@ -1,4 +1,4 @@
-//! Downstream keep-alive (DESIGN.md §6): the client's version and
+//! Downstream keep-alive (ARCHITECTURE.md §6): the client's version and
 //! `Connection` decide the downstream side, the upstream's decide only the
 //! upstream side; pipelined requests are answered in order.
 

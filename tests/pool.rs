@@ -1,4 +1,4 @@
-//! The upstream keep-alive pool (DESIGN.md §7): reuse across downstream
+//! The upstream keep-alive pool (ARCHITECTURE.md §7): reuse across downstream
 //! connections, bounded connection counts under load, eviction of dead or
 //! dirty idle connections, the caps, and retries on a reused connection.
 

@@ -1,4 +1,4 @@
-//! The upstream keep-alive pool as users meet it (DESIGN.md §7, §8):
+//! The upstream keep-alive pool as users meet it (ARCHITECTURE.md §7, §8):
 //! upstreams that close idle connections, close on the next request, send
 //! stray bytes while idle, never accept or never answer; the LIFO order;
 //! the per-peer and global caps under concurrency.
@@ -252,8 +252,8 @@ fn answer_n_then_fin_with_last(n: usize) -> impl Fn(UpConn) + Send + Sync + 'sta
 
 /// The upstream's FIN arrives with the answer (same segment, one readable
 /// edge). The proxy must not park a connection it could know is closed;
-/// if it parks it, the FIN must still evict it (STYLE §7: "check at park
-/// and at take"), not leave it in the pool in CLOSE_WAIT until a take or
+/// if it parks it, the FIN must still evict it (ARCHITECTURE.md §7: checked at park
+/// and at take), not leave it in the pool in CLOSE_WAIT until a take or
 /// the pool idle timeout.
 fn fin_with_answer_case(n: usize) {
     let conns = Conns::default();
@@ -381,7 +381,7 @@ fn reused_connection_closed_on_bodyless_post_gives_502_without_resend() {
     );
 }
 
-/// DESIGN §7: the retry goes "on a new connection". With two parked
+/// ARCHITECTURE.md §7: the retry goes "on a new connection". With two parked
 /// connections that both die on their next request, a retry that took the
 /// second parked one would fail again and answer 502.
 #[test]

@@ -1,6 +1,6 @@
 //! Heads on their way through: what the upstream sees of a request (names,
 //! order, hop-by-hop removal, version, the proxy's own fields) and what the
-//! client sees of a response; `request_filter` replies. DESIGN.md §6, §10.
+//! client sees of a response; `request_filter` replies. ARCHITECTURE.md §6, §10.
 
 mod util;
 

@@ -1,5 +1,5 @@
 //! The server as a whole: binding, shutdown, and many connections coming
-//! and going without disturbing each other (slab slots reused, DESIGN.md §3).
+//! and going without disturbing each other (slab slots reused, ARCHITECTURE.md §3).
 
 mod util;
 

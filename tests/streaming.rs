@@ -1,4 +1,4 @@
-//! Bodies in both directions at once, and backpressure (DESIGN.md §1, §4):
+//! Bodies in both directions at once, and backpressure (ARCHITECTURE.md §1, §4):
 //! an upstream may answer before the request body is complete, a client may
 //! send the rest only after it saw the start of the answer, and a slow
 //! reader sets the pace without the proxy buffering everything.
@@ -63,7 +63,7 @@ fn rest_of_body_after_early_answer_is_never_parsed_as_a_request() {
     client.send(b"POST /early HTTP/1.1\r\nHost: example.test\r\nContent-Length: 10\r\n\r\n01234");
     assert_eq!(client.read_response().body, b"early");
 
-    // DESIGN.md leaves it open whether the proxy forwards the rest or gives
+    // ARCHITECTURE.md leaves it open whether the proxy forwards the rest or gives
     // up the connection; either way the rest is body, never a request.
     client.send_lossy(b"56789");
     client.send_lossy(get("/next"));
@@ -147,7 +147,7 @@ fn slow_upstream_reader_keeps_proxy_buffering_bounded() {
     );
 
     let stats = proxy.stats.snapshot();
-    // DESIGN.md §4: at most the high watermark plus one read chunk per
+    // ARCHITECTURE.md §4: at most the high watermark plus one read chunk per
     // direction; 64 KiB is a generous read chunk.
     assert!(
         stats.buffered_bytes_peak <= (HIGH + 64 * 1024) as u64,

@@ -1,4 +1,4 @@
-//! Downstream timeouts (DESIGN.md §4, §8): idle keep-alive connections are
+//! Downstream timeouts (ARCHITECTURE.md §4, §8): idle keep-alive connections are
 //! closed silently, a head that does not complete gets 408. Bounds are
 //! generous: closed within 3 s, and never before half the timeout.
 

@@ -2,6 +2,9 @@
 //! `sluice::Config` (`clap::Args` derive); this module adds `--config`,
 //! `--check-config`, `-h` and `-V`, renders the help from the declared
 //! arguments, and turns clap's errors into one line that names the flag.
+//!
+//! What it must not know: the knobs one by one (they are declared in
+//! `Config`), the loop.
 
 use std::error::Error as _;
 use std::ffi::OsString;

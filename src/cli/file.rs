@@ -6,6 +6,9 @@
 //! `"10s"`, `"2m"`), sizes and counts are integers, `workers` is an integer
 //! or `"auto"`. The command line's flags are laid over it afterwards
 //! (`args::Parsed::apply`), so a flag overrides the file.
+//!
+//! What it must not know: the knobs one by one (they are declared in
+//! `Config`), the loop.
 
 use std::path::Path;
 

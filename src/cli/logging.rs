@@ -2,6 +2,8 @@
 //! carries the process's role and pid, `[w0 12345]` for worker 0 (or a
 //! single process) and `[sup 12340]` for the supervisor, so the lines of
 //! several processes sharing one stderr or one file can be told apart.
+//!
+//! What it must not know: what is logged.
 
 use std::io::Write;
 

@@ -7,6 +7,8 @@
 //! [`ServerHandle::shutdown`] on the second (both set a flag and wake the
 //! loop through its `mio::Waker`); a third one exits the process at once.
 //! The event loop itself stays on one thread and knows nothing of signals.
+//!
+//! What it must not know: the loop's internals beyond [`ServerHandle`].
 
 use std::io;
 use std::thread;

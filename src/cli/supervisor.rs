@@ -22,6 +22,9 @@
 //! this reports an address that cannot be bound before any worker starts,
 //! turns port 0 into one real port shared by all workers, and receives no
 //! connection (only listening sockets do).
+//!
+//! What it must not know: HTTP, the loop's internals (workers are this
+//! same binary).
 
 use std::ffi::OsString;
 use std::io;

@@ -9,6 +9,8 @@
 //! byte that arrives after it raises a new edge-triggered event. Not once
 //! an event reported the peer's FIN (`read_closed`): the FIN may already
 //! sit behind the bytes just read, and no further edge would announce it.
+//!
+//! What it must not know: HTTP, which side a socket is on.
 
 use std::io::{self, Read, Write};
 

@@ -5,9 +5,12 @@
 //! One turn: poll (timeout = earliest deadline), record each event's
 //! readiness on its entry and queue the session it concerns, drive every
 //! queued session once, fire due timers, expire idle pooled connections,
-//! and resume accepting if it was paused. Sessions are freed only while
+//! and resume accepting if it was paused. Client connections are freed only while
 //! driving, after the batch's events were all recorded, and every token
 //! carries a generation, so a stale event never reaches a reused slot.
+//!
+//! What it must not know: HTTP; it calls the client machines' `drive`,
+//! `on_timer` and `close`, and asks them for their next deadline.
 
 use std::io;
 use std::net::SocketAddr;

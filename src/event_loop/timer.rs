@@ -5,6 +5,8 @@
 //! not that one (re-armed earlier, or freed: a different `generation`). Each owner
 //! arms only when its deadline moves earlier, so the heap holds about one
 //! entry per connection, not one per read.
+//!
+//! What it must not know: what a deadline guards (the machine knows).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -1,7 +1,7 @@
 //! [`ChunkedScanner`]: finds where a chunked body ends (RFC 9112 §7.1),
 //! changing and copying nothing.
 //!
-//! Why it exists: the proxy relays chunked bodies byte for byte (DESIGN §5):
+//! Why it exists: the proxy relays chunked bodies byte for byte (ARCHITECTURE.md §5):
 //! chunk sizes, chunk extensions, the last-chunk and the trailer section go
 //! through as they came. It only has to know where the body ends, so that
 //! the bytes after it are the next message, and so that a truncated body is
@@ -50,7 +50,7 @@ pub const MAX_CHUNK_LINE: usize = 4 * 1024;
 
 /// Longest trailer section accepted, in bytes, from the byte after the
 /// last-chunk line to the final CRLF included. Same order as the default
-/// request head limit (64 KiB, DESIGN §9): trailers are a late header section.
+/// request head limit (64 KiB, ARCHITECTURE.md §9): trailers are a late header section.
 pub const MAX_TRAILER_SECTION: usize = 64 * 1024;
 
 /// Position inside a chunk-size line, after its first hex digit.

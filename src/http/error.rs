@@ -2,7 +2,7 @@
 //!
 //! Why it exists: the codec's callers (the connection state machines) turn a
 //! rejected request into a status code and a rejected response into a 502
-//! (DESIGN §8). This file only names the failure and maps a request failure
+//! (ARCHITECTURE.md §8). This file only names the failure and maps a request failure
 //! to its status; it must not know sockets, time or who is at fault.
 //!
 //! Invariant: every reason is a `&'static str` (no allocation on the error
@@ -13,7 +13,7 @@ use std::fmt;
 /// Why the codec rejected a head or a body.
 ///
 /// Request failures answer with [`ParseError::request_status`]; any failure
-/// in a response from an upstream means 502 (RFC 9112 §6.3 step 5, DESIGN §8).
+/// in a response from an upstream means 502 (RFC 9112 §6.3 step 5, ARCHITECTURE.md §8).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseError {
     /// Syntax error in a head: an httparse error, an invalid start line, an

@@ -5,7 +5,7 @@
 //! Why it exists: a proxy and its upstream must agree on where each body
 //! ends, or bytes of one message are read as another (request smuggling,
 //! response splitting). Requests are judged strictly (anything ambiguous is
-//! an error: 400, or 501 for an unknown coding, DESIGN §5); responses follow
+//! an error: 400, or 501 for an unknown coding, ARCHITECTURE.md §5); responses follow
 //! the recipient rules of §6.3, and an ambiguous one is an error the proxy
 //! answers with 502.
 //!
@@ -54,7 +54,7 @@ const KNOWN_CODINGS: [&str; 7] = [
 /// responses only).
 ///
 /// - Step 3: `Transfer-Encoding` and `Content-Length` both present →
-///   `Err(Framing)` (a request smuggling attempt, DESIGN §5: 400).
+///   `Err(Framing)` (a request smuggling attempt, ARCHITECTURE.md §5: 400).
 /// - Step 4: `Transfer-Encoding` present → [`BodyKind::Chunked`] if its final
 ///   coding is `chunked`. Errors: an empty list or a coding that is not a
 ///   token → `Framing`; a coding other than chunked, gzip, deflate,
@@ -157,7 +157,7 @@ fn framing_fields(headers: &Headers) -> Result<(bool, bool), ParseError> {
 }
 
 impl RequestHead {
-    /// [`request_framing`] plus the version rule of RFC 9112 §6.1: an
+    /// `request_framing` plus the version rule of RFC 9112 §6.1: an
     /// HTTP/1.0 request with `Transfer-Encoding` has faulty framing →
     /// `Err(Framing)` (nginx answers 400 too).
     pub fn body_kind(&self) -> Result<BodyKind, ParseError> {
@@ -171,7 +171,7 @@ impl RequestHead {
 }
 
 impl ResponseHead {
-    /// [`response_framing`] for this head, plus the version rule of
+    /// `response_framing` for this head, plus the version rule of
     /// RFC 9112 §6.1: an HTTP/1.0 response with `Transfer-Encoding` that may
     /// have a body has faulty framing → `Err(Framing)` (502).
     pub fn body_kind(&self, request_method: &str) -> Result<BodyKind, ParseError> {

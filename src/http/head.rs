@@ -19,7 +19,7 @@ use super::headers::{Headers, push_sanitized};
 
 /// How many httparse field slots live on the stack during a parse; larger
 /// `max_fields` values use a heap vector for that one call. 128 covers the
-/// default limit of 100 fields (DESIGN §9) with 4 KiB of stack.
+/// default limit of 100 fields (ARCHITECTURE.md §9) with 4 KiB of stack.
 const STACK_SLOTS: usize = 128;
 
 /// httparse's error as ours: `TooManyHeaders` is the field-count limit,
@@ -92,7 +92,7 @@ pub trait ParseHead: Default + Sized {
         Ok(head.parse_into(buf, max_fields)?.map(|len| (head, len)))
     }
 
-    /// [`ParseHead::parse`] into this head, reusing its storage (no
+    /// `ParseHead::parse` into this head, reusing its storage (no
     /// allocation once it has held a head as large): `Ok(Some(len))` when
     /// a whole head was parsed. After `Ok(None)` or an error the head's
     /// contents are unspecified.
@@ -202,7 +202,7 @@ impl ParseHead for ResponseHead {
 
 impl ResponseHead {
     /// A head the proxy writes itself: HTTP/1.1, `status`, its standard
-    /// reason phrase ([`reason_phrase`], "" if unknown), no fields.
+    /// reason phrase (`reason_phrase`, "" if unknown), no fields.
     pub fn new(status: u16) -> Self {
         ResponseHead {
             version: 1,

@@ -1,5 +1,5 @@
 //! Hop-by-hop fields, keep-alive verdicts and the proxy's own forwarding
-//! fields (RFC 9110 §7.6, RFC 9112 §9.3, DESIGN §6).
+//! fields (RFC 9110 §7.6, RFC 9112 §9.3, ARCHITECTURE.md §6).
 //!
 //! Why it exists: a proxy forwards end-to-end fields and drops the ones that
 //! describe only the connection they arrived on; it sets `Connection` on
@@ -61,7 +61,7 @@ pub fn is_upgrade_request(headers: &Headers) -> bool {
 /// If `keep_upgrade` (the caller decided to pass an upgrade through, e.g.
 /// [`is_upgrade_request`] was true before this call): the `Upgrade` field
 /// stays, and every `Connection` field is replaced by one
-/// `Connection: upgrade` at the end (DESIGN §6).
+/// `Connection: upgrade` at the end (ARCHITECTURE.md §6).
 pub fn remove_hop_by_hop(headers: &mut Headers, keep_upgrade: bool) {
     // The names `Connection` lists, copied: `retain` borrows `headers`.
     // Most messages carry none or only `close`/`keep-alive` (which name no
@@ -111,12 +111,12 @@ pub fn request_keep_alive(version: u8, headers: &Headers) -> bool {
 /// an HTTP/1.1 response (`version` 1) without `Connection: close`
 /// (RFC 9112 §9.3; sluice never reuses an HTTP/1.0 upstream, even with
 /// `keep-alive`). The body kind and leftover bytes are the caller's part of
-/// the verdict (DESIGN §6).
+/// the verdict (ARCHITECTURE.md §6).
 pub fn response_keep_alive(version: u8, headers: &Headers) -> bool {
     version == 1 && !connection_has(headers, "close")
 }
 
-/// Adds the proxy's own fields to a request going upstream (DESIGN §6).
+/// Adds the proxy's own fields to a request going upstream (ARCHITECTURE.md §6).
 ///
 /// - `via`: appends `Via: 1.1 sluice` as a new field at the end
 ///   (RFC 9110 §7.6.3; received-protocol `1.1`, pseudonym `sluice`).

@@ -1,5 +1,5 @@
 //! The sans-IO HTTP/1.1 codec: bytes in; heads, framing and body boundaries
-//! out (DESIGN §2, STYLE §4).
+//! out (ARCHITECTURE.md §2).
 //!
 //! Why it exists: everything the proxy must know about HTTP/1.1 syntax lives
 //! here, testable with byte strings alone, so the connection state machines
@@ -14,9 +14,9 @@
 //! - [`hop`]: hop-by-hop removal, keep-alive verdicts, forwarding fields
 //!   (RFC 9110 §7.6, RFC 9112 §9.3).
 //! - [`framing`]: body length per role (RFC 9112 §6.3) and [`BodyDecoder`].
-//! - [`chunked`]: [`ChunkedScanner`], the chunked-body end finder
+//! - [`chunked`]: [`ChunkedScanner`](chunked::ChunkedScanner), the chunked-body end finder
 //!   (RFC 9112 §7.1).
-//! - [`request`]: [`RequestPlan`], the verdict on a request head (target,
+//! - [`request`]: [`RequestPlan`](request::RequestPlan), the verdict on a request head (target,
 //!   Host, framing, hop-by-hop, forwarding fields, keep-alive, upgrade,
 //!   retry class).
 //! - [`response`]: [`ResponsePlan`], the verdict on a response head

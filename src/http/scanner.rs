@@ -34,7 +34,7 @@ enum ScanState {
 /// (RFC 9112 §2.2). A head ends at the first empty line after the start
 /// line; lines may end in CRLF or in a bare LF (RFC 9112 §2.2 lets a
 /// recipient accept LF), in any mix, exactly where httparse ends it: when
-/// this finds a length, [`RequestHead::parse`] on the same bytes returns
+/// this finds a length, `RequestHead::parse` on the same bytes returns
 /// that length or an error.
 #[derive(Debug, Clone, Default)]
 pub struct HeadScanner {

@@ -5,6 +5,8 @@
 //! host from the target and replaces `Host` with it (RFC 9112 §3.2.2), and
 //! it forwards the origin form (`/a`) upstream, which every origin server
 //! accepts. Pure code over strings: no sockets.
+//!
+//! What it must not know: sockets, the upstream peer, the configuration.
 
 use super::error::ParseError;
 use super::head::RequestHead;

@@ -1,4 +1,4 @@
-//! Body framing (RFC 9112 §6.3, DESIGN §5 row by row), `BodyDecoder`, and
+//! Body framing (RFC 9112 §6.3, ARCHITECTURE.md §5 row by row), `BodyDecoder`, and
 //! the request status of each `ParseError`.
 
 use super::{Outcome, agree};
@@ -563,7 +563,11 @@ fn request_status_of_each_error() {
     // (error, status, why)
     let table: &[(ParseError, u16, &str)] = &[
         (ParseError::Malformed("x"), 400, "syntax"),
-        (ParseError::Framing("x"), 400, "framing (DESIGN §5)"),
+        (
+            ParseError::Framing("x"),
+            400,
+            "framing (ARCHITECTURE.md §5)",
+        ),
         (ParseError::Chunk("x"), 400, "chunked syntax"),
         (ParseError::Truncated, 400, "incomplete body"),
         (ParseError::HeadTooLarge, 431, "RFC 6585 §5"),

@@ -1,5 +1,5 @@
 //! Hop-by-hop fields, keep-alive verdicts and forwarding fields
-//! (RFC 9110 §7.6, RFC 9112 §9.3, DESIGN §6).
+//! (RFC 9110 §7.6, RFC 9112 §9.3, ARCHITECTURE.md §6).
 
 use std::net::IpAddr;
 

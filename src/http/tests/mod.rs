@@ -1,7 +1,7 @@
-//! Unit tests of the codec, with byte strings alone (DESIGN §2), and the
+//! Unit tests of the codec, with byte strings alone (ARCHITECTURE.md §2), and the
 //! split-feeding harness every incremental parser goes through: the same
 //! input whole, split in two at every byte, byte by byte, and with trailing
-//! bytes after the end; all answers must agree (STYLE §4).
+//! bytes after the end; all answers must agree (ARCHITECTURE.md §2).
 
 mod chunked;
 mod framing;
