@@ -1,3 +1,5 @@
 mod buffer;
+mod error;
+mod exchange;
 mod pool;
 mod token;

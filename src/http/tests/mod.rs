@@ -4,11 +4,16 @@
 //! bytes after the end; all answers must agree (ARCHITECTURE.md §2).
 
 mod chunked;
+mod decoder;
 mod framing;
 mod head;
 mod hop;
-mod request;
-mod response;
+mod plan_helpers;
+mod request_fields;
+mod request_framing;
+mod response_connection;
+mod response_framing;
+mod response_interim;
 mod target;
 
 use super::ParseError;

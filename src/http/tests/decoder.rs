@@ -1,0 +1,122 @@
+//! `BodyDecoder` over each body kind, and the request status of each
+//! `ParseError` (ARCHITECTURE.md §5, §8).
+
+use super::{Outcome, agree};
+use crate::http::{BodyDecoder, BodyKind, ParseError};
+
+// ---- BodyDecoder ----------------------------------------------------------
+
+#[test]
+fn decoder_length_counts_exactly() {
+    let fresh = || BodyDecoder::new(BodyKind::Length(5));
+    assert_eq!(agree(fresh, b"hello"), Outcome::Done(5));
+    assert_eq!(agree(fresh, b"hel"), Outcome::NeedMore);
+    assert_eq!(agree(fresh, b""), Outcome::NeedMore);
+    let mut d = fresh();
+    assert_eq!(d.remaining_hint(), Some(5));
+    assert_eq!(d.scan(b"he"), Ok(2));
+    assert_eq!(d.remaining_hint(), Some(3));
+    assert_eq!(d.scan(b"lloGET"), Ok(3));
+    assert!(d.is_done());
+    assert_eq!(d.remaining_hint(), Some(0));
+    assert_eq!(d.scan(b"more"), Ok(0));
+    assert!(!d.is_until_close());
+}
+
+#[test]
+fn decoder_huge_length_never_overflows() {
+    let mut d = BodyDecoder::new(BodyKind::Length(u64::MAX));
+    assert_eq!(d.scan(&[0; 4096]), Ok(4096));
+    assert_eq!(d.remaining_hint(), Some(u64::MAX - 4096));
+}
+
+#[test]
+fn decoder_empty_and_zero_length_are_done_at_once() {
+    for kind in [BodyKind::Empty, BodyKind::Length(0)] {
+        assert_eq!(
+            agree(|| BodyDecoder::new(kind), b""),
+            Outcome::Done(0),
+            "{kind:?}"
+        );
+        assert_eq!(
+            agree(|| BodyDecoder::new(kind), b"GET"),
+            Outcome::Done(0),
+            "{kind:?}"
+        );
+        let mut d = BodyDecoder::new(kind);
+        assert!(d.is_done());
+        assert_eq!(d.finish_on_eof(), Ok(()));
+    }
+    assert_eq!(BodyDecoder::new(BodyKind::Empty).remaining_hint(), None);
+}
+
+#[test]
+fn decoder_chunked_delegates_to_the_scanner() {
+    let fresh = || BodyDecoder::new(BodyKind::Chunked);
+    let body = b"3\r\nabc\r\n0\r\nT: 1\r\n\r\n";
+    assert_eq!(agree(fresh, body), Outcome::Done(body.len()));
+    assert_eq!(
+        agree(fresh, b"3\nabc"),
+        Outcome::Failed(ParseError::Chunk("bare LF in chunk-size line"))
+    );
+    assert_eq!(fresh().remaining_hint(), None);
+}
+
+#[test]
+fn decoder_until_close_takes_everything_until_eof() {
+    let fresh = || BodyDecoder::new(BodyKind::UntilClose);
+    assert_eq!(agree(fresh, b"any bytes\r\n0\r\n\r\n"), Outcome::NeedMore);
+    let mut d = fresh();
+    assert!(d.is_until_close());
+    assert_eq!(d.remaining_hint(), None);
+    assert_eq!(d.scan(b"abc"), Ok(3));
+    assert!(!d.is_done());
+    assert_eq!(d.finish_on_eof(), Ok(()));
+    assert!(d.is_done());
+    assert!(d.is_until_close());
+    assert_eq!(d.scan(b"late"), Ok(0));
+}
+
+#[test]
+fn decoder_eof_before_the_end_is_truncated() {
+    // (kind, bytes before EOF, why)
+    let table: &[(BodyKind, &[u8], &str)] = &[
+        (BodyKind::Length(5), b"", "no byte of a Length body"),
+        (BodyKind::Length(5), b"hell", "one byte short"),
+        (BodyKind::Chunked, b"", "no byte of a chunked body"),
+        (BodyKind::Chunked, b"5\r\nhello\r\n", "no last-chunk"),
+        (BodyKind::Chunked, b"0\r\n", "no final CRLF"),
+    ];
+    for (kind, bytes, why) in table {
+        let mut d = BodyDecoder::new(*kind);
+        assert_eq!(d.scan(bytes), Ok(bytes.len()), "{why}");
+        assert_eq!(d.finish_on_eof(), Err(ParseError::Truncated), "{why}");
+    }
+    let mut d = BodyDecoder::new(BodyKind::Chunked);
+    assert_eq!(d.scan(b"0\r\n\r\n"), Ok(5));
+    assert_eq!(d.finish_on_eof(), Ok(()), "already done");
+}
+
+// ---- ParseError -----------------------------------------------------------
+
+#[test]
+fn request_status_of_each_error() {
+    // (error, status, why)
+    let table: &[(ParseError, u16, &str)] = &[
+        (ParseError::Malformed("x"), 400, "syntax"),
+        (
+            ParseError::Framing("x"),
+            400,
+            "framing (ARCHITECTURE.md §5)",
+        ),
+        (ParseError::Chunk("x"), 400, "chunked syntax"),
+        (ParseError::Truncated, 400, "incomplete body"),
+        (ParseError::HeadTooLarge, 431, "RFC 6585 §5"),
+        (ParseError::TooManyFields, 431, "RFC 6585 §5"),
+        (ParseError::UnknownCoding, 501, "RFC 9112 §6.1"),
+    ];
+    for (e, status, why) in table {
+        assert_eq!(e.request_status(), *status, "{why}");
+        assert!(!e.to_string().is_empty());
+    }
+}

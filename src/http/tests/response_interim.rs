@@ -1,0 +1,126 @@
+//! The response plan before the final head: interim (1xx) heads and 101
+//! Switching Protocols, from byte strings alone (ARCHITECTURE/ARCHITECTURE.md §6,
+//! §8).
+
+use super::plan_helpers::{
+    SWITCH, cx, cx10, encoded, final_plan, plan, refused_response as refused, upgrade_cx,
+};
+use crate::http::response::MAX_INTERIM;
+use crate::http::{BodyKind, ResponseContext, ResponsePlan, ResponseRefusal, finish_response_head};
+
+// ---- Interim heads ---------------------------------------------------------
+
+#[test]
+fn interim_is_forwarded_to_http11_only() {
+    for status in ["100 Continue", "103 Early Hints", "102 Processing"] {
+        let line = format!("HTTP/1.1 {status}");
+        let (_, p) = plan(&[&line], &cx());
+        assert_eq!(
+            p.unwrap(),
+            ResponsePlan::Interim { forward: true },
+            "{status}"
+        );
+        let (_, p) = plan(&[&line], &cx10());
+        assert_eq!(
+            p.unwrap(),
+            ResponsePlan::Interim { forward: false },
+            "{status} to HTTP/1.0 (RFC 9110 §15.2)"
+        );
+    }
+}
+
+#[test]
+fn interim_hop_by_hop_fields_are_removed() {
+    let (head, p) = plan(
+        &[
+            "HTTP/1.1 103 Early Hints",
+            "Link: </a.css>; rel=preload",
+            "Connection: keep-alive, X-Hop",
+            "X-Hop: 1",
+            "Keep-Alive: timeout=5",
+            "link: </b.js>; rel=preload",
+        ],
+        &cx(),
+    );
+    assert_eq!(p.unwrap(), ResponsePlan::Interim { forward: true });
+    assert_eq!(
+        encoded(&head),
+        "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\
+         link: </b.js>; rel=preload\r\n\r\n"
+    );
+}
+
+#[test]
+fn seventeenth_interim_is_refused() {
+    assert_eq!(MAX_INTERIM, 16);
+    let ok = ResponseContext {
+        interim_seen: MAX_INTERIM - 1,
+        ..cx()
+    };
+    let (_, p) = plan(&["HTTP/1.1 100 Continue"], &ok);
+    assert_eq!(p.unwrap(), ResponsePlan::Interim { forward: true }, "16th");
+    let over = ResponseContext {
+        interim_seen: MAX_INTERIM,
+        ..cx()
+    };
+    let r = refused(&["HTTP/1.1 100 Continue"], &over);
+    assert!(matches!(r, ResponseRefusal::Invalid(_)), "{r:?}");
+    let far = ResponseContext {
+        interim_seen: u32::MAX,
+        ..cx()
+    };
+    assert!(matches!(
+        refused(&["HTTP/1.1 103 Early Hints"], &far),
+        ResponseRefusal::Invalid(_)
+    ));
+}
+
+// ---- 101 Switching Protocols -----------------------------------------------
+
+#[test]
+fn switching_protocols_after_an_upgrade_request_is_a_tunnel() {
+    let (mut head, p) = final_plan(SWITCH, &upgrade_cx());
+    assert!(p.tunnel);
+    assert_eq!(p.framing, BodyKind::UntilClose);
+    assert!(p.close_client);
+    assert!(!p.upstream_keep_alive);
+    assert!(!p.dechunk);
+    assert!(!p.abandon_request);
+    finish_response_head(&mut head, p.tunnel, 1, !p.close_client);
+    assert_eq!(
+        encoded(&head),
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Accept: a\r\nConnection: upgrade\r\n\r\n",
+        "Upgrade kept, one Connection: upgrade, no Connection: close"
+    );
+}
+
+#[test]
+fn switching_protocols_without_an_upgrade_request_is_refused() {
+    assert_eq!(refused(SWITCH, &cx()), ResponseRefusal::UnexpectedUpgrade);
+}
+
+#[test]
+fn switching_protocols_before_the_request_body_is_done_is_refused() {
+    let early = ResponseContext {
+        request_body_done: false,
+        ..upgrade_cx()
+    };
+    assert_eq!(refused(SWITCH, &early), ResponseRefusal::UnexpectedUpgrade);
+}
+
+#[test]
+#[ignore = "plan_response accepts a 101 without an Upgrade field (ARCHITECTURE.md §8: 502; RFC 9110 §15.2.2: MUST send Upgrade)"]
+fn switching_protocols_without_upgrade_field_is_refused() {
+    let r = refused(
+        &["HTTP/1.1 101 Switching Protocols", "Connection: upgrade"],
+        &upgrade_cx(),
+    );
+    assert!(
+        matches!(
+            r,
+            ResponseRefusal::Invalid(_) | ResponseRefusal::UnexpectedUpgrade
+        ),
+        "{r:?}"
+    );
+}
