@@ -14,8 +14,8 @@
 //! - [`io`]: readiness flags and one read or write per call.
 //!
 //! What it must not know: how the loop schedules (the loop calls `drive`,
-//! `on_timer`, `close`; machines never see their slot's generation, queue
-//! flag or armed deadline).
+//! `on_timer`, `close`; a client machine never sees its slot's generation,
+//! queue flag or armed deadline, only its opaque id).
 
 pub(crate) mod access;
 pub(crate) mod client;

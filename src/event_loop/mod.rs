@@ -1,11 +1,15 @@
 //! The event loop: the only caller of `poll()`. It owns the listener, the
-//! `Slab<Session>` of downstream connections, the upstream connections (in
-//! `Shared`) and the timer heap, and dispatches events to them.
+//! client slab (`Slab<Entry>`: a `ClientConn` with its generation, queue
+//! flag and armed deadline), the timer heap of client deadlines, and
+//! `Shared`, which holds the upstream connections (their own slab, in
+//! `conn::upstream::Upstreams`) and the pool; it dispatches events to them.
 //!
-//! One turn: poll (timeout = earliest deadline), record each event's
-//! readiness on its entry and queue the session it concerns, drive every
-//! queued session once, fire due timers, expire idle pooled connections,
-//! and resume accepting if it was paused. Client connections are freed only while
+//! One turn: poll (timeout = earliest of the client deadlines, the pool's
+//! next idle deadline, an accept pause and the drain deadline), record each
+//! event's readiness and queue the client connection it concerns (an
+//! upstream event goes to the client that owns the upstream connection),
+//! drive every queued client once, fire due timers, expire idle pooled
+//! connections, and resume accepting if it was paused. Client connections are freed only while
 //! driving, after the batch's events were all recorded, and every token
 //! carries a generation, so a stale event never reaches a reused slot.
 //!

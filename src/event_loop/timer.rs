@@ -1,4 +1,6 @@
-//! `Timers`: deadlines of slab entries, earliest first.
+//! `Timers`: deadlines of client connections (slots of the loop's client
+//! slab), earliest first. An exchange's deadlines (connect, upstream gaps)
+//! are its client's; the pool's idle deadlines are kept by the pool.
 //!
 //! A binary heap with lazy deletion: an entry is `(deadline, key, generation)`; the
 //! owner keeps the deadline it armed last and ignores a popped entry that is

@@ -20,7 +20,8 @@ pub(crate) const LISTENER: Token = Token(usize::MAX);
 /// The waker (signals, shutdown requests).
 pub(crate) const WAKER: Token = Token(usize::MAX - 1);
 
-/// What a token names.
+/// What a token names. Kind values 2 and 3 stay unused: the reserved
+/// tokens (`usize::MAX - 1`, `usize::MAX`) carry them in their low bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A client (downstream) socket.
