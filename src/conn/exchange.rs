@@ -39,6 +39,24 @@ pub(crate) enum ReqHalf {
     Abandoned,
 }
 
+impl ReqHalf {
+    /// Finds where the body ends in `bytes`: returns how many of them are
+    /// body; becomes `Taken` at the body's end. Nothing is taken unless
+    /// the half is `Body`.
+    ///
+    /// Errors: the body's framing is invalid (chunked syntax).
+    pub(crate) fn scan(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
+        let ReqHalf::Body(decoder) = self else {
+            return Ok(0);
+        };
+        let n = decoder.scan(bytes)?;
+        if decoder.is_done() {
+            *self = ReqHalf::Taken;
+        }
+        Ok(n)
+    }
+}
+
 /// Where the response half stands.
 #[derive(Debug)]
 pub(crate) enum Resp {
@@ -58,8 +76,9 @@ pub(crate) struct Exchange {
     pub peer: Peer,
     /// When the request head was complete.
     pub started: Instant,
-    /// Request half.
-    req_half: ReqHalf,
+    /// Request half (a field of its own, so a pump can scan bytes of
+    /// `to_upstream` in place while it advances).
+    pub req_half: ReqHalf,
     /// The request method is idempotent (RFC 9110 §9.2.2): its retry class.
     pub idempotent: bool,
     /// Request body bytes taken from the client.
@@ -211,14 +230,7 @@ impl Exchange {
     ///
     /// Errors: the body's framing is invalid (chunked syntax).
     pub(crate) fn scan_request(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
-        let ReqHalf::Body(decoder) = &mut self.req_half else {
-            return Ok(0);
-        };
-        let n = decoder.scan(bytes)?;
-        if decoder.is_done() {
-            self.req_half = ReqHalf::Taken;
-        }
-        Ok(n)
+        self.req_half.scan(bytes)
     }
 
     /// The client sent EOF while the request half was open.

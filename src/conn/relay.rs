@@ -343,18 +343,18 @@ pub(crate) fn read_request(
             if buf.pending() == n {
                 ex.up_write_at = env.now;
             }
+            // The new bytes are scanned where they lie.
             let start = buf.pending().saturating_sub(n);
-            let fresh = buf.as_slice().get(start..).unwrap_or(&[]).to_vec();
+            let fresh = buf.as_slice().get(start..).unwrap_or(&[]);
             let body = ex
-                .scan_request(&fresh)
+                .req_half
+                .scan(fresh)
                 .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
             if body < n {
                 // Bytes past the body: the next request (pipelining).
-                if let Some(buf) = ex.to_upstream.as_mut() {
-                    buf.unfill(n - body);
-                }
                 let inbuf = side.inbuf.get_or_insert_with(|| env.head_buffer());
                 inbuf.extend_from_slice(fresh.get(body..).unwrap_or(&[]));
+                buf.unfill(n - body);
             }
             ex.req_body_bytes += body as u64;
             Ok(true)
