@@ -49,6 +49,8 @@ use std::time::Duration;
 use clap::ArgAction;
 use serde::{Deserialize, Serialize};
 
+use crate::upstreams::spec::{DEFAULT_GROUP, GroupSpec, RouteSpec, ServerSpec};
+
 /// Largest `high_watermark` accepted, bytes.
 pub const MAX_WATERMARK: usize = 64 * 1024 * 1024;
 /// Largest `max_head_size` accepted, bytes.
@@ -111,12 +113,26 @@ settings! {
         #[serde(with = "addr")]
         pub listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 8080)),
 
-        /// Upstream peer for every request.
+        /// Upstream server; repeatable.
         ///
-        /// The default filter sends every request to it.
-        #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
-        #[serde(with = "addr")]
-        pub upstream: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 8000)),
+        /// Repeated `--upstream` flags build one group named `default`
+        /// (`HOST:PORT`, optionally `"HOST:PORT weight=N"`). In the file:
+        /// `upstream = "ADDR"`, an array of them, or `[[upstream]]` tables
+        /// (groups with balancing and health checks, ARCHITECTURE.md §13).
+        #[arg(long, value_name = "ADDR", value_parser = parse_server, action = ArgAction::Append)]
+        #[serde(with = "crate::upstreams::spec::groups_codec")]
+        pub upstream: Vec<GroupSpec> = vec![GroupSpec::new(
+            DEFAULT_GROUP,
+            vec![ServerSpec { host: "127.0.0.1".into(), port: 8000, weight: 1 }],
+        )],
+
+        /// Routes: which group serves a request, by host and path.
+        ///
+        /// `[[route]]` tables (file only); the first match wins; with none,
+        /// every request goes to the first group (ARCHITECTURE.md §13).
+        #[arg(skip)]
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub route: Vec<RouteSpec> = Vec::new(),
 
         /// Idle time between requests.
         ///
@@ -274,6 +290,8 @@ pub struct ConfigError {
     pub key: &'static str,
     /// What is wrong with its value.
     pub reason: String,
+    /// Where the value is in the config file (byte range), when known.
+    pub span: Option<std::ops::Range<usize>>,
 }
 
 impl fmt::Display for ConfigError {
@@ -294,6 +312,7 @@ impl Config {
             Err(ConfigError {
                 key,
                 reason: reason.to_string(),
+                span: None,
             })
         };
         if self.high_watermark == 0 {
@@ -371,7 +390,7 @@ impl Config {
                 return err(key, "must be longer than 0 ms");
             }
         }
-        Ok(())
+        crate::upstreams::spec::check(&self.upstream, &self.route)
     }
 }
 
@@ -408,6 +427,15 @@ fn format_duration(d: Duration) -> String {
     } else {
         format!("{ms}ms")
     }
+}
+
+/// Parses one `--upstream` server into a one-server group `default`
+/// (several flags are joined into one group by the binary).
+fn parse_server(v: &str) -> Result<GroupSpec, String> {
+    Ok(GroupSpec::new(
+        DEFAULT_GROUP,
+        vec![v.parse::<ServerSpec>()?],
+    ))
 }
 
 /// Parses a worker count: a whole number or `auto` (0: one per CPU).
@@ -453,7 +481,7 @@ mod addr {
 }
 
 /// A duration in the file: a string with a unit (`"500ms"`, `"10s"`).
-mod duration {
+pub(crate) mod duration {
     use std::fmt;
     use std::time::Duration;
 
@@ -526,7 +554,10 @@ mod tests {
     fn defaults_are_the_documented_ones() {
         let c = Config::default();
         assert_eq!(c.listen, SocketAddr::from(([127, 0, 0, 1], 8080)));
-        assert_eq!(c.upstream, SocketAddr::from(([127, 0, 0, 1], 8000)));
+        assert_eq!(
+            c.upstream[0].servers.get_ref()[0].to_string(),
+            "127.0.0.1:8000"
+        );
         assert_eq!(c.keepalive_timeout, Duration::from_secs(60));
         assert_eq!(c.request_head_timeout, Duration::from_secs(10));
         assert_eq!(c.upstream_connect_timeout, Duration::from_secs(3));
@@ -550,7 +581,7 @@ mod tests {
         let c = Config {
             keepalive_timeout: Duration::from_millis(1500),
             workers: 0,
-            upstream: "[::1]:80".parse().unwrap(),
+            upstream: vec![parse_server("[::1]:80").unwrap()],
             add_via: false,
             ..Config::default()
         };

@@ -57,6 +57,9 @@ pub enum ErrorKind {
     Timeout(Timeout),
     /// The upstream answered 101 to a request that asked for no upgrade.
     UnexpectedUpgrade,
+    /// No server to send the request to: its group is unknown or none of
+    /// its servers has an address yet (502).
+    NoServer,
     /// The request asks for something a reverse proxy does not do
     /// (`CONNECT`): 501 (RFC 9110 §15.6.2).
     NotImplemented,
@@ -131,6 +134,7 @@ impl fmt::Display for ProxyError {
             ErrorKind::Timeout(t) => write!(f, "{side}: timeout: {t:?}"),
             ErrorKind::UnexpectedUpgrade => write!(f, "{side}: 101 without upgrade"),
             ErrorKind::NotImplemented => write!(f, "{side}: method not implemented"),
+            ErrorKind::NoServer => write!(f, "{side}: no server to send to"),
         }
     }
 }

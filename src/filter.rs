@@ -1,10 +1,12 @@
-//! The user's hooks: [`Filter`], and what they return ([`Reply`], [`Peer`]).
+//! The user's hooks: [`Filter`], and what they return ([`Reply`],
+//! [`Target`], [`Peer`]).
 //!
 //! Hooks run synchronously on the loop thread (ARCHITECTURE.md §10): they must not
 //! block, and every connection of the process waits while one runs.
 //!
 //! What it must not know: the loop, sockets, buffers.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 
 use crate::http::{Headers, RequestHead, ResponseHead};
@@ -21,6 +23,35 @@ impl Peer {
     /// A plain-TCP peer at `addr`.
     pub fn new(addr: SocketAddr) -> Self {
         Peer { addr }
+    }
+}
+
+/// Where `Filter::upstream_peer` sends a request (ARCHITECTURE.md §13).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Whatever the configured `[[route]]`s say (the first group when there
+    /// are none; 404 when routes exist and none matches). Routes see the
+    /// head as `request_filter` left it, so rewriting `Host` or the target
+    /// there re-routes the request.
+    Routes,
+    /// The group with this name: balanced, health-checked, retried on
+    /// another of its servers. An unknown name is a 502.
+    Group(Cow<'static, str>),
+    /// This one peer, outside any group: no balancing, no health; a retry
+    /// asks `upstream_peer` again.
+    Peer(Peer),
+}
+
+impl From<Peer> for Target {
+    fn from(p: Peer) -> Self {
+        Target::Peer(p)
+    }
+}
+
+impl Target {
+    /// The group named `name`.
+    pub fn group(name: impl Into<Cow<'static, str>>) -> Self {
+        Target::Group(name.into())
     }
 }
 
@@ -59,8 +90,12 @@ pub trait Filter {
         None
     }
 
-    /// Chooses the upstream peer for `req`. Asked again for a retry.
-    fn upstream_peer(&self, req: &RequestHead) -> Peer;
+    /// Chooses where `req` goes: the routes (the default), a group by name,
+    /// or one concrete peer ([`Target`]). Asked again for a retry; a group's
+    /// retry goes to another of its servers.
+    fn upstream_peer(&self, _req: &RequestHead) -> Target {
+        Target::Routes
+    }
 
     /// Sees (and may change) each response head before it goes downstream,
     /// 1xx interim heads included. Hop-by-hop fields are already removed.
@@ -84,7 +119,14 @@ impl Forward {
 }
 
 impl Filter for Forward {
-    fn upstream_peer(&self, _req: &RequestHead) -> Peer {
-        self.peer
+    fn upstream_peer(&self, _req: &RequestHead) -> Target {
+        Target::Peer(self.peer)
     }
 }
+
+/// The binary's filter: every request goes where the configured routes
+/// and groups say (`Target::Routes`), unchanged.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ByRoutes;
+
+impl Filter for ByRoutes {}

@@ -10,6 +10,7 @@
 //!   scanning) and the request/response plans; no sockets, no clock.
 //! - `buffer`: one direction's pending bytes with high/low watermarks.
 //! - `pool`: idle upstream connections by peer, LIFO, caps, deadlines.
+//! - `upstreams`: groups of servers, balancing, health, routes, DNS.
 //! - `conn`: the client and upstream connection machines, the exchange,
 //!   the relay.
 //! - `event_loop`: the only caller of `poll()`; [`Server`] is its handle.
@@ -27,11 +28,17 @@ mod filter;
 mod http;
 mod pool;
 mod stats;
+mod upstreams;
 
 pub use config::{Config, ConfigError};
 pub use event_loop::{Server, ServerHandle};
-pub use filter::{Filter, Forward, Peer, Reply};
+pub use filter::{ByRoutes, Filter, Forward, Peer, Reply, Target};
 pub use http::{Headers, RequestHead, ResponseHead};
 pub use stats::{Stats, StatsSnapshot};
+pub use upstreams::dns::{Resolver, SystemResolver};
+pub use upstreams::spec::{
+    Balance, DEFAULT_GROUP, GroupSpec, HashKey, HealthCheck, Resolve, RouteSpec, ServerSpec,
+    StatusRange,
+};
 #[cfg(test)]
 mod tests;

@@ -18,7 +18,7 @@
 
 use std::process::ExitCode;
 
-use sluice::{Config, Forward, Server};
+use sluice::{ByRoutes, Config, Server};
 
 mod cli {
     pub mod args;
@@ -57,7 +57,10 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     if let Err(e) = config.validate() {
-        eprintln!("sluice: {}", file::describe_invalid(&e));
+        eprintln!(
+            "sluice: {}",
+            file::describe_invalid(&e, parsed.config_file.as_deref())
+        );
         return ExitCode::from(2);
     }
     if parsed.check {
@@ -101,13 +104,16 @@ fn main() -> ExitCode {
 
 /// One loop on this thread until a signal's drain (or shutdown) ends it.
 fn serve(config: Config, sigs: signal_hook::iterator::Signals) -> ExitCode {
-    let upstream = config.upstream;
-    let server = match Server::bind(config, Forward::new(upstream)) {
+    let upstream = file::groups_summary(&config);
+    let server = match Server::bind(config, ByRoutes) {
         Ok(s) => s,
         Err(e) => {
             log::error!("cannot start: {e}");
             eprintln!("sluice: cannot start: {e}");
-            return ExitCode::from(1);
+            // An upstream host that does not resolve is a configuration
+            // error (2), like an invalid value.
+            let invalid = e.kind() == std::io::ErrorKind::InvalidInput;
+            return ExitCode::from(if invalid { 2 } else { 1 });
         }
     };
     if let Err(e) = signals::spawn(sigs, server.handle()) {

@@ -99,6 +99,14 @@ stats! {
     bytes_from_upstream,
     /// Bytes written to upstream peers (counter).
     bytes_to_upstream,
+    /// Servers ejected by passive health (consecutive failures) (counter).
+    ejections,
+    /// Active health checks finished (counter).
+    health_checks,
+    /// Active health checks that failed or timed out (counter).
+    health_checks_failed,
+    /// Servers marked down by active checks (counter).
+    servers_marked_down,
 }
 
 impl Stats {

@@ -22,8 +22,8 @@ impl Filter for Rewrite {
         None
     }
 
-    fn upstream_peer(&self, _req: &RequestHead) -> Peer {
-        Peer::new(self.upstream)
+    fn upstream_peer(&self, _req: &RequestHead) -> Target {
+        Peer::new(self.upstream).into()
     }
 
     fn response_filter(&self, req: &RequestHead, resp: &mut ResponseHead) {

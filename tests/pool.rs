@@ -284,12 +284,13 @@ struct Route {
 }
 
 impl Filter for Route {
-    fn upstream_peer(&self, req: &RequestHead) -> Peer {
+    fn upstream_peer(&self, req: &RequestHead) -> Target {
         Peer::new(if req.target.starts_with("/a") {
             self.a
         } else {
             self.b
         })
+        .into()
     }
 }
 

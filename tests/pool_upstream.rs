@@ -139,13 +139,13 @@ struct ByPath {
 }
 
 impl Filter for ByPath {
-    fn upstream_peer(&self, req: &RequestHead) -> Peer {
+    fn upstream_peer(&self, req: &RequestHead) -> Target {
         let addr = self
             .routes
             .iter()
             .find(|(prefix, _)| req.target.starts_with(prefix))
             .map_or(self.default, |&(_, addr)| addr);
-        Peer::new(addr)
+        Peer::new(addr).into()
     }
 }
 

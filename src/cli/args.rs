@@ -62,7 +62,19 @@ impl Parsed {
     pub fn apply(&self, config: &mut Config) -> Result<(), String> {
         config
             .update_from_arg_matches(&self.flags)
-            .map_err(|e| describe(&e))
+            .map_err(|e| describe(&e))?;
+        // Each `--upstream` gave a one-server group `default`: a repeated
+        // flag builds one group with all of them.
+        if self.flags.contains_id("upstream") && config.upstream.len() > 1 {
+            let mut groups = std::mem::take(&mut config.upstream).into_iter();
+            if let Some(mut first) = groups.next() {
+                for g in groups {
+                    first.servers.get_mut().extend(g.servers.into_inner());
+                }
+                config.upstream = vec![first];
+            }
+        }
+        Ok(())
     }
 }
 

@@ -64,15 +64,40 @@ fn describe(text: &str, e: &toml::de::Error) -> String {
 }
 
 /// `Config::validate`'s error with the knob in both spellings: the file's
-/// key and the command line's flag.
-pub fn describe_invalid(e: &ConfigError) -> String {
-    format!(
+/// key and the command line's flag; with the file and line when the error
+/// carries the span of a value read from `file`.
+pub fn describe_invalid(e: &ConfigError, file: Option<&Path>) -> String {
+    let whole = format!(
         "invalid {} (--{} / {} in the config file): {}",
         e.key,
         e.key,
         e.key.replace('-', "_"),
         e.reason
-    )
+    );
+    let (Some(span), Some(path)) = (e.span.as_ref(), file) else {
+        return whole;
+    };
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let end = span.start.min(text.len());
+            let line = text.get(..end).map_or(0, |t| t.matches('\n').count()) + 1;
+            format!("config file {}:{line}: {}", path.display(), e.reason)
+        }
+        Err(_) => whole,
+    }
+}
+
+/// The groups in one line for the start-up log: `app=[a, b] api=[c]`.
+pub fn groups_summary(c: &Config) -> String {
+    let groups: Vec<String> = c
+        .upstream
+        .iter()
+        .map(|g| {
+            let servers: Vec<String> = g.servers.get_ref().iter().map(|s| s.to_string()).collect();
+            format!("{}=[{}]", g.name.get_ref(), servers.join(", "))
+        })
+        .collect();
+    groups.join(" ")
 }
 
 /// The effective configuration as a TOML document with every key, in the

@@ -85,7 +85,7 @@ pub fn run(config: &Config, n: usize, mut signals: Signals) -> ExitCode {
     info!(
         "sluice {} supervisor: {n} workers on {listen} → upstream {}",
         env!("CARGO_PKG_VERSION"),
-        config.upstream
+        super::file::groups_summary(config)
     );
 
     let now = Instant::now();

@@ -24,6 +24,7 @@ use crate::config::Config;
 use crate::error::Timeout;
 use crate::filter::Peer;
 use crate::http::{BodyDecoder, BodyKind, HeadScanner, ParseError, RequestHead, ResponseHead};
+use crate::upstreams::health::Verdict;
 
 /// Where the request half stands.
 #[derive(Debug)]
@@ -72,8 +73,22 @@ pub(crate) enum Resp {
 pub(crate) struct Exchange {
     /// The request head as sent upstream (after hooks).
     pub req: RequestHead,
-    /// The upstream peer chosen by `upstream_peer`.
+    /// The upstream server of the current try (the one that answered,
+    /// once the response came; the access log names it).
     pub peer: Peer,
+    /// The group `peer` belongs to (`None`: a concrete peer from
+    /// `upstream_peer`).
+    pub group: Option<usize>,
+    /// Servers of the group this request already tried (a retry goes to
+    /// another one, ARCHITECTURE.md §13).
+    pub tried: Vec<SocketAddr>,
+    /// `peer` is counted in flight in its group until released.
+    pub in_flight: bool,
+    /// The whole group was out when the first server was chosen (panic
+    /// mode: each server may be tried once).
+    pub panic: bool,
+    /// The request's hash key (`balance = "hash"`).
+    pub hash: u64,
     /// When the request head was complete.
     pub started: Instant,
     /// Request half (a field of its own, so a pump can scan bytes of
@@ -148,6 +163,11 @@ impl Exchange {
         Exchange {
             req: RequestHead::default(),
             peer: Peer::new(SocketAddr::from(([0, 0, 0, 0], 0))),
+            group: None,
+            tried: Vec::new(),
+            in_flight: false,
+            panic: false,
+            hash: 0,
             started: now,
             req_half: ReqHalf::Taken,
             idempotent: false,
@@ -200,6 +220,7 @@ impl Exchange {
             resp_head: std::mem::take(&mut self.resp_head),
             scratch: std::mem::take(&mut self.scratch),
             ranges: std::mem::take(&mut self.ranges),
+            tried: std::mem::take(&mut self.tried),
             peer,
             upgrade,
             idempotent,
@@ -208,6 +229,7 @@ impl Exchange {
         *self = fresh;
         self.set_request_body(BodyDecoder::new(framing));
         self.ranges.clear();
+        self.tried.clear();
         self.head_bytes.clear();
         self.req.encode_upstream(&mut self.head_bytes);
     }
@@ -301,9 +323,7 @@ impl Exchange {
     /// was reused, the method is idempotent (RFC 9110 §9.2.2) and no body
     /// byte was written.
     pub(crate) fn may_retry(&self, max_retries: u32) -> bool {
-        let no_response_byte = matches!(self.resp, Resp::AwaitHead)
-            && !self.interim_sent
-            && self.upin.as_ref().is_none_or(|b| b.is_empty());
+        let no_response_byte = self.no_response_byte();
         let head_len = self.head_bytes.len() as u64;
         let nothing_written = self.up_written == 0;
         let body_streamed = self.up_written > head_len;
@@ -311,6 +331,20 @@ impl Exchange {
             && no_response_byte
             && !self.request_abandoned()
             && (nothing_written || (self.reused && self.idempotent && !body_streamed))
+    }
+
+    /// No byte of a response (not even a 1xx) came from the current
+    /// upstream connection.
+    pub(crate) fn no_response_byte(&self) -> bool {
+        matches!(self.resp, Resp::AwaitHead)
+            && !self.interim_sent
+            && self.upin.as_ref().is_none_or(|b| b.is_empty())
+    }
+
+    /// Upstream connections this request was sent on (1 + retries): the
+    /// access log's tries.
+    pub(crate) fn tries(&self) -> u32 {
+        self.retries + 1
     }
 
     /// Puts the head back in front of the request bytes not yet written, for
@@ -398,6 +432,17 @@ impl Exchange {
     ) {
         if let Some(k) = self.upstream.take() {
             sh.ups.close(k);
+        }
+        if let Some(g) = self.group.filter(|_| self.in_flight) {
+            self.in_flight = false;
+            // The proxy's own answer (a timeout, the client gone) says
+            // nothing about the server; its status does.
+            let verdict = match status {
+                None if self.status != 0 && sh.groups.fails_on(g, self.status) => Verdict::Failure,
+                None if self.status != 0 => Verdict::Success,
+                _ => Verdict::Neutral,
+            };
+            sh.report(g, self.peer.addr, verdict);
         }
         self.resp_bytes += extra_out;
         let status = status.unwrap_or(self.status);

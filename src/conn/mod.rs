@@ -11,6 +11,7 @@
 //! - [`response_head`]: a response head from the upstream, planned,
 //!   filtered and queued.
 //! - [`access`]: the access-log record.
+//! - [`check`]: active health checks of group servers (their own sockets).
 //! - [`io`]: readiness flags and one read or write per call.
 //!
 //! What it must not know: how the loop schedules (the loop calls `drive`,
@@ -18,6 +19,7 @@
 //! queue flag or armed deadline, only its opaque id).
 
 pub(crate) mod access;
+pub(crate) mod check;
 pub(crate) mod client;
 pub(crate) mod exchange;
 pub(crate) mod io;
@@ -33,8 +35,11 @@ use mio::Registry;
 
 use crate::buffer::BufferPool;
 use crate::config::Config;
-use crate::filter::Filter;
+use crate::filter::{Filter, Peer};
 use crate::stats::Stats;
+use crate::upstreams::Groups;
+use crate::upstreams::health::{Change, Verdict};
+use check::Checks;
 use exchange::Exchange;
 use upstream::Upstreams;
 
@@ -50,6 +55,10 @@ pub(crate) struct Shared {
     pub bufs: BufferPool,
     /// Upstream connections and the idle pool.
     pub ups: Upstreams,
+    /// Upstream groups: servers, balancing, health, routes.
+    pub groups: Groups,
+    /// Active health checks of the groups' servers.
+    pub checks: Checks,
     /// Counters.
     pub stats: Arc<Stats>,
     /// The time the current batch of events is handled at.
@@ -74,18 +83,41 @@ impl Shared {
         registry: Registry,
         bufs: BufferPool,
         ups: Upstreams,
+        groups: Groups,
         stats: Arc<Stats>,
     ) -> Self {
+        let mut checks = Checks::new();
+        let now = Instant::now();
+        checks.sync(&groups, now);
         Shared {
             cfg,
             filter,
             registry,
             bufs,
             ups,
+            groups,
+            checks,
             stats,
             now: Instant::now(),
             spare: Vec::new(),
         }
+    }
+
+    /// A request to server `addr` of group `g` ended with `verdict`
+    /// (passive health, ARCHITECTURE.md §13); an ejected server's idle
+    /// pooled connections are closed.
+    pub(crate) fn report(&mut self, g: usize, addr: std::net::SocketAddr, verdict: Verdict) {
+        if self.groups.release(g, addr, verdict, self.now) == Some(Change::Out) {
+            Stats::add(&self.stats.ejections, 1);
+            self.server_out(addr);
+        }
+    }
+
+    /// Server `addr` was taken out (ejected, marked down, or gone from
+    /// DNS): its idle pooled connections are closed; in-flight exchanges
+    /// on it finish.
+    pub(crate) fn server_out(&mut self, addr: std::net::SocketAddr) {
+        self.ups.close_idle_to(Peer::new(addr), &self.stats);
     }
 
     /// What the relay's pumps use, with the upstream connections and the

@@ -393,6 +393,16 @@ impl Upstreams {
         self.pool.next_deadline()
     }
 
+    /// Closes the parked connections to `peer` (its server was taken out
+    /// of its group or removed).
+    pub(crate) fn close_idle_to(&mut self, peer: Peer, stats: &Stats) {
+        while let Some(key) = self.pool.take(&peer) {
+            debug!("pool close: peer={} (server out)", peer.addr);
+            self.close(key);
+        }
+        self.sync_idle_gauge(stats);
+    }
+
     /// Closes every parked connection (drain, shutdown).
     pub(crate) fn close_idle(&mut self, stats: &Stats) {
         for key in self.pool.drain() {

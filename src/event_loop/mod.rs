@@ -35,13 +35,16 @@ use crate::conn::upstream::Upstreams;
 use crate::filter::Filter;
 use crate::pool::IdlePool;
 use crate::stats::Stats;
+use crate::upstreams::dns::{Resolver, ResolverThread, SystemResolver};
 use listen::{bind_listener, fit_to_fd_limit};
 use timer::{Timers, poll_timeout};
 use token::{ConnId, Generations, Kind};
+use upstreams_setup::build_groups;
 
 mod listen;
 mod timer;
 pub(crate) mod token;
+mod upstreams_setup;
 
 /// How long accepting pauses after `EMFILE`/`ENFILE` (out of descriptors),
 /// instead of spinning on a listener that stays readable.
@@ -87,6 +90,9 @@ pub struct Server {
     /// When the connection-cap warning was last logged (once per
     /// `CAP_WARN_EVERY`, not on every flap).
     cap_warned_at: Option<Instant>,
+    /// The thread that re-resolves upstream host names (none if every
+    /// server is an IP literal).
+    resolver: Option<ResolverThread>,
 }
 
 /// Stops a running [`Server`] from another thread (a signal handler
@@ -123,6 +129,19 @@ impl Server {
     /// Errors: an invalid config (`InvalidInput`, naming the knob), or the
     /// bind/poll setup failed.
     pub fn bind(config: Config, filter: impl Filter + Send + 'static) -> io::Result<Server> {
+        Self::bind_with_resolver(config, filter, Arc::new(SystemResolver))
+    }
+
+    /// [`Server::bind`] with host names of upstream servers resolved by
+    /// `resolver` (at start on this thread, then on the resolver thread).
+    ///
+    /// Errors: as `bind`; also `InvalidInput` naming a host that does not
+    /// resolve (unless its group has `resolve = "lazy"`).
+    pub fn bind_with_resolver(
+        config: Config,
+        filter: impl Filter + Send + 'static,
+        resolver: Arc<dyn Resolver>,
+    ) -> io::Result<Server> {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
@@ -135,6 +154,12 @@ impl Server {
             .register(&mut listener, token::LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), token::WAKER)?);
         let registry = poll.registry().try_clone()?;
+        let (groups, names) = build_groups(&config, resolver.as_ref())?;
+        let resolver = if names.is_empty() {
+            None
+        } else {
+            Some(ResolverThread::spawn(names, resolver, waker.clone())?)
+        };
         let pool = IdlePool::new(
             config.pool_max_idle_per_peer,
             config.pool_max_idle_total,
@@ -148,6 +173,7 @@ impl Server {
             registry,
             bufs,
             Upstreams::new(pool),
+            groups,
             stats,
         );
         Ok(Server {
@@ -167,6 +193,7 @@ impl Server {
             accept_paused_until: None,
             at_capacity: false,
             cap_warned_at: None,
+            resolver,
         })
     }
 
@@ -202,6 +229,7 @@ impl Server {
                     [
                         self.timers.next(),
                         self.sh.ups.next_deadline(),
+                        self.sh.checks.next_deadline(),
                         self.accept_paused_until,
                         self.drain_deadline,
                     ],
@@ -219,7 +247,7 @@ impl Server {
             for event in events.iter() {
                 match event.token() {
                     token::LISTENER => self.accept(),
-                    token::WAKER => {}
+                    token::WAKER => self.apply_dns(),
                     t => self.record(t, event),
                 }
             }
@@ -228,6 +256,14 @@ impl Server {
             let now = self.sh.now;
             let sh = &mut self.sh;
             sh.ups.expire(now, &sh.stats);
+            if sh.checks.next_deadline().is_some_and(|t| t <= now) {
+                let out = sh
+                    .checks
+                    .on_time(now, &mut sh.groups, &sh.registry, &sh.stats);
+                for addr in out {
+                    sh.server_out(addr);
+                }
+            }
             if self.accept_paused_until.is_some_and(|t| t <= now) {
                 self.accept_paused_until = None;
                 self.accept();
@@ -247,6 +283,14 @@ impl Server {
         let owner = match kind {
             Kind::Client => Some(id),
             Kind::Upstream => self.sh.ups.on_event(id, event, &self.sh.stats),
+            Kind::Check => {
+                let sh = &mut self.sh;
+                let out = sh.checks.on_event(id, sh.now, &mut sh.groups, &sh.stats);
+                for addr in out {
+                    sh.server_out(addr);
+                }
+                None
+            }
         };
         let Some(owner) = owner else {
             return;
@@ -256,6 +300,28 @@ impl Server {
                 e.conn.io_mut().on_event(event);
             }
             queue(&mut self.runnable, owner, e);
+        }
+    }
+
+    /// Applies the address sets the resolver thread handed in: servers
+    /// join or leave their groups; idle pooled connections to a removed
+    /// address are closed (in-flight exchanges on it finish).
+    fn apply_dns(&mut self) {
+        let Some(r) = self.resolver.as_ref() else {
+            return;
+        };
+        let mut changed = false;
+        while let Some(u) = r.try_next() {
+            changed = true;
+            for addr in self.sh.groups.set_addrs(u.group, u.origin, &u.addrs) {
+                if !self.sh.groups.knows(addr) {
+                    self.sh.server_out(addr);
+                }
+            }
+        }
+        if changed {
+            let sh = &mut self.sh;
+            sh.checks.sync(&sh.groups, sh.now);
         }
     }
 
@@ -400,6 +466,7 @@ impl Server {
         }
         let sh = &mut self.sh;
         sh.ups.close_idle(&sh.stats);
+        sh.checks.close_all();
         if self.clients.is_empty() {
             info!("drained");
             return true;
@@ -426,13 +493,16 @@ impl Server {
         }
         let sh = &mut self.sh;
         sh.ups.close_idle(&sh.stats);
+        sh.checks.close_all();
+        self.resolver = None;
         let st = sh.stats.snapshot();
         info!(
             "stopped: requests={} accepted={} active={} idle={} buffered={} peak_buffered={} \
              buffers_in_use={} pauses={} resumes={} upstream_connects={} reuses={} retries={} \
              evicted(peer_closed={} unexpected_data={} idle_timeout={} cap={}) \
              timeouts(keepalive={} head={} gap={} connect={}) \
-             status(400={} 408={} 431={} 501={} 502={} 504={}) upstream_open={}",
+             status(400={} 408={} 431={} 501={} 502={} 504={}) upstream_open={} \
+             ejections={} checks={} checks_failed={} marked_down={}",
             st.requests,
             st.downstream_accepted,
             st.downstream_active,
@@ -459,7 +529,11 @@ impl Server {
             st.status_501,
             st.status_502,
             st.status_504,
-            sh.ups.open_count()
+            sh.ups.open_count(),
+            st.ejections,
+            st.health_checks,
+            st.health_checks_failed,
+            st.servers_marked_down
         );
     }
 }

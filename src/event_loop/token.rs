@@ -1,7 +1,7 @@
 //! Tokens: how an event finds its connection (ARCHITECTURE.md §3).
 //!
-//! Layout of a `mio::Token` (64-bit `usize`): bits 0..2 the kind (client
-//! or upstream socket), bits 2..32 the slab key, bits 32..64 a generation
+//! Layout of a `mio::Token` (64-bit `usize`): bits 0..3 the kind (client,
+//! upstream or health-check socket), bits 3..32 the slab key, bits 32..64 a generation
 //! given to the slot when it was filled. A slot freed and reused within one
 //! batch of events gets a new generation, so a stale event of the old
 //! connection carries the old one and is dropped instead of reaching the
@@ -20,17 +20,23 @@ pub(crate) const LISTENER: Token = Token(usize::MAX);
 /// The waker (signals, shutdown requests).
 pub(crate) const WAKER: Token = Token(usize::MAX - 1);
 
-/// What a token names. Kind values 2 and 3 stay unused: the reserved
-/// tokens (`usize::MAX - 1`, `usize::MAX`) carry them in their low bits.
+/// What a token names. Kind values 6 and 7 stay unused: the reserved
+/// tokens (`usize::MAX - 1`, `usize::MAX`) carry them in their low three
+/// bits (the field was two bits wide until health checks needed a third
+/// kind; 2 and 3 were the reserved tokens' values then).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A client (downstream) socket.
     Client,
     /// An upstream socket (in use or parked).
     Upstream,
+    /// An active health check's socket (`conn::check`).
+    Check,
 }
 
-const KEY_BITS: u32 = 30;
+const KIND_BITS: u32 = 3;
+const KIND_MASK: usize = (1 << KIND_BITS) - 1;
+const KEY_BITS: u32 = 32 - KIND_BITS;
 const KEY_MASK: usize = (1 << KEY_BITS) - 1;
 
 /// One slab slot as it was filled: key and generation. Opaque to the
@@ -62,20 +68,25 @@ impl ConnId {
         let k = match kind {
             Kind::Client => 0,
             Kind::Upstream => 1,
+            Kind::Check => 2,
         };
-        Token(((self.generation as usize) << 32) | ((self.key & KEY_MASK) << 2) | k)
+        Token(((self.generation as usize) << 32) | ((self.key & KEY_MASK) << KIND_BITS) | k)
     }
 }
 
 /// Splits a (non-reserved) token into kind and slot id.
 pub(crate) fn split(token: Token) -> Option<(Kind, ConnId)> {
     let t = token.0;
-    let kind = match t & 3 {
+    let kind = match t & KIND_MASK {
         0 => Kind::Client,
         1 => Kind::Upstream,
+        2 => Kind::Check,
         _ => return None,
     };
-    Some((kind, ConnId::new((t >> 2) & KEY_MASK, (t >> 32) as u32)))
+    Some((
+        kind,
+        ConnId::new((t >> KIND_BITS) & KEY_MASK, (t >> 32) as u32),
+    ))
 }
 
 /// Hands out generations: never 0, wrapping after 2^32 - 1.

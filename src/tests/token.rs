@@ -5,8 +5,9 @@ use crate::event_loop::token::{self, ConnId, Generations, Kind};
 
 #[test]
 fn token_round_trips_kind_key_and_generation() {
-    for &(key, generation) in &[(0usize, 1u32), (7, 2), ((1 << 30) - 1, u32::MAX)] {
+    for &(key, generation) in &[(0usize, 1u32), (7, 2), ((1 << 29) - 1, u32::MAX)] {
         let id = ConnId::new(key, generation);
+        assert_eq!(token::split(id.token(Kind::Check)), Some((Kind::Check, id)));
         assert_eq!(
             token::split(id.token(Kind::Client)),
             Some((Kind::Client, id))
@@ -16,6 +17,12 @@ fn token_round_trips_kind_key_and_generation() {
             Some((Kind::Upstream, id))
         );
     }
+}
+
+#[test]
+fn the_reserved_tokens_are_no_connection_kind() {
+    assert_eq!(token::split(token::LISTENER), None);
+    assert_eq!(token::split(token::WAKER), None);
 }
 
 #[test]

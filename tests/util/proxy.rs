@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use sluice::{Config, Filter, Forward, Peer, Reply, RequestHead, Server, ServerHandle, Stats};
+use sluice::{
+    Config, DEFAULT_GROUP, Filter, Forward, GroupSpec, Peer, Reply, RequestHead, Server,
+    ServerHandle, Stats, Target,
+};
 
 use super::client::Client;
 use super::wait_until;
@@ -88,7 +91,7 @@ pub fn start_proxy(tweak: impl FnOnce(&mut Config), filter: impl Filter + Send +
 pub fn start_forward_proxy(upstream: SocketAddr, tweak: impl FnOnce(&mut Config)) -> Proxy {
     start_proxy(
         |c| {
-            c.upstream = upstream;
+            c.upstream = vec![GroupSpec::new(DEFAULT_GROUP, vec![upstream.into()])];
             tweak(c);
         },
         Forward::new(upstream),
@@ -111,7 +114,7 @@ where
         (self.on_request)(req)
     }
 
-    fn upstream_peer(&self, _req: &RequestHead) -> Peer {
-        Peer::new(self.upstream)
+    fn upstream_peer(&self, _req: &RequestHead) -> Target {
+        Peer::new(self.upstream).into()
     }
 }

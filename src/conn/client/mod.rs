@@ -24,6 +24,7 @@
 //! Parts: this file holds the machine and its round; `request` starts a
 //! request, `outcome` ends one.
 
+mod choose;
 mod outcome;
 mod request;
 

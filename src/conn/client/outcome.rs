@@ -7,7 +7,7 @@
 
 use std::net::Shutdown;
 
-use super::{ClientConn, LINGER, Result, State};
+use super::{ClientConn, LINGER, Result, State, choose};
 use crate::conn::response_head::take_response_head;
 use crate::conn::{Shared, relay};
 use crate::error::{Answer, ErrorKind, ProxyError, Side, Timeout};
@@ -138,8 +138,13 @@ impl ClientConn {
     /// Ends the exchange after `err` (or retries it, ARCHITECTURE.md §7):
     /// the client gets what the error table says (ARCHITECTURE.md §8).
     pub(super) fn fail(&mut self, err: ProxyError, sh: &mut Shared) {
-        if err.side == Side::Upstream && self.try_retry(&err, sh) {
-            return;
+        if err.side == Side::Upstream {
+            if let Some(ex) = self.exchange.as_deref_mut() {
+                choose::count_failure(ex, &err, sh);
+            }
+            if self.try_retry(&err, sh) {
+                return;
+            }
         }
         let started = self.exchange.as_ref().is_some_and(|e| e.resp_head_sent);
         let answer = err.answer(started, self.head_bytes_seen());
@@ -205,7 +210,7 @@ impl ClientConn {
         let Some(ex) = self.exchange.as_deref_mut() else {
             return false;
         };
-        if !ex.may_retry(sh.cfg.max_retries) {
+        if !ex.may_retry(choose::retry_limit(ex, sh)) {
             return false;
         }
         if let Some(k) = ex.upstream.take() {
@@ -214,10 +219,17 @@ impl ClientConn {
         ex.retries += 1;
         Stats::add(&sh.stats.retries, 1);
         info!(
-            "retry {}: {} {} after {err} (reused={})",
-            ex.retries, ex.req.method, ex.req.target, ex.reused
+            "retry {}: {} {} after {err} (reused={}, try {})",
+            ex.retries,
+            ex.req.method,
+            ex.req.target,
+            ex.reused,
+            ex.tries() + 1
         );
-        ex.peer = sh.filter.upstream_peer(&ex.req);
+        let Some(peer) = choose::next(ex, sh) else {
+            return false;
+        };
+        ex.peer = peer;
         if ex.to_upstream.is_none() {
             ex.to_upstream = Some(sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark));
         }
@@ -226,6 +238,9 @@ impl ClientConn {
             Ok(()) => true,
             Err(e) => {
                 debug!("retry connect failed: {e}");
+                if let Some(ex) = self.exchange.as_deref_mut() {
+                    choose::count_failure(ex, &e, sh);
+                }
                 false
             }
         }

@@ -8,11 +8,13 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use super::choose::{self, Dest};
 use super::{ClientConn, OwnReply, Result, State};
 use crate::conn::Shared;
 use crate::conn::access::Access;
 use crate::conn::exchange::Exchange;
 use crate::error::{ErrorKind, ProxyError};
+use crate::filter::Reply;
 use crate::http::{
     Forwarding, Headers, ParseError, ParseHead, Refusal, RequestHead, ResponseHead, ensure_host,
     plan_request,
@@ -100,27 +102,59 @@ impl ClientConn {
         }
         if let Some(reply) = sh.filter.request_filter(req) {
             Stats::add(&sh.stats.filter_replies, 1);
-            if plan.has_body() {
-                // Its body is never read: it must not be parsed as a request.
-                self.keep_alive.clear("reply to a request with a body");
-                self.linger = true;
-            }
-            let mut own = OwnReply::new(req, reply.status, sh.now);
-            let head_only = req.is_method("HEAD");
-            sh.recycle_exchange(ex);
-            own.bytes =
-                self.queue_reply(sh, reply.status, &reply.headers, &reply.body, head_only) as u64;
-            self.own_reply = Some(own);
+            self.answer_own(sh, ex, plan.has_body(), reply);
             return Ok(());
         }
-        let peer = sh.filter.upstream_peer(req);
+        let (group, peer, panic, hash) = match choose::first(sh, self.side.addr.ip(), &ex.req) {
+            Dest::Server {
+                group,
+                peer,
+                panic,
+                hash,
+            } => (group, peer, panic, hash),
+            Dest::NoRoute => {
+                let body = "404 Not Found: no route for this host and path\n";
+                self.answer_own(sh, ex, plan.has_body(), Reply::new(404, body));
+                return Ok(());
+            }
+            Dest::NoServer(why) => {
+                info!("client {}: {why}", self.side.addr);
+                self.own_reply = Some(OwnReply::new(&ex.req, 0, sh.now));
+                sh.recycle_exchange(ex);
+                return Err(ProxyError::upstream(ErrorKind::NoServer));
+            }
+        };
+        let req = &mut ex.req;
+        // An HTTP/1.0 request without Host gets the first server's
+        // address; a retry on another server keeps it (ARCHITECTURE.md §6).
         ensure_host(req, &peer.addr.to_string());
         ex.start(peer, plan.framing, plan.upgrade, plan.idempotent, sh.now);
+        ex.group = group;
+        ex.in_flight = group.is_some();
+        ex.panic = panic;
+        ex.hash = hash;
+        ex.tried.push(peer.addr);
         let mut to_up = sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark);
         to_up.extend_from_slice(&ex.head_bytes);
         ex.to_upstream = Some(to_up);
         self.exchange = Some(ex);
         self.attach_upstream(sh, false)
+    }
+
+    /// Answers the request in `ex` with `reply` (the proxy's own: from
+    /// `request_filter`, or a 404 when no route matches).
+    fn answer_own(&mut self, sh: &mut Shared, ex: Box<Exchange>, has_body: bool, reply: Reply) {
+        if has_body {
+            // Its body is never read: it must not be parsed as a request.
+            self.keep_alive.clear("reply to a request with a body");
+            self.linger = true;
+        }
+        let mut own = OwnReply::new(&ex.req, reply.status, sh.now);
+        let head_only = ex.req.is_method("HEAD");
+        sh.recycle_exchange(ex);
+        own.bytes =
+            self.queue_reply(sh, reply.status, &reply.headers, &reply.body, head_only) as u64;
+        self.own_reply = Some(own);
     }
 
     /// Gives the exchange an upstream connection: pooled or new, or always

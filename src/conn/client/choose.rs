@@ -1,0 +1,113 @@
+//! Which server a request goes to, first and on a retry (ARCHITECTURE.md
+//! §13): the user's `upstream_peer` names the routes, a group or one peer;
+//! a group's balancer picks a server the request has not tried yet; a
+//! failure is counted against the server it happened on (passive health).
+//!
+//! What it must not know: sockets, how bytes move, the pool's choice.
+
+use std::net::IpAddr;
+
+use crate::conn::Shared;
+use crate::conn::exchange::Exchange;
+use crate::error::{ErrorKind, ProxyError};
+use crate::filter::{Peer, Target};
+use crate::http::RequestHead;
+use crate::upstreams::health::Verdict;
+
+/// Where a new request goes.
+pub(super) enum Dest {
+    /// To `peer`, a server of `group` (or a concrete peer: `None`).
+    Server {
+        group: Option<usize>,
+        peer: Peer,
+        panic: bool,
+        hash: u64,
+    },
+    /// Routes exist and none matches: 404.
+    NoRoute,
+    /// The group is unknown or has no server with an address: 502.
+    NoServer(String),
+}
+
+/// Asks `upstream_peer` where `req` goes and picks the first server.
+pub(super) fn first(sh: &mut Shared, client: IpAddr, req: &RequestHead) -> Dest {
+    let group = match sh.filter.upstream_peer(req) {
+        Target::Peer(peer) => {
+            return Dest::Server {
+                group: None,
+                peer,
+                panic: false,
+                hash: 0,
+            };
+        }
+        Target::Routes => match sh.groups.route(req) {
+            Some(g) => g,
+            None => return Dest::NoRoute,
+        },
+        Target::Group(name) => match sh.groups.find(&name) {
+            Some(g) => g,
+            None => return Dest::NoServer(format!("no upstream group named {name:?}")),
+        },
+    };
+    let hash = sh.groups.hash_of(group, client, req);
+    match sh.groups.pick(group, hash, &[], sh.now) {
+        Some(p) => Dest::Server {
+            group: Some(group),
+            peer: Peer::new(p.addr),
+            panic: p.panic,
+            hash,
+        },
+        None => Dest::NoServer("the upstream group has no server with an address".into()),
+    }
+}
+
+/// Counts the failure `err` of the current try against its server
+/// (passive health): a refused or timed-out connect, or a reset or close
+/// before any response byte on a new connection. A close of a pooled
+/// connection before any byte is the keep-alive race, not the server's
+/// fault: it is retried but not counted.
+pub(super) fn count_failure(ex: &mut Exchange, err: &ProxyError, sh: &mut Shared) {
+    let Some(g) = ex.group.filter(|_| ex.in_flight) else {
+        return;
+    };
+    ex.in_flight = false;
+    let verdict = match &err.kind {
+        ErrorKind::ConnectFailed(_) | ErrorKind::Timeout(crate::error::Timeout::Connect) => {
+            Verdict::Failure
+        }
+        ErrorKind::Io(_) | ErrorKind::Closed if ex.no_response_byte() && !ex.reused => {
+            Verdict::Failure
+        }
+        _ => Verdict::Neutral,
+    };
+    sh.report(g, ex.peer.addr, verdict);
+}
+
+/// The server for a retry of `ex`: another server of its group not tried
+/// yet (healthy first); when every one was tried, any server again while
+/// `max_retries` allows (a new connection, as before groups). For a
+/// concrete peer, `upstream_peer` is asked again. `None`: nowhere to go.
+pub(super) fn next(ex: &mut Exchange, sh: &mut Shared) -> Option<Peer> {
+    let Some(g) = ex.group else {
+        return match sh.filter.upstream_peer(&ex.req) {
+            Target::Peer(p) => Some(p),
+            _ => Some(ex.peer),
+        };
+    };
+    let pick = sh.groups.pick(g, ex.hash, &ex.tried, sh.now).or_else(|| {
+        (ex.retries <= sh.cfg.max_retries).then(|| sh.groups.pick(g, ex.hash, &[], sh.now))?
+    })?;
+    ex.tried.push(pick.addr);
+    ex.in_flight = true;
+    Some(Peer::new(pick.addr))
+}
+
+/// How many retries `ex` may make: `max_retries`, or in panic mode enough
+/// to try every server of the group once.
+pub(super) fn retry_limit(ex: &Exchange, sh: &Shared) -> u32 {
+    let max = sh.cfg.max_retries;
+    match ex.group.and_then(|g| sh.groups.get(g)) {
+        Some(group) if ex.panic => max.max(group.len().saturating_sub(1) as u32),
+        _ => max,
+    }
+}

@@ -1,0 +1,95 @@
+//! Routing (ARCHITECTURE.md §13): which group a request goes to, by its
+//! host and path, first match wins. Sans-IO over the request head.
+//!
+//! Host matching ignores ASCII case and a port; `*.example.com` matches one
+//! or more labels before `.example.com`, not `example.com` itself. After
+//! `plan_request` an absolute-form target's authority is the `Host` field,
+//! so the `Host` field is all this needs.
+//!
+//! What it must not know: sockets, servers, health.
+
+use crate::http::RequestHead;
+
+/// How a route matches the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostMatch {
+    Any,
+    /// Exact, lowercased.
+    Exact(String),
+    /// `*.suffix`: stores `.suffix`, lowercased.
+    Wildcard(String),
+}
+
+/// One route, with its group resolved to an index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Route {
+    host: HostMatch,
+    prefix: Option<String>,
+    /// The group's index.
+    pub group: usize,
+}
+
+impl Route {
+    /// A route for `host` (`None`: any; `*.x` wildcard) and `prefix` to
+    /// group `group`.
+    pub(crate) fn new(host: Option<&str>, prefix: Option<&str>, group: usize) -> Self {
+        let host = match host.map(str::to_ascii_lowercase) {
+            None => HostMatch::Any,
+            Some(h) => match h.strip_prefix('*') {
+                Some(rest) if rest.starts_with('.') => HostMatch::Wildcard(rest.to_string()),
+                _ => HostMatch::Exact(h),
+            },
+        };
+        Route {
+            host,
+            prefix: prefix.map(str::to_string),
+            group,
+        }
+    }
+
+    /// The request with host `host` (without port, any case) and target
+    /// `target` matches.
+    pub(crate) fn matches(&self, host: &[u8], target: &[u8]) -> bool {
+        let host_ok = match &self.host {
+            HostMatch::Any => true,
+            HostMatch::Exact(h) => host.eq_ignore_ascii_case(h.as_bytes()),
+            HostMatch::Wildcard(suffix) => {
+                host.len() > suffix.len()
+                    && host
+                        .get(host.len() - suffix.len()..)
+                        .is_some_and(|end| end.eq_ignore_ascii_case(suffix.as_bytes()))
+            }
+        };
+        host_ok
+            && self
+                .prefix
+                .as_ref()
+                .is_none_or(|p| target.starts_with(p.as_bytes()))
+    }
+}
+
+/// The host of `req` without its port: from `Host` (`[v6]:port`,
+/// `name:port`, `name`), empty when absent.
+pub(crate) fn request_host(req: &RequestHead) -> &[u8] {
+    let h = req.headers.get("host").unwrap_or(&[]);
+    if h.first() == Some(&b'[') {
+        return match h.iter().position(|&b| b == b']') {
+            Some(end) => h.get(..=end).unwrap_or(h),
+            None => h,
+        };
+    }
+    match h.iter().rposition(|&b| b == b':') {
+        Some(colon) => h.get(..colon).unwrap_or(h),
+        None => h,
+    }
+}
+
+/// The first route `req` matches: its group.
+pub(crate) fn route(routes: &[Route], req: &RequestHead) -> Option<usize> {
+    let host = request_host(req);
+    let target = req.target.as_bytes();
+    routes
+        .iter()
+        .find(|r| r.matches(host, target))
+        .map(|r| r.group)
+}

@@ -1,0 +1,578 @@
+//! The declarations of upstream groups and routes (`[[upstream]]`,
+//! `[[route]]` in the config file, `--upstream` on the command line): plain
+//! values with their serde codecs and the checks that they fit together
+//! (ARCHITECTURE.md §13). They are fields of `Config` (`upstream`,
+//! `route`); this module only holds their shapes.
+//!
+//! What it must not know: sockets, the loop, how a server is chosen.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::ops::Range;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::Serializer;
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::config::ConfigError;
+
+/// The name of the group the command line's `--upstream` shortcut (and a
+/// plain `upstream = "ADDR"` in the file) builds.
+pub const DEFAULT_GROUP: &str = "default";
+
+/// Largest weight of one server (its share of virtual nodes and of the
+/// round-robin cycle).
+pub const MAX_WEIGHT: u32 = 1000;
+
+/// One group of servers that serve the same application.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSpec {
+    /// The group's name, which routes and `Filter::upstream_peer` use.
+    pub name: Spanned<String>,
+    /// Its servers: `"IP:port"` or `"host:port"`, each with an optional
+    /// `weight=N` (1 by default).
+    pub servers: Spanned<Vec<ServerSpec>>,
+    /// How a server is chosen.
+    #[serde(default)]
+    pub balance: Balance,
+    /// What `balance = "hash"` hashes.
+    #[serde(default)]
+    pub hash_key: HashKey,
+    /// Passive health: consecutive failures that eject a server (0: never).
+    #[serde(default = "default_max_fails")]
+    pub max_fails: u32,
+    /// Passive health: how long an ejected server stays out the first
+    /// time (doubling on each repeated ejection, at most 8 times this).
+    #[serde(default = "default_fail_timeout", with = "crate::config::duration")]
+    pub fail_timeout: Duration,
+    /// Statuses that count as passive failures besides the connection
+    /// failures (off by default; 502, 503 and 504 are the usual ones).
+    #[serde(default)]
+    pub fail_on_status: Vec<u16>,
+    /// How often host names are resolved again.
+    #[serde(default = "default_resolve_interval", with = "crate::config::duration")]
+    pub resolve_interval: Duration,
+    /// When host names must resolve: at start (else exit 2), or lazily.
+    #[serde(default)]
+    pub resolve: Resolve,
+    /// Active health checks (off when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheck>,
+}
+
+fn default_max_fails() -> u32 {
+    3
+}
+fn default_fail_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_resolve_interval() -> Duration {
+    Duration::from_secs(30)
+}
+
+impl GroupSpec {
+    /// A group `name` of `servers` with every other setting at its default.
+    pub fn new(name: &str, servers: Vec<ServerSpec>) -> Self {
+        GroupSpec {
+            name: Spanned::new(0..0, name.to_string()),
+            servers: Spanned::new(0..0, servers),
+            balance: Balance::default(),
+            hash_key: HashKey::default(),
+            max_fails: default_max_fails(),
+            fail_timeout: default_fail_timeout(),
+            fail_on_status: Vec::new(),
+            resolve_interval: default_resolve_interval(),
+            resolve: Resolve::default(),
+            health_check: None,
+        }
+    }
+}
+
+/// How a group chooses a server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    /// Smooth weighted round-robin (nginx's algorithm).
+    #[default]
+    RoundRobin,
+    /// Fewest requests in flight relative to weight; ties round-robin.
+    LeastConn,
+    /// Consistent hashing on `hash_key` (a ring with virtual nodes).
+    Hash,
+}
+
+/// When a group's host names must resolve.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolve {
+    /// At start: a name that does not resolve stops sluice (exit 2).
+    #[default]
+    Start,
+    /// Later: the server stays down until its name resolves.
+    Lazy,
+}
+
+/// What `balance = "hash"` hashes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum HashKey {
+    /// The client's whole IP address.
+    #[default]
+    ClientIp,
+    /// The value of a request field (absent: the empty value).
+    Header(String),
+    /// The request target's path (without the query).
+    Path,
+}
+
+impl FromStr for HashKey {
+    type Err = String;
+    fn from_str(v: &str) -> Result<Self, String> {
+        match v {
+            "client_ip" => Ok(HashKey::ClientIp),
+            "path" => Ok(HashKey::Path),
+            _ => match v.strip_prefix("header:") {
+                Some(name) if !name.is_empty() => Ok(HashKey::Header(name.to_string())),
+                _ => Err(format!(
+                    "{v:?} is not a hash key (client_ip, path or header:NAME)"
+                )),
+            },
+        }
+    }
+}
+
+impl fmt::Display for HashKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HashKey::ClientIp => f.write_str("client_ip"),
+            HashKey::Path => f.write_str("path"),
+            HashKey::Header(n) => write!(f, "header:{n}"),
+        }
+    }
+}
+
+/// One server of a group: a host (an IP literal or a name) and a port,
+/// with a weight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSpec {
+    /// An IP literal (`127.0.0.1`, `::1`) or a host name.
+    pub host: String,
+    /// The TCP port.
+    pub port: u16,
+    /// Relative share of requests, 1..=1000.
+    pub weight: u32,
+}
+
+impl From<std::net::SocketAddr> for ServerSpec {
+    fn from(a: std::net::SocketAddr) -> Self {
+        ServerSpec {
+            host: a.ip().to_string(),
+            port: a.port(),
+            weight: 1,
+        }
+    }
+}
+
+impl ServerSpec {
+    /// The host is an IP literal: nothing to resolve.
+    pub fn ip(&self) -> Option<std::net::IpAddr> {
+        self.host.parse().ok()
+    }
+}
+
+impl FromStr for ServerSpec {
+    type Err = String;
+    /// `host:port`, `[v6]:port` or `IP:port`, optionally followed by
+    /// ` weight=N`.
+    fn from_str(v: &str) -> Result<Self, String> {
+        let mut words = v.split_whitespace();
+        let addr = words.next().unwrap_or("");
+        let mut weight = 1;
+        for w in words {
+            weight = w
+                .strip_prefix("weight=")
+                .and_then(|n| n.parse::<u32>().ok())
+                .ok_or_else(|| format!("{v:?}: {w:?} is not weight=N"))?;
+        }
+        let bad = || format!("{v:?} is not a server like 127.0.0.1:8080 or app.internal:8080");
+        let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
+        let port: u16 = port.parse().map_err(|_| bad())?;
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        let valid_name = !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_');
+        if host.parse::<std::net::IpAddr>().is_err() && !valid_name {
+            return Err(bad());
+        }
+        Ok(ServerSpec {
+            host: host.to_string(),
+            port,
+            weight,
+        })
+    }
+}
+
+impl fmt::Display for ServerSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)?;
+        } else {
+            write!(f, "{}:{}", self.host, self.port)?;
+        }
+        if self.weight != 1 {
+            write!(f, " weight={}", self.weight)?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for ServerSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ServerSpec {
+    /// A string (`"127.0.0.1:8001 weight=3"`) or an inline table
+    /// (`{ address = "127.0.0.1:8001", weight = 3 }`).
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ServerSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a server like \"127.0.0.1:8001 weight=3\" or { address, weight }")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ServerSpec, E> {
+                v.parse().map_err(E::custom)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ServerSpec, A::Error> {
+                let (mut address, mut weight) = (None::<String>, None::<u32>);
+                while let Some(k) = map.next_key::<String>()? {
+                    match k.as_str() {
+                        "address" => address = Some(map.next_value()?),
+                        "weight" => weight = Some(map.next_value()?),
+                        _ => return Err(de::Error::unknown_field(&k, &["address", "weight"])),
+                    }
+                }
+                let address = address.ok_or_else(|| de::Error::missing_field("address"))?;
+                let mut s: ServerSpec = address.parse().map_err(de::Error::custom)?;
+                if let Some(w) = weight {
+                    s.weight = w;
+                }
+                Ok(s)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Active health checks of a group's servers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthCheck {
+    /// Path of the `GET`.
+    #[serde(default = "default_check_path")]
+    pub path: String,
+    /// Time between two checks of one server (spread with jitter).
+    #[serde(default = "default_check_interval", with = "crate::config::duration")]
+    pub interval: Duration,
+    /// Time for connect + answer; longer is a failure.
+    #[serde(default = "default_check_timeout", with = "crate::config::duration")]
+    pub timeout: Duration,
+    /// Consecutive successes that mark a down server up.
+    #[serde(default = "default_rise")]
+    pub rise: u32,
+    /// Consecutive failures that mark an up server down.
+    #[serde(default = "default_fall")]
+    pub fall: u32,
+    /// Statuses that pass, `"200-399"` or `"200"`.
+    #[serde(default)]
+    pub expect_status: StatusRange,
+}
+
+fn default_check_path() -> String {
+    "/".to_string()
+}
+fn default_check_interval() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_check_timeout() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_rise() -> u32 {
+    2
+}
+fn default_fall() -> u32 {
+    3
+}
+
+impl Default for HealthCheck {
+    fn default() -> Self {
+        HealthCheck {
+            path: default_check_path(),
+            interval: default_check_interval(),
+            timeout: default_check_timeout(),
+            rise: default_rise(),
+            fall: default_fall(),
+            expect_status: StatusRange::default(),
+        }
+    }
+}
+
+/// An inclusive range of status codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusRange {
+    /// Lowest status that passes.
+    pub lo: u16,
+    /// Highest status that passes.
+    pub hi: u16,
+}
+
+impl Default for StatusRange {
+    fn default() -> Self {
+        StatusRange { lo: 200, hi: 399 }
+    }
+}
+
+impl StatusRange {
+    /// `status` is in the range.
+    pub fn contains(&self, status: u16) -> bool {
+        (self.lo..=self.hi).contains(&status)
+    }
+}
+
+impl FromStr for StatusRange {
+    type Err = String;
+    fn from_str(v: &str) -> Result<Self, String> {
+        let bad = || format!("{v:?} is not a status range like \"200-399\"");
+        let (lo, hi) = v.split_once('-').unwrap_or((v, v));
+        let lo: u16 = lo.trim().parse().map_err(|_| bad())?;
+        let hi: u16 = hi.trim().parse().map_err(|_| bad())?;
+        if !(100..=599).contains(&lo) || !(lo..=599).contains(&hi) {
+            return Err(bad());
+        }
+        Ok(StatusRange { lo, hi })
+    }
+}
+
+/// Serde through `FromStr`/`Display` for the string-shaped values.
+macro_rules! string_codec {
+    ($t:ty) => {
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let v = String::deserialize(d)?;
+                v.parse().map_err(de::Error::custom)
+            }
+        }
+    };
+}
+string_codec!(HashKey);
+string_codec!(StatusRange);
+
+impl fmt::Display for StatusRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.lo == self.hi {
+            write!(f, "{}", self.lo)
+        } else {
+            write!(f, "{}-{}", self.lo, self.hi)
+        }
+    }
+}
+
+/// One routing rule: requests whose host and path match go to `upstream`.
+/// The first matching route wins; one with neither field matches all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSpec {
+    /// `api.example.com` (exact, ASCII case ignored) or `*.example.com`
+    /// (one or more labels before `.example.com`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The target's path starts with it (bytes, case kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_prefix: Option<String>,
+    /// The group's name.
+    pub upstream: Spanned<String>,
+}
+
+/// The `upstream` field of the file: a plain address string or an array
+/// of them (one group named `default`), or `[[upstream]]` tables.
+pub(crate) mod groups_codec {
+    use super::*;
+
+    /// The short form when it says it all: one group `default` with
+    /// every setting at its default is written as `upstream = "ADDR"` (or
+    /// an array of them), anything else as `[[upstream]]` tables.
+    pub fn serialize<S: Serializer>(g: &[GroupSpec], s: S) -> Result<S::Ok, S::Error> {
+        if let [only] = g {
+            let servers = only.servers.get_ref();
+            if *only == GroupSpec::new(DEFAULT_GROUP, servers.clone()) {
+                return match servers.as_slice() {
+                    [one] => one.serialize(s),
+                    many => many.serialize(s),
+                };
+            }
+        }
+        g.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<GroupSpec>, D::Error> {
+        /// One element: a server string or a group table.
+        enum Item {
+            Server(ServerSpec),
+            Group(Box<GroupSpec>),
+        }
+        impl<'de> Deserialize<'de> for Item {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct IV;
+                impl<'de> Visitor<'de> for IV {
+                    type Value = Item;
+                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                        f.write_str("a server string or an [[upstream]] table")
+                    }
+                    fn visit_str<E: de::Error>(self, v: &str) -> Result<Item, E> {
+                        v.parse().map(Item::Server).map_err(E::custom)
+                    }
+                    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Item, A::Error> {
+                        let d = de::value::MapAccessDeserializer::new(map);
+                        GroupSpec::deserialize(d).map(|g| Item::Group(Box::new(g)))
+                    }
+                }
+                d.deserialize_any(IV)
+            }
+        }
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Vec<GroupSpec>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(
+                    "a server like \"127.0.0.1:8000\", an array of them, or [[upstream]] tables",
+                )
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                let s: ServerSpec = v.parse().map_err(E::custom)?;
+                Ok(vec![GroupSpec::new(DEFAULT_GROUP, vec![s])])
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let (mut servers, mut groups) = (Vec::new(), Vec::new());
+                while let Some(item) = seq.next_element::<Item>()? {
+                    match item {
+                        Item::Server(s) => servers.push(s),
+                        Item::Group(g) => groups.push(*g),
+                    }
+                }
+                if !servers.is_empty() {
+                    if !groups.is_empty() {
+                        return Err(de::Error::custom(
+                            "mixes plain servers and [[upstream]] tables",
+                        ));
+                    }
+                    groups.push(GroupSpec::new(DEFAULT_GROUP, servers));
+                }
+                Ok(groups)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Checks groups and routes: a name once, servers present, weights and
+/// health-check values in bounds, each route's group known. The error
+/// carries the span of the value at fault when it came from a file.
+pub(crate) fn check(groups: &[GroupSpec], routes: &[RouteSpec]) -> Result<(), ConfigError> {
+    let err = |span: Range<usize>, reason: String| {
+        Err(ConfigError {
+            key: "upstream",
+            reason,
+            span: (!span.is_empty()).then_some(span),
+        })
+    };
+    if groups.is_empty() {
+        return err(0..0, "at least one upstream group is needed".into());
+    }
+    let mut names = HashSet::new();
+    for g in groups {
+        let name = g.name.get_ref();
+        if name.is_empty() {
+            return err(g.name.span(), "a group needs a name".into());
+        }
+        if !names.insert(name.as_str()) {
+            return err(g.name.span(), format!("group {name:?} is declared twice"));
+        }
+        if g.servers.get_ref().is_empty() {
+            return err(g.servers.span(), format!("group {name:?} has no servers"));
+        }
+        if let Some(s) = g
+            .servers
+            .get_ref()
+            .iter()
+            .find(|s| s.weight == 0 || s.weight > MAX_WEIGHT)
+        {
+            return err(
+                g.servers.span(),
+                format!("server {s} of group {name:?}: weight must be 1..=1000"),
+            );
+        }
+        if g.fail_timeout.is_zero() || g.resolve_interval.is_zero() {
+            return err(
+                g.name.span(),
+                format!(
+                    "group {name:?}: fail_timeout and resolve_interval must be longer than 0 ms"
+                ),
+            );
+        }
+        if let Some(&st) = g.fail_on_status.iter().find(|s| !(100..=599).contains(*s)) {
+            return err(
+                g.name.span(),
+                format!("group {name:?}: {st} is not a status"),
+            );
+        }
+        if let Some(hc) = &g.health_check {
+            let ok = hc.rise >= 1
+                && hc.fall >= 1
+                && !hc.interval.is_zero()
+                && !hc.timeout.is_zero()
+                && hc.path.starts_with('/')
+                && !hc.path.bytes().any(|b| b <= b' ' || b == 0x7f);
+            if !ok {
+                return err(
+                    g.name.span(),
+                    format!(
+                        "group {name:?}: health_check needs rise and fall >= 1, interval and \
+                         timeout > 0 and a path starting with /"
+                    ),
+                );
+            }
+        }
+    }
+    for r in routes {
+        let up = r.upstream.get_ref();
+        if !names.contains(up.as_str()) {
+            return err(
+                r.upstream.span(),
+                format!("route to unknown upstream group {up:?}"),
+            );
+        }
+        if let Some(h) = &r.host
+            && (h.is_empty() || h.contains(':') || h.contains('/'))
+        {
+            return err(
+                r.upstream.span(),
+                format!("route host {h:?} is not a host name"),
+            );
+        }
+    }
+    Ok(())
+}

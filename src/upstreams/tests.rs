@@ -1,0 +1,275 @@
+//! Unit tests of the groups with plain values: balancing spread, least
+//! outstanding, ring-hash stability, passive ejection and its doubling,
+//! rise/fall, panic mode, routes, and the spec's syntax.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use super::balance::{Ring, Slot, least_conn, round_robin};
+use super::health::{Change, Health, Verdict};
+use super::route::{Route, route};
+use super::spec::{Balance, GroupSpec, RouteSpec, ServerSpec, StatusRange, check};
+use super::{Groups, balance};
+use crate::http::{Headers, RequestHead};
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+fn group(balance: Balance, servers: &[&str]) -> GroupSpec {
+    let mut g = GroupSpec::new("app", servers.iter().map(|s| s.parse().unwrap()).collect());
+    g.balance = balance;
+    g
+}
+
+fn groups_of(g: GroupSpec) -> Groups {
+    let specs = vec![g];
+    let s2 = specs.clone();
+    Groups::new(&specs, &[], move |gi, si| {
+        let s = &s2[gi].servers.get_ref()[si];
+        vec![SocketAddr::new(s.ip().unwrap(), s.port)]
+    })
+}
+
+#[test]
+fn smooth_round_robin_interleaves_by_weight() {
+    let mut slots = vec![
+        Slot::new(addr(1), 5),
+        Slot::new(addr(2), 1),
+        Slot::new(addr(3), 1),
+    ];
+    let picks: Vec<usize> = (0..7)
+        .map(|_| round_robin(&mut slots, |_| true).unwrap())
+        .collect();
+    // nginx's example: a a b a c a a.
+    assert_eq!(picks, [0, 0, 1, 0, 2, 0, 0]);
+}
+
+#[test]
+fn round_robin_skips_servers_that_may_not_be_chosen() {
+    let mut slots = vec![Slot::new(addr(1), 1), Slot::new(addr(2), 1)];
+    for _ in 0..4 {
+        assert_eq!(round_robin(&mut slots, |i| i == 1), Some(1));
+    }
+    assert_eq!(round_robin(&mut slots, |_| false), None);
+}
+
+#[test]
+fn least_conn_prefers_fewest_in_flight_and_rotates_ties() {
+    let mut slots = vec![
+        Slot::new(addr(1), 1),
+        Slot::new(addr(2), 1),
+        Slot::new(addr(3), 1),
+    ];
+    let mut cursor = 0;
+    slots[0].outstanding = 5;
+    let a = least_conn(&slots, &mut cursor, |_| true).unwrap();
+    let b = least_conn(&slots, &mut cursor, |_| true).unwrap();
+    assert_ne!(a, 0);
+    assert_ne!(b, 0);
+    assert_ne!(a, b, "ties rotate");
+    // Weight 3 with 2 in flight beats weight 1 with 1.
+    let mut w = vec![Slot::new(addr(1), 3), Slot::new(addr(2), 1)];
+    w[0].outstanding = 2;
+    w[1].outstanding = 1;
+    assert_eq!(least_conn(&w, &mut 1, |_| true), Some(0));
+}
+
+#[test]
+fn ring_hash_moves_only_the_removed_servers_keys() {
+    let three: Vec<Slot> = (1..=3).map(|p| Slot::new(addr(p), 1)).collect();
+    let two: Vec<Slot> = vec![three[0].clone(), three[2].clone()];
+    let (r3, r2) = (Ring::new(&three), Ring::new(&two));
+    let keys = 10_000u64;
+    let mut stayed = 0;
+    let mut moved_to: HashMap<SocketAddr, u32> = HashMap::new();
+    let mut share: HashMap<SocketAddr, u32> = HashMap::new();
+    for k in 0..keys {
+        let h = balance::hash_bytes(&k.to_le_bytes());
+        let before = three[r3.pick(&three, h, |_| true).unwrap()].addr;
+        let after = two[r2.pick(&two, h, |_| true).unwrap()].addr;
+        *share.entry(before).or_default() += 1;
+        if before == after {
+            stayed += 1;
+        } else {
+            assert_eq!(before, addr(2), "only the removed server's keys move");
+            *moved_to.entry(after).or_default() += 1;
+        }
+    }
+    assert!(stayed >= 6_000, "stayed {stayed}");
+    for n in share.values() {
+        assert!((2_500..=4_200).contains(n), "share {share:?}");
+    }
+    let (a, c) = (moved_to[&addr(1)], moved_to[&addr(3)]);
+    assert!(
+        a.min(c) * 2 > a.max(c),
+        "moved keys are spread: {moved_to:?}"
+    );
+}
+
+#[test]
+fn ring_hash_walks_past_servers_that_may_not_be_chosen() {
+    let slots: Vec<Slot> = (1..=3).map(|p| Slot::new(addr(p), 1)).collect();
+    let ring = Ring::new(&slots);
+    for k in 0..100u64 {
+        let i = ring.pick(&slots, balance::mix(k), |i| i != 1).unwrap();
+        assert_ne!(i, 1);
+    }
+    assert_eq!(ring.pick(&slots, 7, |_| false), None);
+}
+
+#[test]
+fn consecutive_failures_eject_and_the_time_doubles_up_to_eight_times() {
+    let t0 = Instant::now();
+    let base = Duration::from_secs(10);
+    let mut h = Health::default();
+    assert_eq!(h.passive(Verdict::Failure, 3, base, t0), None);
+    assert_eq!(h.passive(Verdict::Success, 3, base, t0), None);
+    assert_eq!(h.passive(Verdict::Failure, 3, base, t0), None);
+    assert_eq!(h.passive(Verdict::Failure, 3, base, t0), None);
+    assert!(h.available(t0), "a success reset the count");
+    assert_eq!(h.passive(Verdict::Failure, 3, base, t0), Some(Change::Out));
+    assert!(!h.available(t0));
+    assert!(h.available(t0 + base));
+    let mut now = t0;
+    for factor in [2u32, 4, 8, 8] {
+        now += base * 8;
+        for _ in 0..2 {
+            h.passive(Verdict::Failure, 3, base, now);
+        }
+        assert_eq!(h.passive(Verdict::Failure, 3, base, now), Some(Change::Out));
+        assert!(!h.available(now + base * factor - Duration::from_millis(1)));
+        assert!(h.available(now + base * factor));
+    }
+    assert_eq!(h.passive(Verdict::Neutral, 3, base, now), None);
+    let mut off = Health::default();
+    for _ in 0..10 {
+        assert_eq!(off.passive(Verdict::Failure, 0, base, t0), None);
+    }
+}
+
+#[test]
+fn rise_and_fall_need_consecutive_results() {
+    let mut h = Health::default();
+    assert_eq!(h.check(false, 2, 3), None);
+    assert_eq!(h.check(false, 2, 3), None);
+    assert_eq!(h.check(true, 2, 3), None);
+    assert_eq!(h.check(false, 2, 3), None);
+    assert_eq!(h.check(false, 2, 3), None);
+    assert_eq!(h.check(false, 2, 3), Some(Change::Out));
+    assert!(!h.available(Instant::now()));
+    assert_eq!(h.check(true, 2, 3), None);
+    assert_eq!(h.check(true, 2, 3), Some(Change::Up));
+    assert!(h.available(Instant::now()));
+}
+
+#[test]
+fn a_retry_goes_to_another_server_and_panic_mode_tries_each_once() {
+    let now = Instant::now();
+    let mut g = groups_of(group(
+        Balance::RoundRobin,
+        &["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"],
+    ));
+    let first = g.pick(0, 0, &[], now).unwrap();
+    assert!(!first.panic);
+    let second = g.pick(0, 0, &[first.addr], now).unwrap();
+    assert_ne!(first.addr, second.addr);
+    // Eject all three.
+    for p in 1..=3 {
+        for _ in 0..3 {
+            g.pick(0, 0, &[], now);
+            g.release(0, addr(p), Verdict::Failure, now);
+        }
+    }
+    let mut tried = Vec::new();
+    while let Some(p) = g.pick(0, 0, &tried, now) {
+        assert!(p.panic);
+        tried.push(p.addr);
+    }
+    tried.sort();
+    assert_eq!(tried, [addr(1), addr(2), addr(3)]);
+}
+
+#[test]
+fn weighted_round_robin_spreads_exactly_over_a_cycle() {
+    let now = Instant::now();
+    let mut g = groups_of(group(
+        Balance::RoundRobin,
+        &["127.0.0.1:1 weight=3", "127.0.0.1:2", "127.0.0.1:3"],
+    ));
+    let mut n: HashMap<SocketAddr, u32> = HashMap::new();
+    for _ in 0..500 {
+        let p = g.pick(0, 0, &[], now).unwrap();
+        g.release(0, p.addr, Verdict::Success, now);
+        *n.entry(p.addr).or_default() += 1;
+    }
+    assert_eq!((n[&addr(1)], n[&addr(2)], n[&addr(3)]), (300, 100, 100));
+}
+
+#[test]
+fn dns_changes_replace_a_servers_addresses() {
+    let mut g = groups_of(group(Balance::RoundRobin, &["127.0.0.1:1"]));
+    let removed = g.set_addrs(0, 0, &[addr(5), addr(6)]);
+    assert_eq!(removed, [addr(1)]);
+    let got: Vec<SocketAddr> = g.get(0).unwrap().addrs().collect();
+    assert_eq!(got, [addr(5), addr(6)]);
+    assert!(!g.knows(addr(1)) && g.knows(addr(6)));
+}
+
+fn req(host: Option<&str>, target: &str) -> RequestHead {
+    let mut headers = Headers::new();
+    if let Some(h) = host {
+        headers.append("Host", h.as_bytes());
+    }
+    RequestHead {
+        method: "GET".into(),
+        target: target.into(),
+        version: 1,
+        headers,
+    }
+}
+
+#[test]
+fn routes_match_host_exactly_by_wildcard_and_by_prefix() {
+    let routes = [
+        Route::new(Some("api.example.com"), Some("/v1/"), 0),
+        Route::new(Some("*.example.com"), None, 1),
+        Route::new(None, Some("/static/"), 2),
+    ];
+    let at = |h: Option<&str>, t: &str| route(&routes, &req(h, t));
+    assert_eq!(at(Some("API.Example.com:8080"), "/v1/x"), Some(0));
+    assert_eq!(at(Some("api.example.com"), "/v2/x"), Some(1));
+    assert_eq!(at(Some("a.b.example.com"), "/"), Some(1));
+    assert_eq!(at(Some("example.com"), "/"), None);
+    assert_eq!(at(Some("example.com"), "/static/a.css"), Some(2));
+    assert_eq!(at(None, "/"), None);
+    assert_eq!(at(Some("[::1]:80"), "/static/"), Some(2));
+}
+
+#[test]
+fn spec_syntax_and_checks() {
+    let s: ServerSpec = "app.internal:8080 weight=3".parse().unwrap();
+    assert_eq!(
+        (s.host.as_str(), s.port, s.weight),
+        ("app.internal", 8080, 3)
+    );
+    assert_eq!(s.to_string(), "app.internal:8080 weight=3");
+    let v6: ServerSpec = "[::1]:80".parse().unwrap();
+    assert_eq!(v6.to_string(), "[::1]:80");
+    assert!("localhost".parse::<ServerSpec>().is_err());
+    assert!("a b:80".parse::<ServerSpec>().is_err());
+    assert!("h:80 weight=x".parse::<ServerSpec>().is_err());
+    assert_eq!("200-399".parse(), Ok(StatusRange { lo: 200, hi: 399 }));
+    assert!("399-200".parse::<StatusRange>().is_err());
+    let g = group(Balance::Hash, &["127.0.0.1:1"]);
+    let route_to = |name: &str| RouteSpec {
+        host: None,
+        path_prefix: None,
+        upstream: toml::Spanned::new(0..0, name.to_string()),
+    };
+    assert!(check(std::slice::from_ref(&g), &[route_to("app")]).is_ok());
+    assert!(check(std::slice::from_ref(&g), &[route_to("nope")]).is_err());
+    assert!(check(&[g.clone(), g.clone()], &[]).is_err());
+    assert!(check(&[group(Balance::Hash, &[])], &[]).is_err());
+}
