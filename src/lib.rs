@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod access_log;
 mod buffer;
 mod config;
 mod conn;
@@ -25,13 +26,18 @@ mod error;
 mod event_loop;
 mod filter;
 mod http;
+mod metrics;
 mod pool;
 mod stats;
+mod warn_limit;
 
-pub use config::{Config, ConfigError};
+pub use config::{AccessLogFormat, AccessLogTarget, Config, ConfigError};
 pub use event_loop::{Server, ServerHandle};
 pub use filter::{Filter, Forward, Peer, Reply};
 pub use http::{Headers, RequestHead, ResponseHead};
+pub use metrics::{
+    ADMIN_FD_ENV, GroupMetrics, METRICS_FD_ENV, Observer, Region as MetricsRegion, SLOT_ENV,
+};
 pub use stats::{Stats, StatsSnapshot};
 #[cfg(test)]
 mod tests;

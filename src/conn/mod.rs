@@ -31,10 +31,12 @@ use std::time::Instant;
 use log::trace;
 use mio::Registry;
 
+use crate::access_log::AccessLog;
 use crate::buffer::BufferPool;
 use crate::config::Config;
 use crate::filter::Filter;
 use crate::stats::Stats;
+use crate::warn_limit::WarnLimit;
 use exchange::Exchange;
 use upstream::Upstreams;
 
@@ -54,6 +56,10 @@ pub(crate) struct Shared {
     pub stats: Arc<Stats>,
     /// The time the current batch of events is handled at.
     pub now: Instant,
+    /// The access log's buffer and output.
+    pub access: AccessLog,
+    /// Rate limit of the warnings about upstream failures.
+    pub warn_limit: WarnLimit,
     /// Finished exchanges kept for reuse, so the steady path allocates no
     /// exchange, head or encode buffer per request (at most `MAX_SPARE`).
     /// Boxed: a connection holds its exchange as a `Box`, which moves here
@@ -75,6 +81,7 @@ impl Shared {
         bufs: BufferPool,
         ups: Upstreams,
         stats: Arc<Stats>,
+        access: AccessLog,
     ) -> Self {
         Shared {
             cfg,
@@ -84,6 +91,8 @@ impl Shared {
             ups,
             stats,
             now: Instant::now(),
+            access,
+            warn_limit: WarnLimit::default(),
             spare: Vec::new(),
         }
     }

@@ -27,18 +27,22 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Waker};
 use slab::Slab;
 
+use crate::access_log::AccessLog;
 use crate::buffer::BufferPool;
 use crate::config::Config;
 use crate::conn::Shared;
 use crate::conn::client::ClientConn;
 use crate::conn::upstream::Upstreams;
 use crate::filter::Filter;
+use crate::metrics::Observer;
 use crate::pool::IdlePool;
 use crate::stats::Stats;
+use admin::Admin;
 use listen::{bind_listener, fit_to_fd_limit};
 use timer::{Timers, poll_timeout};
 use token::{ConnId, Generations, Kind};
 
+mod admin;
 mod listen;
 mod timer;
 pub(crate) mod token;
@@ -79,6 +83,7 @@ pub struct Server {
     sh: Shared,
     shutdown: Arc<AtomicBool>,
     drain: Arc<AtomicBool>,
+    reopen: Arc<AtomicBool>,
     waker: Arc<Waker>,
     /// Set when a drain began: the time it must end by.
     drain_deadline: Option<Instant>,
@@ -87,6 +92,10 @@ pub struct Server {
     /// When the connection-cap warning was last logged (once per
     /// `CAP_WARN_EVERY`, not on every flap).
     cap_warned_at: Option<Instant>,
+    /// The admin listener and its connections, if `--admin` is set.
+    admin: Option<Admin>,
+    /// Where this loop publishes its numbers for the admin endpoints.
+    obs: Option<Observer>,
 }
 
 /// Stops a running [`Server`] from another thread (a signal handler
@@ -95,6 +104,7 @@ pub struct Server {
 pub struct ServerHandle {
     shutdown: Arc<AtomicBool>,
     drain: Arc<AtomicBool>,
+    reopen: Arc<AtomicBool>,
     waker: Arc<Waker>,
 }
 
@@ -115,6 +125,14 @@ impl ServerHandle {
         self.drain.store(true, Ordering::SeqCst);
         let _ = self.waker.wake();
     }
+
+    /// Asks the loop to write out its buffered access records and reopen
+    /// the access log file (SIGUSR1, after logrotate moved it). A failed
+    /// reopen is logged and the old file kept.
+    pub fn reopen_access_log(&self) {
+        self.reopen.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
+    }
 }
 
 impl Server {
@@ -126,6 +144,23 @@ impl Server {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let obs = Observer::standalone(&config)?;
+        Server::bind_with(config, filter, obs)
+    }
+
+    /// Like [`Server::bind`], with the metrics region and admin listener
+    /// given (a worker's, from [`Observer::from_env`]); `None`: no admin
+    /// endpoints.
+    ///
+    /// Errors: as [`Server::bind`].
+    pub fn bind_with(
+        config: Config,
+        filter: impl Filter + Send + 'static,
+        obs: Option<Observer>,
+    ) -> io::Result<Server> {
+        config
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let mut config = config;
         config.max_connections = fit_to_fd_limit(config.max_connections);
         let poll = Poll::new()?;
@@ -134,6 +169,13 @@ impl Server {
         poll.registry()
             .register(&mut listener, token::LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), token::WAKER)?);
+        let (admin, obs) = match obs {
+            Some(o) => {
+                let (admin, o) = Admin::new(o, poll.registry())?;
+                (admin, Some(o))
+            }
+            None => (None, None),
+        };
         let registry = poll.registry().try_clone()?;
         let pool = IdlePool::new(
             config.pool_max_idle_per_peer,
@@ -142,6 +184,7 @@ impl Server {
         );
         let stats = Arc::new(Stats::default());
         let bufs = BufferPool::new(config.high_watermark, MAX_FREE_BUFFERS, stats.clone());
+        let access = AccessLog::open(&config.access_log, config.access_log_format)?;
         let sh = Shared::new(
             config,
             Box::new(filter),
@@ -149,6 +192,7 @@ impl Server {
             bufs,
             Upstreams::new(pool),
             stats,
+            access,
         );
         Ok(Server {
             poll,
@@ -162,17 +206,25 @@ impl Server {
             sh,
             shutdown: Arc::new(AtomicBool::new(false)),
             drain: Arc::new(AtomicBool::new(false)),
+            reopen: Arc::new(AtomicBool::new(false)),
             waker,
             drain_deadline: None,
             accept_paused_until: None,
             at_capacity: false,
             cap_warned_at: None,
+            admin,
+            obs,
         })
     }
 
     /// The address the listener is bound to (the real port if 0 was asked).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The admin listener's address, if `--admin` is set.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(Admin::local_addr)
     }
 
     /// The loop's counters, shared.
@@ -185,6 +237,7 @@ impl Server {
         ServerHandle {
             shutdown: self.shutdown.clone(),
             drain: self.drain.clone(),
+            reopen: self.reopen.clone(),
             waker: self.waker.clone(),
         }
     }
@@ -194,6 +247,9 @@ impl Server {
     pub fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         info!("listening on {}", self.local_addr);
+        if let Some(o) = self.obs.as_ref() {
+            o.publish(&self.sh.stats, false);
+        }
         while !self.shutdown.load(Ordering::SeqCst) {
             let now = Instant::now();
             let timeout = if self.runnable.is_empty() {
@@ -204,6 +260,8 @@ impl Server {
                         self.sh.ups.next_deadline(),
                         self.accept_paused_until,
                         self.drain_deadline,
+                        self.sh.access.next_flush(),
+                        self.admin.as_ref().and_then(Admin::next_deadline),
                     ],
                 )
             } else {
@@ -220,7 +278,18 @@ impl Server {
                 match event.token() {
                     token::LISTENER => self.accept(),
                     token::WAKER => {}
-                    t => self.record(t, event),
+                    token::ADMIN_LISTENER => {
+                        if let Some(a) = self.admin.as_mut() {
+                            a.accept(self.poll.registry(), self.sh.now);
+                        }
+                    }
+                    t => match (token::admin_key(t), self.admin.as_mut()) {
+                        (Some(key), Some(a)) => {
+                            let draining = self.drain.load(Ordering::SeqCst);
+                            a.on_event(key, self.poll.registry(), draining);
+                        }
+                        _ => self.record(t, event),
+                    },
                 }
             }
             self.drive_runnable();
@@ -232,11 +301,22 @@ impl Server {
                 self.accept_paused_until = None;
                 self.accept();
             }
+            if self.reopen.swap(false, Ordering::SeqCst) {
+                self.sh.access.reopen();
+            }
+            self.sh.access.flush_if_due(now);
+            if let Some(a) = self.admin.as_mut() {
+                a.expire(now, self.poll.registry());
+            }
+            if let Some(o) = self.obs.as_ref() {
+                o.publish(&self.sh.stats, self.drain.load(Ordering::SeqCst));
+            }
             if self.drain.load(Ordering::SeqCst) && self.drain_step() {
                 break;
             }
         }
         self.stop();
+        self.sh.access.flush();
         Ok(())
     }
 
@@ -283,7 +363,7 @@ impl Server {
         };
         if e.conn.is_closed() {
             let e = self.clients.remove(id.key());
-            e.conn.close(&mut self.sh);
+            e.conn.close(&mut self.sh, false);
             if self.at_capacity && self.clients.len() < self.sh.cfg.max_connections {
                 self.at_capacity = false;
                 self.accept();
@@ -397,6 +477,7 @@ impl Server {
                 queue(&mut self.runnable, ConnId::new(key, e.generation), e);
             }
             self.drive_runnable();
+            self.sh.access.flush();
         }
         let sh = &mut self.sh;
         sh.ups.close_idle(&sh.stats);
@@ -421,7 +502,7 @@ impl Server {
         let keys: Vec<usize> = self.clients.iter().map(|(k, _)| k).collect();
         for key in keys {
             if let Some(e) = self.clients.try_remove(key) {
-                e.conn.close(&mut self.sh);
+                e.conn.close(&mut self.sh, true);
             }
         }
         let sh = &mut self.sh;

@@ -19,9 +19,25 @@ compile_error!("sluice's token layout needs 64-bit usize");
 pub(crate) const LISTENER: Token = Token(usize::MAX);
 /// The waker (signals, shutdown requests).
 pub(crate) const WAKER: Token = Token(usize::MAX - 1);
+/// The admin listener (kind bits 3, like `LISTENER`).
+pub(crate) const ADMIN_LISTENER: Token = Token(usize::MAX - 4);
 
-/// What a token names. Kind values 2 and 3 stay unused: the reserved
-/// tokens (`usize::MAX - 1`, `usize::MAX`) carry them in their low bits.
+/// The token of admin connection `key`: kind bits 2 with generation 0,
+/// which no reserved token has (`WAKER` carries all ones above its kind).
+pub(crate) fn admin(key: usize) -> Token {
+    Token(((key & KEY_MASK) << 2) | 2)
+}
+
+/// The admin connection a token names, if it is one (see [`admin`]).
+pub(crate) fn admin_key(token: Token) -> Option<usize> {
+    let t = token.0;
+    (t & 3 == 2 && t >> 32 == 0).then_some((t >> 2) & KEY_MASK)
+}
+
+/// What a token names. Kind values 2 and 3 are not connections of the
+/// proxy: the reserved tokens (`usize::MAX - 4`, `usize::MAX - 1`,
+/// `usize::MAX`) carry them in their low bits, and admin connections use
+/// kind 2 with generation 0 ([`admin`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A client (downstream) socket.
