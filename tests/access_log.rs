@@ -210,3 +210,38 @@ fn text_records_escape_quotes_and_control_bytes() {
     assert!(bad.contains(r#" host="h\x22x" status=400 "#), "{bad}");
     assert!(bad.ends_with(" termination=proxy_error"), "{bad}");
 }
+
+/// At `RUST_LOG=warn` a 502 still has its access record (the access log
+/// does not go through `RUST_LOG`), and its cause is a warning.
+#[test]
+fn at_rust_log_warn_a_502_has_its_record_and_a_warning() {
+    let log = TempFile::new("");
+    let listen = loopback(free_port()).to_string();
+    let upstream = refused_addr().to_string();
+    let mut p = SluiceProcess::start_with_env(
+        &[
+            "--listen",
+            &listen,
+            "--upstream",
+            &upstream,
+            "--access-log",
+            log.path(),
+        ],
+        &[("RUST_LOG", "warn")],
+    );
+    let addr: SocketAddr = listen.parse().unwrap();
+    assert!(wait_until(Duration::from_secs(5), || Client::try_connect(
+        addr
+    )
+    .is_ok()));
+    let resp = Client::connect(addr).round_trip(get("/x"));
+    assert_eq!(resp.status, 502);
+    let line = &records(&log, 1)[0];
+    assert!(line.contains(" status=502 "), "{line}");
+    assert!(line.ends_with(" termination=upstream_refused"), "{line}");
+    p.wait_line(Duration::from_secs(5), |l| {
+        l.contains("WARN") && l.contains("connect failed")
+    });
+    p.signal(libc::SIGTERM);
+    p.wait_exit(Duration::from_secs(5));
+}

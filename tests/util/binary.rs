@@ -69,9 +69,15 @@ impl SluiceProcess {
     /// Starts the binary with `args`.
     #[track_caller]
     pub fn start(args: &[&str]) -> SluiceProcess {
+        SluiceProcess::start_with_env(args, &[("RUST_LOG", "info")])
+    }
+
+    /// Starts the binary with `args` and the environment variables `env`.
+    #[track_caller]
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> SluiceProcess {
         let mut child = Command::new(SLUICE)
             .args(args)
-            .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .env_remove("SLUICE_WORKER")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
