@@ -50,13 +50,17 @@ pub(crate) struct Admin {
 }
 
 impl Admin {
-    /// Registers the observer's admin listener (if any) with `registry`.
+    /// Registers the observer's admin listener (if any) with `registry`;
+    /// the observer goes back for publishing.
     pub(crate) fn new(
-        mut obs: Observer,
+        obs: Option<Observer>,
         registry: &Registry,
-    ) -> io::Result<(Option<Admin>, Observer)> {
+    ) -> io::Result<(Option<Admin>, Option<Observer>)> {
+        let Some(mut obs) = obs else {
+            return Ok((None, None));
+        };
         let Some(std_listener) = obs.admin.take() else {
-            return Ok((None, obs));
+            return Ok((None, Some(obs)));
         };
         let mut listener = TcpListener::from_std(std_listener);
         registry.register(&mut listener, token::ADMIN_LISTENER, Interest::READABLE)?;
@@ -75,7 +79,7 @@ impl Admin {
                 conns: Slab::new(),
                 obs: mine,
             }),
-            obs,
+            Some(obs),
         ))
     }
 
@@ -163,6 +167,31 @@ impl Admin {
         if full {
             self.accept(registry, now);
         }
+    }
+}
+
+/// Hands an event for token `t` to the admin side if it is one of its
+/// tokens (listener or connection): true if it was.
+pub(crate) fn dispatch(
+    admin: &mut Option<Admin>,
+    t: mio::Token,
+    registry: &Registry,
+    now: Instant,
+    draining: bool,
+) -> bool {
+    let Some(a) = admin.as_mut() else {
+        return false;
+    };
+    if t == token::ADMIN_LISTENER {
+        a.accept(registry, now);
+        return true;
+    }
+    match token::admin_key(t) {
+        Some(key) => {
+            a.on_event(key, registry, draining);
+            true
+        }
+        None => false,
     }
 }
 

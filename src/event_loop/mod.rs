@@ -169,13 +169,7 @@ impl Server {
         poll.registry()
             .register(&mut listener, token::LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), token::WAKER)?);
-        let (admin, obs) = match obs {
-            Some(o) => {
-                let (admin, o) = Admin::new(o, poll.registry())?;
-                (admin, Some(o))
-            }
-            None => (None, None),
-        };
+        let (admin, obs) = Admin::new(obs, poll.registry())?;
         let registry = poll.registry().try_clone()?;
         let pool = IdlePool::new(
             config.pool_max_idle_per_peer,
@@ -278,18 +272,14 @@ impl Server {
                 match event.token() {
                     token::LISTENER => self.accept(),
                     token::WAKER => {}
-                    token::ADMIN_LISTENER => {
-                        if let Some(a) = self.admin.as_mut() {
-                            a.accept(self.poll.registry(), self.sh.now);
+                    t => {
+                        let draining = self.drain.load(Ordering::SeqCst);
+                        let now = self.sh.now;
+                        if !admin::dispatch(&mut self.admin, t, self.poll.registry(), now, draining)
+                        {
+                            self.record(t, event);
                         }
                     }
-                    t => match (token::admin_key(t), self.admin.as_mut()) {
-                        (Some(key), Some(a)) => {
-                            let draining = self.drain.load(Ordering::SeqCst);
-                            a.on_event(key, self.poll.registry(), draining);
-                        }
-                        _ => self.record(t, event),
-                    },
                 }
             }
             self.drive_runnable();
