@@ -29,20 +29,23 @@ FAILED=0
 pass() { PASSED=$((PASSED + 1)); printf 'e2e: ok   %s\n' "$1"; }
 fail() { FAILED=$((FAILED + 1)); printf 'e2e: FAIL %s\n' "$1" >&2; shift; [[ $# -eq 0 ]] || printf '       %s\n' "$@" >&2; }
 
-# start_sluice LOGFILE UPSTREAM_PORT -> sets SLUICE_PID, SLUICE_PORT (not waited for)
+# start_sluice LOGFILE UPSTREAM_PORT [ARGS...] -> sets SLUICE_PID, SLUICE_PORT (not waited for);
+# diagnostics go to LOGFILE, access records (text) to LOGFILE.access
 start_sluice() {
     local logfile=$1 up=$2
+    shift 2
     SLUICE_PORT="$(free_port)"
     lib_bg env RUST_LOG=info "$BIN" --listen "127.0.0.1:$SLUICE_PORT" --upstream "127.0.0.1:$up" \
-        </dev/null >/dev/null 2>"$logfile"
+        --access-log "$logfile.access" "$@" </dev/null >/dev/null 2>"$logfile"
     SLUICE_PID=$BG_PID
 }
 
-# wait_access LOGFILE N: up to 30 x 0.1 s for N access lines (logged after the response)
+# wait_access LOGFILE N: up to 30 x 0.1 s for N access records in LOGFILE.access (written
+# at most 1 s after the response)
 wait_access() {
     local logfile=$1 n=$2 i
     for ((i = 0; i < 30; i++)); do
-        [[ "$(grep -c 'access client=' "$logfile" || true)" -ge "$n" ]] && return 0
+        [[ "$(grep -c 'client=' "$logfile.access" 2>/dev/null || true)" -ge "$n" ]] && return 0
         sleep 0.1
     done
     return 1
@@ -81,7 +84,8 @@ UP_PID=$BG_PID
 wait_http "$UP_PID" "http://127.0.0.1:$UP_PORT/small.txt" "python3 http.server" "$TMP/upstream.log"
 
 SLOG="$TMP/sluice.log"
-start_sluice "$SLOG" "$UP_PORT"
+ADMIN="127.0.0.1:$(free_port)"
+start_sluice "$SLOG" "$UP_PORT" --admin "$ADMIN"
 MAIN_PID=$SLUICE_PID
 P=$SLUICE_PORT
 BASE="http://127.0.0.1:$P"
@@ -89,7 +93,7 @@ wait_http "$MAIN_PID" "$BASE/small.txt" "sluice" "$SLOG"
 log "upstream 127.0.0.1:$UP_PORT (pid $UP_PID), sluice 127.0.0.1:$P (pid $MAIN_PID)"
 # wait_http's probes went through the proxy too: count access lines from here
 wait_access "$SLOG" 1 || true
-BASE_LINES="$(grep -c 'access client=' "$SLOG" || true)"
+BASE_LINES="$(grep -c 'client=' "$SLOG.access" || true)"
 EXPECTED=0
 
 # --- 1. 10 MiB download, checksum ----------------------------------------------
@@ -179,34 +183,83 @@ fi
 
 # --- 5. one access line per request -------------------------------------------
 if wait_access "$SLOG" $((BASE_LINES + EXPECTED)); then :; fi
-n="$(grep -c 'access client=' "$SLOG" || true)"
+ALOG="$SLOG.access"
+n="$(grep -c 'client=' "$ALOG" || true)"
 if [[ "$n" -eq $((BASE_LINES + EXPECTED)) ]]; then
     pass "access log: $EXPECTED lines for $EXPECTED requests"
 else
     fail "access log count" "expected $((BASE_LINES + EXPECTED)) access lines ($BASE_LINES from readiness probes), found $n"
 fi
 
-A="access client=127\.0\.0\.1:[0-9]+"
+A="client=127\.0\.0\.1:[0-9]+"
+H="host=\"[^\"]*\""
 U="upstream=127\.0\.0\.1:$UP_PORT"
-T="resp_bytes=[0-9]+ ms=[0-9]+(\.[0-9]+)?"
+MS="[0-9]+\.[0-9]+"
 check_line() { # check_line NAME REGEX
-    if grep -Eq "$2" "$SLOG"; then pass "access line: $1"
+    if grep -Eq "$2" "$ALOG"; then pass "access line: $1"
     else fail "access line: $1" "no line matches: $2"; fi
 }
-check_line "GET /big.bin" "$A \"GET /big\.bin HTTP/1\.1\" status=200 $U upconn=new:[0-9]+ req_body=0 resp_bytes=[0-9]+ ms="
-check_line "POST CL+TE answered by the proxy" "$A \"POST /smuggle-cl-te HTTP/1\.1\" status=400 upstream=[^ ]+ upconn=none req_body=[0-9]+ $T"
-check_line "HEAD /big.bin" "$A \"HEAD /big\.bin\?head=1 HTTP/1\.1\" status=200 $U upconn=(new|reused):[0-9]+ req_body=0 $T"
+check_line "GET /big.bin" "^[0-9T:.-]+Z $A \"GET /big\.bin HTTP/1\.1\" $H status=200 bytes_in=0 bytes_out=10485760 duration_ms=$MS $U upstream_connect_ms=$MS upstream_first_byte_ms=$MS upstream_conn=new retries=0 termination=complete$"
+check_line "POST CL+TE answered by the proxy" "$A \"POST /smuggle-cl-te HTTP/1\.1\" $H status=400 bytes_in=0 bytes_out=[0-9]+ duration_ms=$MS upstream=- upstream_connect_ms=- upstream_first_byte_ms=- upstream_conn=- retries=0 termination=proxy_error$"
+check_line "HEAD /big.bin" "$A \"HEAD /big\.bin\?head=1 HTTP/1\.1\" $H status=200 bytes_in=0 bytes_out=0 duration_ms=$MS $U .* upstream_conn=(new|reused) retries=0 termination=complete$"
 # the four keep-alive requests share one client port
-ports="$(grep -E "\"GET /small\.txt\?ka=[1-4] HTTP/1\.1\" status=200" "$SLOG" | grep -oE 'client=127\.0\.0\.1:[0-9]+' | sort -u)"
+ports="$(grep -E "\"GET /small\.txt\?ka=[1-4] HTTP/1\.1\" $H status=200" "$ALOG" | grep -oE 'client=127\.0\.0\.1:[0-9]+' | sort -u)"
 if [[ "$(grep -c . <<<"$ports" || true)" -eq 1 ]] && \
-   [[ "$(grep -cE "\"GET /small\.txt\?ka=[1-4] HTTP/1\.1\" status=200" "$SLOG" || true)" -eq 4 ]]; then
+   [[ "$(grep -cE "\"GET /small\.txt\?ka=[1-4] HTTP/1\.1\" $H status=200" "$ALOG" || true)" -eq 4 ]]; then
     pass "access lines: 4 keep-alive GETs from one client port (${ports#client=})"
 else
     fail "access lines for keep-alive GETs" "expected 4 lines with one client port; ports: $(tr '\n' ' ' <<<"$ports")"
 fi
-big_bytes="$(grep -E '"GET /big\.bin HTTP/1\.1"' "$SLOG" | grep -oE 'resp_bytes=[0-9]+' | head -n1 | cut -d= -f2)"
-if [[ -n "$big_bytes" && "$big_bytes" -ge 10485760 ]]; then pass "access line: resp_bytes=$big_bytes for the 10 MiB body"
-else fail "access line resp_bytes" "expected resp_bytes >= 10485760 for /big.bin, got '${big_bytes:-none}'"; fi
+big_bytes="$(grep -E '"GET /big\.bin HTTP/1\.1"' "$ALOG" | grep -oE 'bytes_out=[0-9]+' | head -n1 | cut -d= -f2)"
+if [[ "$big_bytes" == 10485760 ]]; then pass "access line: bytes_out=$big_bytes for the 10 MiB body"
+else fail "access line bytes_out" "expected bytes_out=10485760 for /big.bin, got '${big_bytes:-none}'"; fi
+
+# --- 5b. /metrics parsed by the Prometheus text parser; counters move ----------
+if lib_py_module prometheus_client prometheus_client python3-prometheus-client; then
+    # metric SERIES_FILTER: the sum of sluice_requests_total samples with code_class=2xx,
+    # termination=complete, and the request-duration histogram's count, as parsed
+    scrape() {
+        curl -sS --max-time 5 "http://$ADMIN/metrics" | python3 -c '
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+ok = dur = 0
+names = set()
+for fam in text_string_to_metric_families(sys.stdin.read()):
+    names.add(fam.name)
+    for s in fam.samples:
+        if s.name == "sluice_requests_total" and s.labels.get("code_class") == "2xx" \
+                and s.labels.get("termination") == "complete":
+            ok += s.value
+        if s.name == "sluice_request_duration_seconds_count":
+            dur += s.value
+need = {"sluice_requests", "sluice_request_duration_seconds", "sluice_upstream_first_byte_seconds",
+        "sluice_client_connections", "sluice_upstream_connects", "sluice_pool_evictions",
+        "sluice_bytes", "sluice_watermark_pauses", "sluice_buffered_bytes"}
+missing = need - names
+print(int(ok), int(dur), ",".join(sorted(missing)) or "-")'
+    }
+    set +e
+    before="$(scrape 2>&1)"
+    for i in 1 2 3 4 5; do curl -sS -o /dev/null --max-time 5 "$BASE/small.txt?metrics=$i"; done
+    sleep 0.3
+    after="$(scrape 2>&1)"
+    set -e
+    read -r ok0 dur0 _ <<<"$before"
+    read -r ok1 dur1 missing <<<"$after"
+    if [[ "$ok0" =~ ^[0-9]+$ && "$ok1" =~ ^[0-9]+$ && $((ok1 - ok0)) -eq 5 && $((dur1 - dur0)) -eq 5 \
+          && "$missing" == "-" ]]; then
+        pass "/metrics parsed by prometheus_client: 2xx complete +5, duration count +5 after 5 GETs"
+    else
+        fail "/metrics" "before: $before" "after: $after (want +5 and no missing families)"
+    fi
+    EXPECTED=$((EXPECTED + 5))
+else
+    fail "/metrics" "python prometheus_client could not be installed (pip or apt-get)"
+fi
+for ep in healthz readyz status; do
+    code="$(curl -sS -o /dev/null -w '%{http_code}' --max-time 5 "http://$ADMIN/$ep" || true)"
+    if [[ "$code" == 200 ]]; then pass "admin /$ep: 200"; else fail "admin /$ep" "got $code"; fi
+done
 
 # --- 6. upstream keep-alive pool with an HTTP/1.1 upstream --------------------
 UP11_PORT="$(free_port)"
@@ -225,11 +278,11 @@ out="$(curl -sS --max-time 30 -w '%{http_code}\n' \
 set -e
 wait_access "$SLOG11" 3 || true
 if [[ $rc -eq 0 && "$out" == $'200\n200' ]] && \
-   grep -Eq "\"GET /small\.txt\?pool=2 HTTP/1\.1\" status=200 upstream=127\.0\.0\.1:$UP11_PORT upconn=reused:[0-9]+ " "$SLOG11"; then
+   grep -Eq "\"GET /small\.txt\?pool=2 HTTP/1\.1\" $H status=200 .* upstream=127\.0\.0\.1:$UP11_PORT .* upstream_conn=reused " "$SLOG11.access"; then
     pass "HTTP/1.1 upstream: second request reused a pooled upstream connection"
 else
     fail "upstream pool reuse" "curl exit $rc, statuses: $(tr '\n' ' ' <<<"$out")" "access lines:" \
-        "$(grep 'access client=' "$SLOG11" || echo '(none)')"
+        "$(cat "$SLOG11.access" || echo '(none)')"
 fi
 
 # --- 7. upstream down -> 502 ---------------------------------------------------

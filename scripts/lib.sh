@@ -54,6 +54,20 @@ need() {
     done
 }
 
+lib_apt() { # PKG...: apt-get install -y, after one apt-get update per run
+    if [[ -z "${LIB_APT_UPDATED:-}" ]]; then
+        apt-get update -qq >/dev/null || return 1
+        LIB_APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+lib_py_module() { # MODULE PIP_NAME DEB_PKG: make `python3 -c 'import MODULE'` work (pip, else apt)
+    python3 -c "import $1" 2>/dev/null && return 0
+    python3 -m pip install --quiet "$2" >/dev/null 2>&1 && python3 -c "import $1" 2>/dev/null && return 0
+    lib_apt "$3" && python3 -c "import $1" 2>/dev/null
+}
+
 lib_help() { # FIRST LAST ARG
     case "${3:-}" in
         -h | --help) sed -n "$1,$2p" "${BASH_SOURCE[1]}" | sed 's/^# \{0,1\}//'; exit 0 ;;

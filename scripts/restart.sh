@@ -5,7 +5,7 @@
 #
 # The recipe (what each swap does, and what an operator does by hand):
 #   1. start the new sluice on the same address (SO_REUSEPORT: both listen);
-#   2. wait until it serves (here: until its log shows an access line);
+#   2. wait until it serves (here: until its log shows an access record);
 #   3. SIGTERM the old one: it accepts what is already queued on its
 #      listener, closes the listener, closes idle keep-alive clients, lets
 #      in-flight exchanges finish (with Connection: close), exits 0;
@@ -257,19 +257,19 @@ STOP="$TMP/stop"
 LOAD_T0=$(date +%s%N)
 lib_bg python3 "$TMP/load.py" "$PORT" "$STOP" 120 "$LOAD_THREADS" </dev/null >"$TMP/load.out" 2>&1
 LOAD_PID=$BG_PID
-wait_log "$OLD_PID" "$OLD_LOG" "access client=" 10
+wait_log "$OLD_PID" "$OLD_LOG" "termination=" 10
 sleep 0.5
 
 BAD_EXITS=0
 for ((swap = 1; swap <= SWAPS; swap++)); do
     start_sluice
-    wait_log "$SPID" "$SLOG" "access client=" 10 # the new one serves
+    wait_log "$SPID" "$SLOG" "termination=" 10 # the new one serves
     sleep 0.3
     t0=$(date +%s%N)
     kill -TERM "$OLD_PID"
     wait_exit "$OLD_PID" 15
     ms=$((($(date +%s%N) - t0) / 1000000))
-    old_requests="$(grep -c 'access client=' "$OLD_LOG" || true)"
+    old_requests="$(grep -c 'termination=' "$OLD_LOG" || true)"
     log "swap $swap at t=$(((t0 - LOAD_T0) / 1000000)) ms: pid $OLD_PID → $SPID; old one exited with $EXIT_RC after ${ms} ms ($old_requests requests served)"
     [[ "$EXIT_RC" -eq 0 ]] || BAD_EXITS=$((BAD_EXITS + 1))
     OLD_PID=$SPID

@@ -249,6 +249,31 @@ settings! {
         #[arg(long, value_name = "N", value_parser = whole::<usize>)]
         pub max_connections: usize = 10_000,
 
+        /// Access log: PATH, stdout, stderr or off.
+        ///
+        /// One record per request whose head was read (README "Access
+        /// log"), independent of `RUST_LOG`. A file is opened for appending
+        /// and reopened on SIGUSR1 (logrotate).
+        #[arg(long, value_name = "WHERE", value_parser = parse_access_log)]
+        #[serde(with = "access_log")]
+        pub access_log: AccessLogTarget = AccessLogTarget::Stdout,
+
+        /// Access record format: text or json.
+        #[arg(long, value_name = "text|json", value_enum)]
+        pub access_log_format: AccessLogFormat = AccessLogFormat::Text,
+
+        /// Admin listener for /metrics, /healthz, /readyz, /status.
+        ///
+        /// Off unless given. Only a loopback address unless `admin_public`.
+        #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
+        pub admin: Option<SocketAddr> = None,
+
+        /// Allow a non-loopback --admin address.
+        ///
+        /// The admin endpoints have no authentication.
+        #[arg(long, action = ArgAction::SetTrue)]
+        pub admin_public: bool = false,
+
         /// Longest graceful drain after SIGTERM.
         ///
         /// Longest time a graceful drain (SIGTERM) waits for in-flight
@@ -371,6 +396,16 @@ impl Config {
                 return err(key, &format!("must be at most {text}"));
             }
         }
+        if let Some(a) = self.admin
+            && !a.ip().is_loopback()
+            && !self.admin_public
+        {
+            return err(
+                "admin",
+                "is not a loopback address (the admin endpoints have no authentication); \
+                 add --admin-public to serve them there anyway",
+            );
+        }
         if self.workers > MAX_WORKERS {
             return err("workers", "must be at most 1024 (0 means one per CPU)");
         }
@@ -394,7 +429,52 @@ impl Config {
     }
 }
 
+/// Where access records are written (`--access-log`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLogTarget {
+    /// Standard output (the default).
+    Stdout,
+    /// Standard error.
+    Stderr,
+    /// No access log.
+    Off,
+    /// A file, opened for appending (created if missing).
+    File(std::path::PathBuf),
+}
+
+impl fmt::Display for AccessLogTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AccessLogTarget::Stdout => f.write_str("stdout"),
+            AccessLogTarget::Stderr => f.write_str("stderr"),
+            AccessLogTarget::Off => f.write_str("off"),
+            AccessLogTarget::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// The access record's format (`--access-log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessLogFormat {
+    /// One line of `key=value` fields (README "Access log").
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
 // --- value syntax: the command line's parsers and the file's codecs ----------
+
+/// Parses `stdout`, `stderr`, `off` or a path (non-empty).
+fn parse_access_log(v: &str) -> Result<AccessLogTarget, String> {
+    Ok(match v {
+        "stdout" | "-" => AccessLogTarget::Stdout,
+        "stderr" => AccessLogTarget::Stderr,
+        "off" => AccessLogTarget::Off,
+        "" => return Err("the access log path is empty (use off for none)".into()),
+        path => AccessLogTarget::File(path.into()),
+    })
+}
 
 /// Parses an address like `127.0.0.1:8080`.
 fn parse_addr(v: &str) -> Result<SocketAddr, String> {
@@ -477,6 +557,23 @@ mod addr {
             }
         }
         d.deserialize_any(V)
+    }
+}
+
+/// An access log target in the file: a string, as on the command line.
+mod access_log {
+    use serde::de::{Deserialize, Deserializer, Error};
+    use serde::ser::Serializer;
+
+    use super::AccessLogTarget;
+
+    pub fn serialize<S: Serializer>(t: &AccessLogTarget, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(t)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AccessLogTarget, D::Error> {
+        let v = String::deserialize(d)?;
+        super::parse_access_log(&v).map_err(D::Error::custom)
     }
 }
 

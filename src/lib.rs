@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+mod access_log;
 mod buffer;
 mod config;
 mod conn;
@@ -26,14 +27,19 @@ mod error;
 mod event_loop;
 mod filter;
 mod http;
+mod metrics;
 mod pool;
 mod stats;
 mod upstreams;
+mod warn_limit;
 
-pub use config::{Config, ConfigError};
+pub use config::{AccessLogFormat, AccessLogTarget, Config, ConfigError};
 pub use event_loop::{Server, ServerHandle};
 pub use filter::{ByRoutes, Filter, Forward, Peer, Reply, Target};
 pub use http::{Headers, RequestHead, ResponseHead};
+pub use metrics::{
+    ADMIN_FD_ENV, GroupMetrics, METRICS_FD_ENV, Observer, Region as MetricsRegion, SLOT_ENV,
+};
 pub use stats::{Stats, StatsSnapshot};
 pub use upstreams::dns::{Resolver, SystemResolver};
 pub use upstreams::spec::{

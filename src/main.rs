@@ -18,7 +18,7 @@
 
 use std::process::ExitCode;
 
-use sluice::{ByRoutes, Config, Server};
+use sluice::{ByRoutes, Config, Observer, Server};
 
 mod cli {
     pub mod args;
@@ -105,7 +105,16 @@ fn main() -> ExitCode {
 /// One loop on this thread until a signal's drain (or shutdown) ends it.
 fn serve(config: Config, sigs: signal_hook::iterator::Signals) -> ExitCode {
     let upstream = file::groups_summary(&config);
-    let server = match Server::bind(config, ByRoutes) {
+    // A worker inherits the admin listener and the metrics region from its
+    // supervisor; a single process makes its own.
+    let observer = match Observer::from_env(&config) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("sluice: cannot start: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let server = match Server::bind_with(config, ByRoutes, observer) {
         Ok(s) => s,
         Err(e) => {
             log::error!("cannot start: {e}");
@@ -126,6 +135,9 @@ fn serve(config: Config, sigs: signal_hook::iterator::Signals) -> ExitCode {
         std::process::id(),
         server.local_addr()
     );
+    if let Some(addr) = server.admin_addr() {
+        log::info!("admin endpoints on http://{addr}/ (metrics, healthz, readyz, status)");
+    }
     match server.run() {
         Ok(()) => {
             log::info!("exiting");

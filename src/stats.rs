@@ -4,6 +4,11 @@
 //! Relaxed atomics: each value is exact on its own, a snapshot of several is
 //! not one instant.
 //!
+//! Besides the named fields, two tables the access record fills
+//! (`conn::access`): requests by status class and termination state
+//! ([`Outcomes`]), and two latency histograms ([`Histogram`]). The metrics
+//! endpoint publishes all of it (`metrics`), in [`Stats::values`] order.
+//!
 //! What it must not know: connections, HTTP; it only holds numbers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +19,17 @@ macro_rules! stats {
         #[derive(Debug, Default)]
         pub struct Stats {
             $( $(#[$doc])* pub $name: AtomicU64, )*
+            /// Requests logged, by status class and termination state.
+            pub outcomes: Outcomes,
+            /// Request durations (head complete → record written).
+            pub request_duration: Histogram,
+            /// Upstream first-byte times (head complete → first response
+            /// byte from the upstream).
+            pub upstream_first_byte: Histogram,
         }
+
+        /// Names of the named fields, in [`Stats::values`] order.
+        pub(crate) const FIELD_NAMES: &[&str] = &[ $( stringify!($name), )* ];
 
         /// A plain copy of [`Stats`] at one moment (field by field).
         #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +41,18 @@ macro_rules! stats {
             /// Reads every field.
             pub fn snapshot(&self) -> StatsSnapshot {
                 StatsSnapshot { $( $name: self.$name.load(Ordering::Relaxed), )* }
+            }
+
+            /// Every number, in a fixed order: the named fields
+            /// ([`FIELD_NAMES`]), then the outcome table, then the two
+            /// histograms ([`VALUE_COUNT`] in all).
+            pub(crate) fn values(&self) -> impl Iterator<Item = u64> + '_ {
+                [ $( &self.$name, )* ]
+                    .into_iter()
+                    .chain(self.outcomes.0.iter())
+                    .chain(self.request_duration.cells())
+                    .chain(self.upstream_first_byte.cells())
+                    .map(|v| v.load(Ordering::Relaxed))
             }
         }
     };
@@ -126,5 +153,105 @@ impl Stats {
     pub(crate) fn buffered_add(&self, n: u64) {
         let now = self.buffered_bytes.fetch_add(n, Ordering::Relaxed) + n;
         self.buffered_bytes_peak.fetch_max(now, Ordering::Relaxed);
+    }
+}
+
+/// Status classes counted: 1xx … 5xx, and "other" (outside 100..=599).
+pub(crate) const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "other"];
+
+/// How many termination states the outcome table has a column for (see
+/// `conn::access::Termination`).
+pub(crate) const TERMINATIONS: usize = 9;
+
+/// Requests by status class (row, [`CLASSES`]) and termination state
+/// (column).
+#[derive(Debug)]
+pub struct Outcomes(pub(crate) [AtomicU64; CLASSES.len() * TERMINATIONS]);
+
+impl Default for Outcomes {
+    fn default() -> Self {
+        Outcomes(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
+}
+
+impl Outcomes {
+    /// Counts one request with `status` that ended in termination state
+    /// number `termination` (< [`TERMINATIONS`]).
+    pub(crate) fn count(&self, status: u16, termination: usize) {
+        let class = match status {
+            100..=599 => usize::from(status / 100 - 1),
+            _ => CLASSES.len() - 1,
+        };
+        if let Some(c) = self.0.get(class * TERMINATIONS + termination) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Requests of status class `class` (index into [`CLASSES`]) that ended
+    /// in termination state `termination`.
+    pub fn get(&self, class: usize, termination: usize) -> u64 {
+        self.0
+            .get(class * TERMINATIONS + termination)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// Upper bounds of the histogram buckets, in seconds (Prometheus's
+/// default buckets with 1 ms and 2.5 ms added: a proxy on loopback answers
+/// in well under 5 ms).
+pub const BUCKETS: [f64; 13] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// A latency histogram: observations per bucket (not cumulative; the last
+/// cell is "above every bound"), their sum in microseconds and count.
+#[derive(Debug)]
+pub struct Histogram {
+    buckets: [AtomicU64; BUCKETS.len() + 1],
+    sum_us: AtomicU64,
+    count: AtomicU64,
+}
+
+/// Cells one [`Histogram`] adds to [`Stats::values`].
+pub(crate) const HISTOGRAM_CELLS: usize = BUCKETS.len() + 3;
+
+/// Numbers in [`Stats::values`].
+pub(crate) const VALUE_COUNT: usize =
+    FIELD_NAMES.len() + CLASSES.len() * TERMINATIONS + 2 * HISTOGRAM_CELLS;
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_us: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Histogram {
+    /// Records one observation of `d`.
+    pub(crate) fn observe(&self, d: std::time::Duration) {
+        let secs = d.as_secs_f64();
+        let i = BUCKETS
+            .iter()
+            .position(|&b| secs <= b)
+            .unwrap_or(BUCKETS.len());
+        if let Some(b) = self.buckets.get(i) {
+            b.fetch_add(1, Ordering::Relaxed);
+        }
+        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// The cells in [`Stats::values`] order: buckets, sum (µs), count.
+    fn cells(&self) -> impl Iterator<Item = &AtomicU64> {
+        self.buckets.iter().chain([&self.sum_us, &self.count])
     }
 }

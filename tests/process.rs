@@ -84,13 +84,13 @@ fn start_single(port: u16, up: &Upstream, more: &[&str]) -> SluiceProcess {
 fn two_processes_on_one_port_both_serve() {
     let up = upstream();
     let port = free_port();
-    let a = start_single(port, &up, &[]);
-    let b = start_single(port, &up, &[]);
-    let tag = |p: &SluiceProcess| format!("[w0 {}] access client=", p.pid());
-    let (ta, tb) = (tag(&a), tag(&b));
+    let (log_a, log_b) = (TempFile::new(""), TempFile::new(""));
+    let a = start_single(port, &up, &["--access-log", log_a.path()]);
+    let b = start_single(port, &up, &["--access-log", log_b.path()]);
+    let lines = |f: &TempFile| access_lines(f.path()).len();
     let end = Instant::now() + Duration::from_secs(10);
     let mut sent = 0;
-    while a.count(|l| l.contains(&ta)) == 0 || b.count(|l| l.contains(&tb)) == 0 {
+    while lines(&log_a) == 0 || lines(&log_b) == 0 {
         assert!(
             Instant::now() < end,
             "after {sent} connections not both served;\nA:\n{}\nB:\n{}",
@@ -103,7 +103,7 @@ fn two_processes_on_one_port_both_serve() {
         }
         thread::sleep(Duration::from_millis(20));
     }
-    let (na, nb) = (a.count(|l| l.contains(&ta)), b.count(|l| l.contains(&tb)));
+    let (na, nb) = (lines(&log_a), lines(&log_b));
     assert!(
         na + nb <= sent,
         "{na} + {nb} access lines for {sent} requests"
@@ -117,6 +117,8 @@ fn two_processes_on_one_port_both_serve() {
 fn workers_killed_worker_is_restarted() {
     let upstream = upstream();
     let up = upstream.addr.to_string();
+    let admin = loopback(free_port());
+    let admin_arg = admin.to_string();
     let mut sup = SluiceProcess::start(&[
         "--listen",
         "127.0.0.1:0",
@@ -124,6 +126,8 @@ fn workers_killed_worker_is_restarted() {
         &up,
         "--workers",
         "2",
+        "--admin",
+        &admin_arg,
     ]);
     let first = sup.wait_line(Duration::from_secs(5), |l| {
         l.contains("workers on 127.0.0.1:")
@@ -165,10 +169,18 @@ fn workers_killed_worker_is_restarted() {
     sup.adopt(w1b);
     assert!(alive(w0), "worker 0 must not be touched");
 
-    // The new worker 1 serves too.
-    let tag = format!("[w1 {w1b}] access client=");
+    // The new worker 1 serves too: /status (any worker answers for all)
+    // shows requests under its pid.
+    let served =
+        |pid: i32| {
+            let (_, body) = http_get(admin, "/status");
+            let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            status["workers"].as_array().unwrap().iter().any(|w| {
+                w["pid"].as_i64() == Some(i64::from(pid)) && w["requests"].as_u64() > Some(0)
+            })
+        };
     let end = Instant::now() + Duration::from_secs(10);
-    while sup.count(|l| l.contains(&tag)) == 0 {
+    while !served(w1b) {
         assert!(
             Instant::now() < end,
             "restarted worker never served:\n{}",
@@ -278,4 +290,40 @@ fn second_sigterm_stops_at_once() {
         rest.len() + 1 < SLOW_CHUNKS * SLOW_CHUNK,
         "the slow response should have been cut"
     );
+}
+
+/// The drain deadline cuts a slow response: the client got part of it,
+/// and the access log still has its record, saying `drain_cut` with the
+/// body bytes that went out (issue 13, seen problem 1).
+#[test]
+fn a_response_cut_by_the_drain_deadline_is_logged_as_drain_cut() {
+    let up = upstream();
+    let port = free_port();
+    let log = TempFile::new("");
+    let mut p = start_single(
+        port,
+        &up,
+        &[
+            "--drain-timeout",
+            "300ms",
+            "--access-log",
+            log.path(),
+            "--access-log-format",
+            "json",
+        ],
+    );
+    let mut slow = Client::connect(loopback(port));
+    slow.send(get("/slow/5000"));
+    slow.read_bytes(1);
+    p.signal(libc::SIGTERM);
+    let got = slow.read_until_closed(Duration::from_secs(5));
+    assert!(got.len() + 1 < SLOW_CHUNKS * SLOW_CHUNK, "not cut");
+    p.wait_exit(Duration::from_secs(5));
+    let lines = access_lines(log.path());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let rec: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(rec["termination"], "drain_cut", "{rec}");
+    assert_eq!(rec["status"], 200, "{rec}");
+    let out = rec["bytes_out"].as_u64().unwrap();
+    assert!(out > 0 && out < (SLOW_CHUNKS * SLOW_CHUNK) as u64, "{rec}");
 }

@@ -72,6 +72,16 @@ pub fn run(config: &Config, n: usize, mut signals: Signals) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // One admin listener and one metrics region for the whole group,
+    // inherited by every worker (`sluice::GroupMetrics`).
+    let group = match sluice::GroupMetrics::prepare(config, n) {
+        Ok(g) => g,
+        Err(e) => {
+            error!("cannot start: {e}");
+            eprintln!("sluice: cannot start: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
@@ -87,6 +97,9 @@ pub fn run(config: &Config, n: usize, mut signals: Signals) -> ExitCode {
         env!("CARGO_PKG_VERSION"),
         super::file::groups_summary(config)
     );
+    if let Some(addr) = group.as_ref().and_then(|g| g.admin_addr().ok()) {
+        info!("admin endpoints on http://{addr}/ (metrics, healthz, readyz, status)");
+    }
 
     let now = Instant::now();
     let mut slots: Vec<Slot> = (0..n)
@@ -164,7 +177,7 @@ pub fn run(config: &Config, n: usize, mut signals: Signals) -> ExitCode {
                 }
             }
             if slot.child.is_none() && !draining && slot.restart_at.is_some_and(|t| t <= now) {
-                start(slot, &exe, &args, now);
+                start(slot, &exe, &args, group.as_ref(), now);
             }
         }
         if draining && slots.iter().all(|s| s.child.is_none()) {
@@ -182,10 +195,16 @@ pub fn run(config: &Config, n: usize, mut signals: Signals) -> ExitCode {
     }
 }
 
-fn start(slot: &mut Slot, exe: &Path, args: &[OsString], now: Instant) {
+fn start(
+    slot: &mut Slot,
+    exe: &Path,
+    args: &[OsString],
+    group: Option<&sluice::GroupMetrics>,
+    now: Instant,
+) {
     slot.restart_at = None;
     slot.started = now;
-    match spawn_worker(exe, args, slot.index) {
+    match spawn_worker(exe, args, slot.index, group) {
         Ok(child) => {
             info!("worker {} started pid={}", slot.index, child.id());
             slot.child = Some(child);
@@ -203,12 +222,20 @@ fn start(slot: &mut Slot, exe: &Path, args: &[OsString], now: Instant) {
     }
 }
 
-fn spawn_worker(exe: &Path, args: &[OsString], index: usize) -> io::Result<Child> {
+fn spawn_worker(
+    exe: &Path,
+    args: &[OsString],
+    index: usize,
+    group: Option<&sluice::GroupMetrics>,
+) -> io::Result<Child> {
     let mut cmd = Command::new(exe);
     cmd.args(args)
         .env(WORKER_ENV, index.to_string())
         .stdin(Stdio::null())
         .process_group(0);
+    if let Some(g) = group {
+        g.pass_to(&mut cmd, index);
+    }
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id() as libc::pid_t;

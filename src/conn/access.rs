@@ -1,65 +1,334 @@
-//! The access-log record: one line per request whose head was read, for
-//! exchanges and for the proxy's own answers alike (ARCHITECTURE.md §11).
+//! The access record: one per request whose head was read (and one per
+//! 4xx answer to a head that could not be read), for exchanges and for the
+//! proxy's own answers alike (ARCHITECTURE.md §11). [`Access::record`] is
+//! the one place a request is counted in the outcome table and the latency
+//! histograms, and formatted into the access log's buffer.
+//!
+//! Formats (README "Access log"): `text`, fields as `key=value`, the ones
+//! that may hold spaces `"`-quoted, with `"`, `\`, control bytes and bytes
+//! above 0x7e escaped as `\xHH` (nginx's `escape=default`); `json`, one
+//! object per line with the field names the issue fixed (`time`, `client`,
+//! `method`, `target`, `protocol`, `host`, `status`, `bytes_in`,
+//! `bytes_out`, `duration_ms`, `upstream`, `upstream_connect_ms`,
+//! `upstream_first_byte_ms`, `upstream_conn`, `retries`, `termination`).
 //!
 //! What it must not know: sockets, buffers; it formats what it is given.
-//! Nothing is formatted (nor allocated) when the `info` level is off.
 
+use std::io::Write as _;
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 
-use log::info;
+use serde::Serialize;
 
-/// What one access line says.
+use crate::access_log::AccessLog;
+use crate::config::AccessLogFormat;
+use crate::stats::Stats;
+
+/// How an exchange ended (HAProxy's termination flags are the model).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Termination {
+    /// The response went out whole.
+    Complete,
+    /// The client reset or closed before the response was complete (499 if
+    /// no answer had started).
+    ClientAborted,
+    /// A client timer ran out: request head, request body gap, or send.
+    ClientTimeout,
+    /// The upstream closed or reset before its response was complete.
+    UpstreamClosedEarly,
+    /// An upstream timer ran out: connect, read or write gap.
+    UpstreamTimeout,
+    /// The upstream connect failed (refused, unreachable).
+    UpstreamRefused,
+    /// The drain deadline (or a stop) closed the connection mid-request.
+    DrainCut,
+    /// `request_filter` answered instead of an upstream.
+    ProxyReply,
+    /// The proxy refused the request (400/414/431/501) or the upstream's
+    /// response (502: invalid head, unexpected 101).
+    ProxyError,
+}
+
+impl Termination {
+    /// Every state, in the outcome table's column order.
+    pub(crate) const ALL: [Termination; crate::stats::TERMINATIONS] = [
+        Termination::Complete,
+        Termination::ClientAborted,
+        Termination::ClientTimeout,
+        Termination::UpstreamClosedEarly,
+        Termination::UpstreamTimeout,
+        Termination::UpstreamRefused,
+        Termination::DrainCut,
+        Termination::ProxyReply,
+        Termination::ProxyError,
+    ];
+
+    /// The name written in the access log and the metrics' label.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Termination::Complete => "complete",
+            Termination::ClientAborted => "client_aborted",
+            Termination::ClientTimeout => "client_timeout",
+            Termination::UpstreamClosedEarly => "upstream_closed_early",
+            Termination::UpstreamTimeout => "upstream_timeout",
+            Termination::UpstreamRefused => "upstream_refused",
+            Termination::DrainCut => "drain_cut",
+            Termination::ProxyReply => "proxy_reply",
+            Termination::ProxyError => "proxy_error",
+        }
+    }
+
+    /// Its column in the outcome table.
+    fn index(self) -> usize {
+        Termination::ALL
+            .iter()
+            .position(|&t| t == self)
+            .unwrap_or(0)
+    }
+}
+
+/// What one access record says.
 pub(crate) struct Access<'a> {
     /// The client's address.
     pub client: SocketAddr,
-    /// Request method.
+    /// Request method (`-` if the head could not be read).
     pub method: &'a str,
-    /// Request target as forwarded.
-    pub target: &'a str,
-    /// Request minor version (0 or 1).
-    pub version: u8,
+    /// Request target as received (possibly cut short for an unreadable
+    /// head).
+    pub target: &'a [u8],
+    /// Request minor version (0 or 1); `None` if the head could not be read.
+    pub version: Option<u8>,
+    /// The `Host` field's value, if any.
+    pub host: Option<&'a [u8]>,
     /// Status the client got (499: it left before any answer).
     pub status: u16,
-    /// The upstream peer, `None` for the proxy's own answer.
-    pub upstream: Option<SocketAddr>,
-    /// `(reused, local port)` of the upstream connection, if one was used.
-    pub upconn: Option<(bool, u16)>,
-    /// Request body bytes taken from the client.
-    pub req_body: u64,
-    /// Response bytes queued toward the client (head and body).
-    pub resp_bytes: u64,
+    /// Request body bytes taken from the client (chunk framing excluded).
+    pub bytes_in: u64,
+    /// Response body bytes queued toward the client (chunk framing
+    /// excluded).
+    pub bytes_out: u64,
     /// When the request head was complete.
     pub started: Instant,
+    /// The upstream peer, `None` for the proxy's own answer.
+    pub upstream: Option<SocketAddr>,
+    /// Time the upstream connect took (a new connection only).
+    pub connect: Option<Duration>,
+    /// From `started` to the first response byte from the upstream.
+    pub first_byte: Option<Duration>,
+    /// `Some(reused)` if an upstream connection carried the request.
+    pub reused: Option<bool>,
+    /// Times the request was sent again.
+    pub retries: u32,
+    /// How it ended.
+    pub termination: Termination,
+}
+
+/// The JSON form, field names as the issue gives them.
+#[derive(Serialize)]
+struct Json<'a> {
+    time: &'a str,
+    client: String,
+    method: &'a str,
+    target: std::borrow::Cow<'a, str>,
+    protocol: Option<&'static str>,
+    host: Option<std::borrow::Cow<'a, str>>,
+    status: u16,
+    bytes_in: u64,
+    bytes_out: u64,
+    duration_ms: f64,
+    upstream: Option<String>,
+    upstream_connect_ms: Option<f64>,
+    upstream_first_byte_ms: Option<f64>,
+    upstream_conn: Option<&'static str>,
+    retries: u32,
+    termination: &'static str,
 }
 
 impl Access<'_> {
-    /// Writes the line at `info` (target `sluice`), with the duration up to
-    /// `now` in milliseconds.
-    pub(crate) fn log(&self, now: Instant) {
-        if !log::log_enabled!(log::Level::Info) {
-            return;
+    /// Counts the request (outcome table, histograms) and writes its record
+    /// into `log`'s buffer. The duration runs from `started` to the clock
+    /// read here (not the batch's time: a fast round trip inside one batch
+    /// would read 0).
+    pub(crate) fn record(&self, stats: &Stats, log: &mut AccessLog) {
+        let now = Instant::now();
+        let duration = now.saturating_duration_since(self.started);
+        stats.outcomes.count(self.status, self.termination.index());
+        stats.request_duration.observe(duration);
+        if let Some(fb) = self.first_byte {
+            stats.upstream_first_byte.observe(fb);
         }
-        let upstream = match self.upstream {
-            Some(a) => a.to_string(),
-            None => "-".to_string(),
+        let format = log.format();
+        let Some(buf) = log.line_buffer(now) else {
+            return;
         };
-        let upconn = match self.upconn {
-            Some((reused, port)) => format!("{}:{port}", if reused { "reused" } else { "new" }),
-            None => "none".to_string(),
-        };
-        info!(
-            "access client={} \"{} {} HTTP/1.{}\" status={} upstream={} upconn={} req_body={} resp_bytes={} ms={:.2}",
-            self.client,
-            self.method,
-            self.target,
-            self.version,
+        let time = rfc3339_ms(SystemTime::now().checked_sub(duration));
+        match format {
+            AccessLogFormat::Text => self.write_text(buf, &time, duration),
+            AccessLogFormat::Json => self.write_json(buf, &time, duration),
+        }
+    }
+
+    fn protocol(&self) -> Option<&'static str> {
+        self.version
+            .map(|v| if v == 0 { "HTTP/1.0" } else { "HTTP/1.1" })
+    }
+
+    fn write_text(&self, buf: &mut Vec<u8>, time: &str, duration: Duration) {
+        let _ = write!(buf, "{time} client={} \"", self.client);
+        escape_text(buf, self.method.as_bytes());
+        buf.push(b' ');
+        escape_text(buf, self.target);
+        let _ = write!(buf, " {}\" host=", self.protocol().unwrap_or("-"));
+        match self.host {
+            Some(h) => {
+                buf.push(b'"');
+                escape_text(buf, h);
+                buf.push(b'"');
+            }
+            None => buf.push(b'-'),
+        }
+        let _ = write!(
+            buf,
+            " status={} bytes_in={} bytes_out={} duration_ms={:.3} upstream=",
             self.status,
-            upstream,
-            upconn,
-            self.req_body,
-            self.resp_bytes,
-            now.saturating_duration_since(self.started).as_secs_f64() * 1000.0
+            self.bytes_in,
+            self.bytes_out,
+            ms(duration)
+        );
+        match self.upstream {
+            Some(a) => {
+                let _ = write!(buf, "{a}");
+            }
+            None => buf.push(b'-'),
+        }
+        for (key, value) in [
+            (" upstream_connect_ms=", self.connect),
+            (" upstream_first_byte_ms=", self.first_byte),
+        ] {
+            buf.extend_from_slice(key.as_bytes());
+            match value {
+                Some(d) => {
+                    let _ = write!(buf, "{:.3}", ms(d));
+                }
+                None => buf.push(b'-'),
+            }
+        }
+        let _ = writeln!(
+            buf,
+            " upstream_conn={} retries={} termination={}",
+            conn_name(self.reused).unwrap_or("-"),
+            self.retries,
+            self.termination.name()
         );
     }
+
+    fn write_json(&self, buf: &mut Vec<u8>, time: &str, duration: Duration) {
+        let record = Json {
+            time,
+            client: self.client.to_string(),
+            method: self.method,
+            target: String::from_utf8_lossy(self.target),
+            protocol: self.protocol(),
+            host: self.host.map(String::from_utf8_lossy),
+            status: self.status,
+            bytes_in: self.bytes_in,
+            bytes_out: self.bytes_out,
+            duration_ms: round3(ms(duration)),
+            upstream: self.upstream.map(|a| a.to_string()),
+            upstream_connect_ms: self.connect.map(|d| round3(ms(d))),
+            upstream_first_byte_ms: self.first_byte.map(|d| round3(ms(d))),
+            upstream_conn: conn_name(self.reused),
+            retries: self.retries,
+            termination: self.termination.name(),
+        };
+        if serde_json::to_writer(&mut *buf, &record).is_ok() {
+            buf.push(b'\n');
+        }
+    }
+}
+
+fn conn_name(reused: Option<bool>) -> Option<&'static str> {
+    reused.map(|r| if r { "reused" } else { "new" })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Rounds to 3 decimals (µs), so JSON numbers stay short.
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+/// Appends `bytes` with `"`, `\`, control bytes and bytes outside
+/// 0x20..=0x7e written as `\xHH` (nginx's `escape=default`).
+pub(crate) fn escape_text(buf: &mut Vec<u8>, bytes: &[u8]) {
+    for &b in bytes {
+        if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+            let _ = write!(buf, "\\x{b:02X}");
+        } else {
+            buf.push(b);
+        }
+    }
+}
+
+/// `time` as RFC 3339 in UTC with milliseconds (`2026-01-02T03:04:05.678Z`);
+/// the epoch if the clock is before it.
+pub(crate) fn rfc3339_ms(time: Option<SystemTime>) -> String {
+    let since = time
+        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .unwrap_or_default();
+    let secs = since.as_secs();
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        since.subsec_millis()
+    )
+}
+
+/// Year, month, day of `days` after 1970-01-01 (proleptic Gregorian; H.
+/// Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (
+        y,
+        u32::try_from(m).unwrap_or(1),
+        u32::try_from(d).unwrap_or(1),
+    )
+}
+
+/// Method and target sniffed from the bytes of a head that could not be
+/// parsed (too large, malformed, timed out): the first word (at most 32
+/// bytes, `-` if none) and the second (at most 512 bytes), for the record
+/// of the 4xx it got.
+pub(crate) fn sniff_request_line(bytes: &[u8]) -> (String, Vec<u8>) {
+    let line = bytes
+        .split(|&b| b == b'\n' || b == b'\r')
+        .next()
+        .unwrap_or_default();
+    let mut words = line.split(|&b| b == b' ').filter(|w| !w.is_empty());
+    let method: String = match words.next() {
+        Some(w) if w.len() <= 32 && w.iter().all(|b| b.is_ascii_graphic()) => {
+            String::from_utf8_lossy(w).into_owned()
+        }
+        _ => "-".to_string(),
+    };
+    let target = words
+        .next()
+        .map(|w| w.get(..w.len().min(512)).unwrap_or(w).to_vec())
+        .unwrap_or_else(|| b"-".to_vec());
+    (method, target)
 }

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::Shared;
-use super::access::Access;
+use super::access::{Access, Termination};
 use super::upstream::{UpKey, UpstreamConn};
 use crate::buffer::WatermarkBuffer;
 use crate::config::Config;
@@ -46,11 +46,14 @@ impl ReqHalf {
     /// the half is `Body`.
     ///
     /// Errors: the body's framing is invalid (chunked syntax).
-    pub(crate) fn scan(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
+    /// Body data bytes found (chunk framing excluded) are added to `data`.
+    pub(crate) fn scan(&mut self, bytes: &[u8], data: &mut u64) -> Result<usize, ParseError> {
         let ReqHalf::Body(decoder) = self else {
             return Ok(0);
         };
+        let before = decoder.data_bytes();
         let n = decoder.scan(bytes)?;
+        *data += decoder.data_bytes().saturating_sub(before);
         if decoder.is_done() {
             *self = ReqHalf::Taken;
         }
@@ -96,7 +99,8 @@ pub(crate) struct Exchange {
     pub req_half: ReqHalf,
     /// The request method is idempotent (RFC 9110 §9.2.2): its retry class.
     pub idempotent: bool,
-    /// Request body bytes taken from the client.
+    /// Request body data bytes taken from the client (chunk framing
+    /// excluded).
     pub req_body_bytes: u64,
     /// The encoded request head, kept for a retry.
     pub head_bytes: Vec<u8>,
@@ -132,8 +136,15 @@ pub(crate) struct Exchange {
     pub resp_keep_alive: bool,
     /// Bytes arrived after the response body: the upstream is not reused.
     pub extra_bytes: bool,
-    /// Response bytes queued downstream (head and body).
-    pub resp_bytes: u64,
+    /// Response body data bytes queued downstream (chunk framing
+    /// excluded).
+    pub resp_body_bytes: u64,
+    /// When the connect of the current new upstream connection began.
+    pub connect_began: Option<Instant>,
+    /// How long that connect took.
+    pub connect_time: Option<std::time::Duration>,
+    /// From `started` to the first response byte from the upstream.
+    pub first_byte: Option<std::time::Duration>,
     /// Retries made.
     pub retries: u32,
     /// A write to the upstream failed before its response head came; what
@@ -189,7 +200,10 @@ impl Exchange {
             status: 0,
             resp_keep_alive: false,
             extra_bytes: false,
-            resp_bytes: 0,
+            resp_body_bytes: 0,
+            connect_began: None,
+            connect_time: None,
+            first_byte: None,
             retries: 0,
             write_failed: None,
             upgrade: false,
@@ -252,7 +266,7 @@ impl Exchange {
     ///
     /// Errors: the body's framing is invalid (chunked syntax).
     pub(crate) fn scan_request(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
-        self.req_half.scan(bytes)
+        self.req_half.scan(bytes, &mut self.req_body_bytes)
     }
 
     /// The client sent EOF while the request half was open.
@@ -420,14 +434,16 @@ impl Exchange {
     }
 
     /// The one teardown: closes the upstream connection if one is still
-    /// attached, returns the buffers, writes the access-log record (with
-    /// `status` if the proxy answered instead, and `extra_out` more bytes
-    /// queued toward the client), and keeps the exchange for reuse.
+    /// attached, returns the buffers, writes the access record (with
+    /// `status` if the proxy answered instead, `extra_out` more body bytes
+    /// queued toward the client, and how it ended), and keeps the exchange
+    /// for reuse.
     pub(crate) fn end(
         mut self: Box<Self>,
         client: SocketAddr,
         status: Option<u16>,
         extra_out: u64,
+        termination: Termination,
         sh: &mut Shared,
     ) {
         if let Some(k) = self.upstream.take() {
@@ -444,22 +460,27 @@ impl Exchange {
             };
             sh.report(g, self.peer.addr, verdict);
         }
-        self.resp_bytes += extra_out;
+        self.resp_body_bytes += extra_out;
         let status = status.unwrap_or(self.status);
-        let upconn = (self.up_port != 0 || self.status != 0).then_some((self.reused, self.up_port));
+        let attached = self.up_port != 0 || self.status != 0;
         Access {
             client,
             method: &self.req.method,
-            target: &self.req.target,
-            version: self.req.version,
+            target: self.req.target.as_bytes(),
+            version: Some(self.req.version),
+            host: self.req.headers.get("host"),
             status,
-            upstream: Some(self.peer.addr),
-            upconn,
-            req_body: self.req_body_bytes,
-            resp_bytes: self.resp_bytes,
+            bytes_in: self.req_body_bytes,
+            bytes_out: self.resp_body_bytes,
             started: self.started,
+            upstream: Some(self.peer.addr),
+            connect: self.connect_time,
+            first_byte: self.first_byte,
+            reused: attached.then_some(self.reused),
+            retries: self.retries,
+            termination,
         }
-        .log(sh.now);
+        .record(&sh.stats, &mut sh.access);
         for b in [self.to_upstream.take(), self.upin.take()]
             .into_iter()
             .flatten()

@@ -33,12 +33,15 @@ use std::time::Instant;
 use log::trace;
 use mio::Registry;
 
+use crate::access_log::AccessLog;
 use crate::buffer::BufferPool;
 use crate::config::Config;
 use crate::filter::{Filter, Peer};
+use crate::pool::IdlePool;
 use crate::stats::Stats;
 use crate::upstreams::Groups;
 use crate::upstreams::health::{Change, Verdict};
+use crate::warn_limit::WarnLimit;
 use check::Checks;
 use exchange::Exchange;
 use upstream::Upstreams;
@@ -63,6 +66,10 @@ pub(crate) struct Shared {
     pub stats: Arc<Stats>,
     /// The time the current batch of events is handled at.
     pub now: Instant,
+    /// The access log's buffer and output.
+    pub access: AccessLog,
+    /// Rate limit of the warnings about upstream failures.
+    pub warn_limit: WarnLimit,
     /// Finished exchanges kept for reuse, so the steady path allocates no
     /// exchange, head or encode buffer per request (at most `MAX_SPARE`).
     /// Boxed: a connection holds its exchange as a `Box`, which moves here
@@ -71,21 +78,28 @@ pub(crate) struct Shared {
     spare: Vec<Box<Exchange>>,
 }
 
+/// Most free body buffers kept for reuse (each `high_watermark` bytes).
+const MAX_FREE_BUFFERS: usize = 256;
+
 /// Most finished exchanges kept for reuse (each a few hundred bytes plus
 /// the storage of the largest heads it held).
 const MAX_SPARE: usize = 256;
 
 impl Shared {
-    /// Assembles the shared state.
+    /// Assembles the shared state: fresh counters, a free list of body
+    /// buffers counted in them, and an empty set of upstream connections
+    /// over `pool`.
     pub(crate) fn new(
         cfg: Config,
         filter: Box<dyn Filter + Send>,
         registry: Registry,
-        bufs: BufferPool,
-        ups: Upstreams,
+        pool: IdlePool<Peer>,
         groups: Groups,
-        stats: Arc<Stats>,
+        access: AccessLog,
     ) -> Self {
+        let stats = Arc::new(Stats::default());
+        let bufs = BufferPool::new(cfg.high_watermark, MAX_FREE_BUFFERS, stats.clone());
+        let ups = Upstreams::new(pool);
         let mut checks = Checks::new();
         let now = Instant::now();
         checks.sync(&groups, now);
@@ -99,6 +113,8 @@ impl Shared {
             checks,
             stats,
             now: Instant::now(),
+            access,
+            warn_limit: WarnLimit::default(),
             spare: Vec::new(),
         }
     }

@@ -124,6 +124,11 @@ pub(crate) fn read_response(
                 (Read1::Data(n), _) => {
                     Stats::add(&env.stats.bytes_from_upstream, n as u64);
                     ex.up_read_at = env.now;
+                    if ex.first_byte.is_none() {
+                        // The clock, not the batch's time: a fast upstream
+                        // answers within the batch that sent the request.
+                        ex.first_byte = Some(Instant::now().saturating_duration_since(ex.started));
+                    }
                     Ok(true)
                 }
             }
@@ -146,11 +151,12 @@ pub(crate) fn read_response(
                 Read1::Data(n) => {
                     Stats::add(&env.stats.bytes_from_upstream, n as u64);
                     ex.up_read_at = env.now;
-                    let kept = keep_body(out, n, decoder, ex.dechunk, &mut ex.ranges)?;
-                    if kept.body < n {
+                    let before = decoder.data_bytes();
+                    let body = keep_body(out, n, decoder, ex.dechunk, &mut ex.ranges)?;
+                    if body < n {
                         ex.extra_bytes = true;
                     }
-                    ex.resp_bytes += kept.kept as u64;
+                    ex.resp_body_bytes += decoder.data_bytes().saturating_sub(before);
                     if decoder.is_done() {
                         ex.resp = Resp::Done;
                     }
@@ -164,17 +170,10 @@ pub(crate) fn read_response(
     }
 }
 
-/// What [`keep_body`] kept of a read.
-struct Kept {
-    /// Bytes of the read that belong to the body (framing included).
-    body: usize,
-    /// Bytes left in the buffer for the client.
-    kept: usize,
-}
-
 /// Measures the `n` bytes just read into `out` with `decoder`: bytes past
 /// the body's end are dropped from the buffer, and with `dechunk` only the
-/// chunk data stays (moved to the front of what was read).
+/// chunk data stays (moved to the front of what was read). Returns the
+/// bytes of the read that belong to the body (framing included).
 ///
 /// Errors: invalid chunked framing (upstream side).
 fn keep_body(
@@ -183,7 +182,7 @@ fn keep_body(
     decoder: &mut BodyDecoder,
     dechunk: bool,
     ranges: &mut Vec<std::ops::Range<usize>>,
-) -> Result<Kept> {
+) -> Result<usize> {
     let start = out.pending().saturating_sub(n);
     let fresh = out.as_slice().get(start..).unwrap_or(&[]);
     ranges.clear();
@@ -208,13 +207,13 @@ fn keep_body(
         body
     };
     out.unfill(n - kept);
-    Ok(Kept { body, kept })
+    Ok(body)
 }
 
 /// Moves body bytes that arrived behind a response head (in the head
 /// buffer `upin`) to the client's buffer — all of it, past the watermark
 /// if need be: it is at most one head's worth. Returns the body bytes of
-/// `avail` consumed (framing included).
+/// `avail` consumed (framing included); the decoder counts the data.
 ///
 /// Errors: invalid chunked framing (upstream side).
 pub(crate) fn move_body_after_head(
@@ -223,7 +222,7 @@ pub(crate) fn move_body_after_head(
     decoder: &mut BodyDecoder,
     dechunk: bool,
     ranges: &mut Vec<std::ops::Range<usize>>,
-) -> Result<(usize, u64)> {
+) -> Result<usize> {
     ranges.clear();
     let body = if dechunk {
         decoder.scan_data(avail, |r| ranges.push(r))
@@ -231,19 +230,14 @@ pub(crate) fn move_body_after_head(
         decoder.scan(avail)
     }
     .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
-    let mut moved = 0;
     if dechunk {
         for r in ranges.iter() {
-            let part = avail.get(r.clone()).unwrap_or(&[]);
-            out.extend_from_slice(part);
-            moved += part.len();
+            out.extend_from_slice(avail.get(r.clone()).unwrap_or(&[]));
         }
     } else {
-        let part = avail.get(..body).unwrap_or(&[]);
-        out.extend_from_slice(part);
-        moved = part.len();
+        out.extend_from_slice(avail.get(..body).unwrap_or(&[]));
     }
-    Ok((body, moved as u64))
+    Ok(body)
 }
 
 // ---- client → upstream ----
@@ -266,6 +260,9 @@ pub(crate) fn write_request(
         Ok(Connect::Pending) => return Ok(false),
         Ok(Connect::JustConnected) => {
             ex.up_port = up.local_port();
+            ex.connect_time = ex
+                .connect_began
+                .map(|t| Instant::now().saturating_duration_since(t));
             ex.up_read_at = env.now;
             ex.up_write_at = env.now;
         }
@@ -348,7 +345,7 @@ pub(crate) fn read_request(
             let fresh = buf.as_slice().get(start..).unwrap_or(&[]);
             let body = ex
                 .req_half
-                .scan(fresh)
+                .scan(fresh, &mut ex.req_body_bytes)
                 .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
             if body < n {
                 // Bytes past the body: the next request (pipelining).
@@ -356,7 +353,6 @@ pub(crate) fn read_request(
                 inbuf.extend_from_slice(fresh.get(body..).unwrap_or(&[]));
                 buf.unfill(n - body);
             }
-            ex.req_body_bytes += body as u64;
             Ok(true)
         }
     }
@@ -401,7 +397,6 @@ pub(crate) fn feed_request(
     if let Some(to_up) = ex.to_upstream.as_mut() {
         to_up.extend_from_slice(bytes);
     }
-    ex.req_body_bytes += body as u64;
     inbuf.consume(body);
     Ok(body > 0 || ex.request_taken())
 }

@@ -115,16 +115,15 @@ pub(crate) fn take_response_head(
     if out.pending() == encoded.len() {
         side.write_at = env.now;
     }
-    ex.resp_bytes += encoded.len() as u64;
     ex.resp_head = head;
     ex.scratch = encoded;
     // Bytes after the head are body bytes (or the next head).
     if let Resp::Body(decoder) = &mut ex.resp
         && let Some(upin) = ex.upin.as_mut()
     {
-        let (body, moved) =
-            move_body_after_head(upin.as_slice(), out, decoder, ex.dechunk, &mut ex.ranges)?;
-        ex.resp_bytes += moved;
+        let before = decoder.data_bytes();
+        let body = move_body_after_head(upin.as_slice(), out, decoder, ex.dechunk, &mut ex.ranges)?;
+        ex.resp_body_bytes += decoder.data_bytes().saturating_sub(before);
         upin.consume(body);
         if decoder.is_done() {
             ex.resp = Resp::Done;

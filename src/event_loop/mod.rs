@@ -27,20 +27,22 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Waker};
 use slab::Slab;
 
-use crate::buffer::BufferPool;
+use crate::access_log::AccessLog;
 use crate::config::Config;
 use crate::conn::Shared;
 use crate::conn::client::ClientConn;
-use crate::conn::upstream::Upstreams;
 use crate::filter::Filter;
+use crate::metrics::Observer;
 use crate::pool::IdlePool;
 use crate::stats::Stats;
 use crate::upstreams::dns::{Resolver, ResolverThread, SystemResolver};
+use admin::Admin;
 use listen::{bind_listener, fit_to_fd_limit};
 use timer::{Timers, poll_timeout};
 use token::{ConnId, Generations, Kind};
 use upstreams_setup::build_groups;
 
+mod admin;
 mod listen;
 mod timer;
 pub(crate) mod token;
@@ -52,9 +54,6 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Shortest time between two "connection cap reached" warnings.
 const CAP_WARN_EVERY: Duration = Duration::from_secs(10);
-
-/// Most free body buffers kept for reuse (each `high_watermark` bytes).
-const MAX_FREE_BUFFERS: usize = 256;
 
 /// One slot of the client slab: the machine and the loop's bookkeeping
 /// about it, which the machine never sees.
@@ -82,6 +81,7 @@ pub struct Server {
     sh: Shared,
     shutdown: Arc<AtomicBool>,
     drain: Arc<AtomicBool>,
+    reopen: Arc<AtomicBool>,
     waker: Arc<Waker>,
     /// Set when a drain began: the time it must end by.
     drain_deadline: Option<Instant>,
@@ -93,6 +93,10 @@ pub struct Server {
     /// The thread that re-resolves upstream host names (none if every
     /// server is an IP literal).
     resolver: Option<ResolverThread>,
+    /// The admin listener and its connections, if `--admin` is set.
+    admin: Option<Admin>,
+    /// Where this loop publishes its numbers for the admin endpoints.
+    obs: Option<Observer>,
 }
 
 /// Stops a running [`Server`] from another thread (a signal handler
@@ -101,6 +105,7 @@ pub struct Server {
 pub struct ServerHandle {
     shutdown: Arc<AtomicBool>,
     drain: Arc<AtomicBool>,
+    reopen: Arc<AtomicBool>,
     waker: Arc<Waker>,
 }
 
@@ -119,6 +124,14 @@ impl ServerHandle {
     /// connection is left or after `drain_timeout`.
     pub fn drain(&self) {
         self.drain.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
+    }
+
+    /// Asks the loop to write out its buffered access records and reopen
+    /// the access log file (SIGUSR1, after logrotate moved it). A failed
+    /// reopen is logged and the old file kept.
+    pub fn reopen_access_log(&self) {
+        self.reopen.store(true, Ordering::SeqCst);
         let _ = self.waker.wake();
     }
 }
@@ -145,6 +158,35 @@ impl Server {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let obs = Observer::standalone(&config)?;
+        Server::build(config, filter, obs, resolver)
+    }
+
+    /// Like [`Server::bind`], with the metrics region and admin listener
+    /// given (a worker's, from [`Observer::from_env`]); `None`: no admin
+    /// endpoints.
+    ///
+    /// Errors: as [`Server::bind`].
+    pub fn bind_with(
+        config: Config,
+        filter: impl Filter + Send + 'static,
+        obs: Option<Observer>,
+    ) -> io::Result<Server> {
+        Server::build(config, filter, obs, Arc::new(SystemResolver))
+    }
+
+    /// Binds and assembles the loop: the listener, the admin endpoints of
+    /// `obs`, the upstream groups (host names resolved by `resolver`, and
+    /// re-resolved on its thread), the pool, the buffers, the access log.
+    fn build(
+        config: Config,
+        filter: impl Filter + Send + 'static,
+        obs: Option<Observer>,
+        resolver: Arc<dyn Resolver>,
+    ) -> io::Result<Server> {
+        config
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let mut config = config;
         config.max_connections = fit_to_fd_limit(config.max_connections);
         let poll = Poll::new()?;
@@ -153,6 +195,7 @@ impl Server {
         poll.registry()
             .register(&mut listener, token::LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), token::WAKER)?);
+        let (admin, obs) = Admin::new(obs, poll.registry())?;
         let registry = poll.registry().try_clone()?;
         let (groups, names) = build_groups(&config, resolver.as_ref())?;
         let resolver = if names.is_empty() {
@@ -165,17 +208,8 @@ impl Server {
             config.pool_max_idle_total,
             config.pool_idle_timeout,
         );
-        let stats = Arc::new(Stats::default());
-        let bufs = BufferPool::new(config.high_watermark, MAX_FREE_BUFFERS, stats.clone());
-        let sh = Shared::new(
-            config,
-            Box::new(filter),
-            registry,
-            bufs,
-            Upstreams::new(pool),
-            groups,
-            stats,
-        );
+        let access = AccessLog::open(&config.access_log, config.access_log_format)?;
+        let sh = Shared::new(config, Box::new(filter), registry, pool, groups, access);
         Ok(Server {
             poll,
             listener: Some(listener),
@@ -188,18 +222,26 @@ impl Server {
             sh,
             shutdown: Arc::new(AtomicBool::new(false)),
             drain: Arc::new(AtomicBool::new(false)),
+            reopen: Arc::new(AtomicBool::new(false)),
             waker,
             drain_deadline: None,
             accept_paused_until: None,
             at_capacity: false,
             cap_warned_at: None,
             resolver,
+            admin,
+            obs,
         })
     }
 
     /// The address the listener is bound to (the real port if 0 was asked).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The admin listener's address, if `--admin` is set.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(Admin::local_addr)
     }
 
     /// The loop's counters, shared.
@@ -212,6 +254,7 @@ impl Server {
         ServerHandle {
             shutdown: self.shutdown.clone(),
             drain: self.drain.clone(),
+            reopen: self.reopen.clone(),
             waker: self.waker.clone(),
         }
     }
@@ -221,6 +264,9 @@ impl Server {
     pub fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         info!("listening on {}", self.local_addr);
+        if let Some(o) = self.obs.as_ref() {
+            o.publish(&self.sh.stats, false);
+        }
         while !self.shutdown.load(Ordering::SeqCst) {
             let now = Instant::now();
             let timeout = if self.runnable.is_empty() {
@@ -232,6 +278,8 @@ impl Server {
                         self.sh.checks.next_deadline(),
                         self.accept_paused_until,
                         self.drain_deadline,
+                        self.sh.access.next_flush(),
+                        self.admin.as_ref().and_then(Admin::next_deadline),
                     ],
                 )
             } else {
@@ -248,7 +296,14 @@ impl Server {
                 match event.token() {
                     token::LISTENER => self.accept(),
                     token::WAKER => self.apply_dns(),
-                    t => self.record(t, event),
+                    t => {
+                        let draining = self.drain.load(Ordering::SeqCst);
+                        let now = self.sh.now;
+                        if !admin::dispatch(&mut self.admin, t, self.poll.registry(), now, draining)
+                        {
+                            self.record(t, event);
+                        }
+                    }
                 }
             }
             self.drive_runnable();
@@ -268,11 +323,22 @@ impl Server {
                 self.accept_paused_until = None;
                 self.accept();
             }
+            if self.reopen.swap(false, Ordering::SeqCst) {
+                self.sh.access.reopen();
+            }
+            self.sh.access.flush_if_due(now);
+            if let Some(a) = self.admin.as_mut() {
+                a.expire(now, self.poll.registry());
+            }
+            if let Some(o) = self.obs.as_ref() {
+                o.publish(&self.sh.stats, self.drain.load(Ordering::SeqCst));
+            }
             if self.drain.load(Ordering::SeqCst) && self.drain_step() {
                 break;
             }
         }
         self.stop();
+        self.sh.access.flush();
         Ok(())
     }
 
@@ -349,7 +415,7 @@ impl Server {
         };
         if e.conn.is_closed() {
             let e = self.clients.remove(id.key());
-            e.conn.close(&mut self.sh);
+            e.conn.close(&mut self.sh, false);
             if self.at_capacity && self.clients.len() < self.sh.cfg.max_connections {
                 self.at_capacity = false;
                 self.accept();
@@ -463,6 +529,7 @@ impl Server {
                 queue(&mut self.runnable, ConnId::new(key, e.generation), e);
             }
             self.drive_runnable();
+            self.sh.access.flush();
         }
         let sh = &mut self.sh;
         sh.ups.close_idle(&sh.stats);
@@ -488,7 +555,7 @@ impl Server {
         let keys: Vec<usize> = self.clients.iter().map(|(k, _)| k).collect();
         for key in keys {
             if let Some(e) = self.clients.try_remove(key) {
-                e.conn.close(&mut self.sh);
+                e.conn.close(&mut self.sh, true);
             }
         }
         let sh = &mut self.sh;

@@ -19,11 +19,24 @@ compile_error!("sluice's token layout needs 64-bit usize");
 pub(crate) const LISTENER: Token = Token(usize::MAX);
 /// The waker (signals, shutdown requests).
 pub(crate) const WAKER: Token = Token(usize::MAX - 1);
+/// The admin listener (kind bits 5).
+pub(crate) const ADMIN_LISTENER: Token = Token(usize::MAX - 2);
 
-/// What a token names. Kind values 6 and 7 stay unused: the reserved
-/// tokens (`usize::MAX - 1`, `usize::MAX`) carry them in their low three
-/// bits (the field was two bits wide until health checks needed a third
-/// kind; 2 and 3 were the reserved tokens' values then).
+/// The token of admin connection `key`: kind bits 3 with generation 0,
+/// which no reserved token has (they carry all ones above their kind).
+pub(crate) fn admin(key: usize) -> Token {
+    Token(((key & KEY_MASK) << KIND_BITS) | 3)
+}
+
+/// The admin connection a token names, if it is one (see [`admin`]).
+pub(crate) fn admin_key(token: Token) -> Option<usize> {
+    let t = token.0;
+    (t & KIND_MASK == 3 && t >> 32 == 0).then_some((t >> KIND_BITS) & KEY_MASK)
+}
+
+/// What a token names. Kind value 3 is an admin connection ([`admin`]);
+/// 5, 6 and 7 stay unused: the reserved tokens (`usize::MAX - 2`,
+/// `usize::MAX - 1`, `usize::MAX`) carry them in their low three bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A client (downstream) socket.

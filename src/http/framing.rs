@@ -296,9 +296,13 @@ enum Decoding {
 
 /// Finds where a body ends in a stream of bytes, without copying or
 /// changing them: the caller forwards exactly the bytes `scan` counts.
+/// It also counts the body's data bytes ([`BodyDecoder::data_bytes`]):
+/// for a chunked body the chunk data alone, without sizes, extensions and
+/// trailer section (what the access log reports).
 #[derive(Debug, Clone)]
 pub struct BodyDecoder {
     decoding: Decoding,
+    data: u64,
 }
 
 impl BodyDecoder {
@@ -311,7 +315,13 @@ impl BodyDecoder {
             BodyKind::Chunked => Decoding::Chunked(ChunkedScanner::new()),
             BodyKind::UntilClose => Decoding::UntilClose { eof: false },
         };
-        BodyDecoder { decoding }
+        BodyDecoder { decoding, data: 0 }
+    }
+
+    /// Data bytes scanned so far: every body byte, except for a chunked
+    /// body, where only chunk data counts.
+    pub fn data_bytes(&self) -> u64 {
+        self.data
     }
 
     /// Feeds the next bytes of the stream. Returns how many leading bytes of
@@ -321,6 +331,11 @@ impl BodyDecoder {
     ///
     /// Errors: `Chunk` from the chunked scanner (RFC 9112 §7.1).
     pub fn scan(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
+        self.scan_data(bytes, |_| {})
+    }
+
+    /// [`BodyDecoder::scan`] without counting data bytes.
+    fn scan_framing(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
         match &mut self.decoding {
             Decoding::Empty | Decoding::UntilClose { eof: true } => Ok(0),
             Decoding::Length { remaining } => {
@@ -346,10 +361,15 @@ impl BodyDecoder {
         mut data: impl FnMut(std::ops::Range<usize>),
     ) -> Result<usize, ParseError> {
         if let Decoding::Chunked(scanner) = &mut self.decoding {
-            return scanner.scan_data(bytes, data);
+            let count = &mut self.data;
+            return scanner.scan_data(bytes, |r| {
+                *count += r.len() as u64;
+                data(r)
+            });
         }
-        let n = self.scan(bytes)?;
+        let n = self.scan_framing(bytes)?;
         if n > 0 {
+            self.data += n as u64;
             data(0..n);
         }
         Ok(n)

@@ -69,9 +69,15 @@ impl SluiceProcess {
     /// Starts the binary with `args`.
     #[track_caller]
     pub fn start(args: &[&str]) -> SluiceProcess {
+        SluiceProcess::start_with_env(args, &[("RUST_LOG", "info")])
+    }
+
+    /// Starts the binary with `args` and the environment variables `env`.
+    #[track_caller]
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> SluiceProcess {
         let mut child = Command::new(SLUICE)
             .args(args)
-            .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .env_remove("SLUICE_WORKER")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -249,4 +255,36 @@ impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
+}
+
+/// The lines of the access log file at `path` so far.
+pub fn access_lines(path: &str) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `GET path` on `addr` with `Connection: close`: status and body.
+pub fn http_get(addr: SocketAddr, path: &str) -> (u16, Vec<u8>) {
+    use std::io::Write as _;
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut all = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut s, &mut all);
+    let split = all
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(all.len(), |i| i + 4);
+    let status = std::str::from_utf8(all.get(9..12).unwrap_or(b"0"))
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    (status, all.get(split..).unwrap_or(&[]).to_vec())
 }

@@ -66,6 +66,9 @@ impl Drop for Proxy {
 pub fn start_proxy(tweak: impl FnOnce(&mut Config), filter: impl Filter + Send + 'static) -> Proxy {
     let mut config = Config {
         listen: "127.0.0.1:0".parse().unwrap(),
+        // The test harness's stdout is no place for access records; tests
+        // that read them set a file.
+        access_log: sluice::AccessLogTarget::Off,
         ..Config::default()
     };
     tweak(&mut config);

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use log::{debug, trace};
 use mio::net::TcpStream;
 
+use super::access::Termination;
 use super::exchange::Exchange;
 use super::io::{Io, Read1, interest};
 use super::relay;
@@ -92,11 +93,15 @@ pub(crate) struct ClientSide {
 /// A request answered by the proxy itself, for the access log.
 struct OwnReply {
     method: String,
-    target: String,
-    version: u8,
+    target: Vec<u8>,
+    /// `None` for a head that could not be read.
+    version: Option<u8>,
+    host: Option<Vec<u8>>,
     status: u16,
+    /// Body bytes of the answer.
     bytes: u64,
     started: Instant,
+    termination: Termination,
 }
 
 /// One client connection.
@@ -325,11 +330,21 @@ impl ClientConn {
     }
 
     /// Frees everything the connection holds (the loop removed it). An
-    /// exchange still running is ended and logged.
-    pub(crate) fn close(mut self, sh: &mut Shared) {
+    /// exchange still running (or an answer of the proxy's not yet
+    /// flushed) is ended and logged: `cut` says the loop stopped (drain
+    /// deadline or shutdown), else the client went away.
+    pub(crate) fn close(mut self, sh: &mut Shared, cut: bool) {
+        let how = if cut {
+            Termination::DrainCut
+        } else {
+            Termination::ClientAborted
+        };
         if let Some(ex) = self.exchange.take() {
             let status = (!ex.resp_head_sent).then_some(499);
-            ex.end(self.side.addr, status, 0, sh);
+            ex.end(self.side.addr, status, 0, how, sh);
+        } else if let Some(mut r) = self.own_reply.take() {
+            r.termination = how;
+            r.log(self.side.addr, sh);
         }
         self.release(sh, true);
         self.set_idle(false, &sh.stats);

@@ -7,13 +7,14 @@
 
 use std::net::Shutdown;
 
-use super::{ClientConn, LINGER, Result, State, choose};
+use super::{ClientConn, LINGER, OwnReply, Result, State, choose};
+use crate::conn::access::Termination;
 use crate::conn::response_head::take_response_head;
 use crate::conn::{Shared, relay};
 use crate::error::{Answer, ErrorKind, ProxyError, Side, Timeout};
 use crate::http::{Headers, reason_phrase};
 use crate::stats::Stats;
-use log::{debug, info};
+use log::{debug, info, warn};
 
 impl ClientConn {
     pub(super) fn advance_exchange(&mut self, sh: &mut Shared) -> Result<bool> {
@@ -92,9 +93,9 @@ impl ClientConn {
             self.linger = true;
         }
         if let Some(ex) = self.exchange.take() {
-            ex.end(self.side.addr, None, 0, sh);
+            ex.end(self.side.addr, None, 0, Termination::Complete, sh);
         } else if let Some(r) = self.own_reply.take() {
-            r.log(self.side.addr, sh.now);
+            r.log(self.side.addr, sh);
         }
         // After the client's FIN, requests it already sent (pipelined, in
         // `inbuf`) are still served; the connection closes once they are.
@@ -149,10 +150,24 @@ impl ClientConn {
         let started = self.exchange.as_ref().is_some_and(|e| e.resp_head_sent);
         let answer = err.answer(started, self.head_bytes_seen());
         match (&err.side, &err.kind) {
-            (Side::Downstream, ErrorKind::Io(_) | ErrorKind::Closed) => {
-                debug!("client {}: {err}", self.side.addr)
+            (Side::Downstream, _) => debug!("client {}: {err}", self.side.addr),
+            (Side::Upstream, _) => {
+                // Errors a user acts on: warn, at most once a second.
+                if let Some(more) = sh.warn_limit.allow(sh.now) {
+                    let (method, target) = self.exchange.as_ref().map_or(("-", "-"), |e| {
+                        (e.req.method.as_str(), e.req.target.as_str())
+                    });
+                    let peer = self.exchange.as_ref().map(|e| e.peer.addr);
+                    let what = match answer {
+                        Answer::Status(code) => format!("answered {code}"),
+                        Answer::Close => "response cut".to_string(),
+                    };
+                    match peer {
+                        Some(p) => warn!("upstream {p}: {err}: {what} to {method} {target}{more}"),
+                        None => warn!("{err}: {what}{more}"),
+                    }
+                }
             }
-            _ => info!("client {}: {err}", self.side.addr),
         }
         self.keep_alive.clear("error");
         self.linger = true;
@@ -180,7 +195,8 @@ impl ClientConn {
                     out.clear();
                 }
                 let body = format!("{} {}\n", code, reason_phrase(code));
-                reply_len = self.queue_reply(sh, code, &Headers::new(), body.as_bytes(), false);
+                self.queue_reply(sh, code, &Headers::new(), body.as_bytes(), false);
+                reply_len = body.len() as u64;
                 status = Some(code);
                 self.set_state(State::Closing { linger_until: None });
             }
@@ -190,14 +206,28 @@ impl ClientConn {
                 self.set_state(State::Closing { linger_until: None });
             }
         }
+        let how = termination(&err);
         if let Some(ex) = self.exchange.take() {
-            ex.end(self.side.addr, status, reply_len as u64, sh);
+            ex.end(self.side.addr, status, reply_len, how, sh);
         } else if let Some(mut r) = self.own_reply.take() {
             if let Some(code) = status {
                 r.status = code;
-                r.bytes = reply_len as u64;
+                r.bytes = reply_len;
             }
-            r.log(self.side.addr, sh.now);
+            if r.termination != Termination::ProxyError {
+                r.termination = how;
+            }
+            r.log(self.side.addr, sh);
+        } else if let (Some(code @ 400..=498), Some(head)) =
+            (status, self.side.inbuf.as_ref().filter(|b| !b.is_empty()))
+        {
+            // A head that could not be read (400/414/431, or 408 for part
+            // of one): its answer gets a record too.
+            let started = self.head_started.unwrap_or(sh.now);
+            let mut r = OwnReply::unreadable(head.as_slice(), code, started);
+            r.termination = how;
+            r.bytes = reply_len;
+            r.log(self.side.addr, sh);
         }
     }
 
@@ -258,4 +288,18 @@ fn count_status(stats: &Stats, code: u16) {
         _ => return,
     };
     Stats::add(field, 1);
+}
+
+/// How an exchange ended by `err` is reported (access log, metrics).
+fn termination(err: &ProxyError) -> Termination {
+    use ErrorKind as K;
+    match (err.side, &err.kind) {
+        (Side::Downstream, K::Parse(_) | K::NotImplemented) => Termination::ProxyError,
+        (Side::Downstream, K::Timeout(_)) => Termination::ClientTimeout,
+        (Side::Downstream, _) => Termination::ClientAborted,
+        (Side::Upstream, K::ConnectFailed(_)) => Termination::UpstreamRefused,
+        (Side::Upstream, K::Timeout(_)) => Termination::UpstreamTimeout,
+        (Side::Upstream, K::Closed | K::Io(_)) => Termination::UpstreamClosedEarly,
+        (Side::Upstream, _) => Termination::ProxyError,
+    }
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::choose::{self, Dest};
 use super::{ClientConn, OwnReply, Result, State};
 use crate::conn::Shared;
-use crate::conn::access::Access;
+use crate::conn::access::{Access, Termination, sniff_request_line};
 use crate::conn::exchange::Exchange;
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Reply;
@@ -20,7 +20,7 @@ use crate::http::{
     plan_request,
 };
 use crate::stats::Stats;
-use log::{debug, info};
+use log::{debug, warn};
 
 impl ClientConn {
     pub(super) fn try_start_request(&mut self, sh: &mut Shared) -> Result<bool> {
@@ -89,7 +89,7 @@ impl ClientConn {
         let plan = match plan_request(req, self.side.addr.ip(), fwd) {
             Ok(plan) => plan,
             Err(refusal) => {
-                self.own_reply = Some(OwnReply::new(req, 0, sh.now));
+                self.own_reply = Some(OwnReply::new(req, 0, sh.now, Termination::ProxyError));
                 sh.recycle_exchange(ex);
                 return Err(ProxyError::downstream(match refusal {
                     Refusal::Invalid(e) => ErrorKind::Parse(e),
@@ -118,8 +118,8 @@ impl ClientConn {
                 return Ok(());
             }
             Dest::NoServer(why) => {
-                info!("client {}: {why}", self.side.addr);
-                self.own_reply = Some(OwnReply::new(&ex.req, 0, sh.now));
+                warn!("client {}: {why}", self.side.addr);
+                self.own_reply = Some(OwnReply::new(&ex.req, 0, sh.now, Termination::ProxyError));
                 sh.recycle_exchange(ex);
                 return Err(ProxyError::upstream(ErrorKind::NoServer));
             }
@@ -149,11 +149,15 @@ impl ClientConn {
             self.keep_alive.clear("reply to a request with a body");
             self.linger = true;
         }
-        let mut own = OwnReply::new(&ex.req, reply.status, sh.now);
+        let mut own = OwnReply::new(&ex.req, reply.status, sh.now, Termination::ProxyReply);
         let head_only = ex.req.is_method("HEAD");
         sh.recycle_exchange(ex);
-        own.bytes =
-            self.queue_reply(sh, reply.status, &reply.headers, &reply.body, head_only) as u64;
+        self.queue_reply(sh, reply.status, &reply.headers, &reply.body, head_only);
+        own.bytes = if head_only {
+            0
+        } else {
+            reply.body.len() as u64
+        };
         self.own_reply = Some(own);
     }
 
@@ -168,11 +172,15 @@ impl ClientConn {
             .acquire(ex.peer, self.id, fresh, &sh.registry, &sh.stats, sh.now)
             .map_err(|e| {
                 // The OS's words (e.g. "Too many open files"), not the kind.
-                info!("upstream {}: connect failed: {e}", ex.peer.addr);
+                if let Some(more) = sh.warn_limit.allow(sh.now) {
+                    warn!("upstream {}: connect failed: {e}{more}", ex.peer.addr);
+                }
                 ProxyError::upstream(ErrorKind::ConnectFailed(e.kind()))
             })?;
         ex.upstream = Some(key);
         ex.reused = reused;
+        ex.connect_time = None;
+        ex.connect_began = (!reused).then(Instant::now);
         ex.up_read_at = sh.now;
         ex.up_write_at = sh.now;
         ex.up_port = sh.ups.get(key).map_or(0, |u| u.local_port());
@@ -223,30 +231,53 @@ impl ClientConn {
 }
 
 impl OwnReply {
-    pub(super) fn new(req: &RequestHead, status: u16, now: Instant) -> Self {
+    pub(super) fn new(req: &RequestHead, status: u16, now: Instant, how: Termination) -> Self {
         OwnReply {
             method: req.method.clone(),
-            target: req.target.clone(),
-            version: req.version,
+            target: req.target.clone().into_bytes(),
+            version: Some(req.version),
+            host: req.headers.get("host").map(<[u8]>::to_vec),
             status,
             bytes: 0,
             started: now,
+            termination: how,
         }
     }
 
-    pub(super) fn log(&self, client: SocketAddr, now: Instant) {
+    /// The answer to a head that could not be read: what its first line
+    /// looks like, from the bytes that came.
+    pub(super) fn unreadable(head: &[u8], status: u16, started: Instant) -> Self {
+        let (method, target) = sniff_request_line(head);
+        OwnReply {
+            method,
+            target,
+            version: None,
+            host: None,
+            status,
+            bytes: 0,
+            started,
+            termination: Termination::ProxyError,
+        }
+    }
+
+    pub(super) fn log(&self, client: SocketAddr, sh: &mut Shared) {
         Access {
             client,
             method: &self.method,
             target: &self.target,
             version: self.version,
+            host: self.host.as_deref(),
             status: self.status,
-            upstream: None,
-            upconn: None,
-            req_body: 0,
-            resp_bytes: self.bytes,
+            bytes_in: 0,
+            bytes_out: self.bytes,
             started: self.started,
+            upstream: None,
+            connect: None,
+            first_byte: None,
+            reused: None,
+            retries: 0,
+            termination: self.termination,
         }
-        .log(now);
+        .record(&sh.stats, &mut sh.access);
     }
 }

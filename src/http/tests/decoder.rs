@@ -120,3 +120,30 @@ fn request_status_of_each_error() {
         assert!(!e.to_string().is_empty());
     }
 }
+
+// ---- data bytes (the access log's body bytes) ------------------------------
+
+/// Chunk data counts, sizes, extensions and the trailer section do not:
+/// the same total whole, split at every position, and byte by byte.
+#[test]
+fn data_bytes_count_chunk_data_only_however_the_stream_is_split() {
+    let body: &[u8] = b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\n";
+    let count = |parts: &[&[u8]]| {
+        let mut d = BodyDecoder::new(BodyKind::Chunked);
+        for p in parts {
+            d.scan(p).unwrap();
+        }
+        assert!(d.is_done());
+        d.data_bytes()
+    };
+    assert_eq!(count(&[body]), 11);
+    for at in 0..=body.len() {
+        let (a, b) = body.split_at(at);
+        assert_eq!(count(&[a, b]), 11, "split at {at}");
+    }
+    let bytes: Vec<&[u8]> = body.chunks(1).collect();
+    assert_eq!(count(&bytes), 11);
+    let mut d = BodyDecoder::new(BodyKind::Length(4));
+    assert_eq!(d.scan(b"abcdef").unwrap(), 4);
+    assert_eq!(d.data_bytes(), 4);
+}

@@ -1,0 +1,273 @@
+//! The admin listener, served by the loop itself (ARCHITECTURE.md §11):
+//! `GET /metrics`, `/healthz`, `/readyz`, `/status`, one request per
+//! connection, answered with `Connection: close`.
+//!
+//! Why in the loop and not on a thread: the loop stays the only thread that
+//! does I/O, and a scrape reads shared memory, so answering costs a few
+//! microseconds. It never blocks the loop: sockets are non-blocking, a
+//! request head is at most [`MAX_HEAD`] bytes, and a connection has
+//! [`TIMEOUT`] to send its head and take its answer. At most
+//! [`MAX_CONNS`] are open at once (further ones wait in the accept queue).
+//! Heads are parsed by the proxy's own codec (`http`).
+//!
+//! What it must not know: the proxy's connections; it answers from the
+//! shared region (`metrics`) and the drain flag.
+
+use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
+
+use log::debug;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Interest, Registry};
+use slab::Slab;
+
+use super::token;
+use crate::http::{HeadScanner, ParseHead, RequestHead, ResponseHead};
+use crate::metrics::Observer;
+use crate::metrics::expose;
+
+/// Largest admin request head.
+const MAX_HEAD: usize = 8 * 1024;
+/// Time an admin connection has for its request and answer.
+const TIMEOUT: Duration = Duration::from_secs(5);
+/// Most admin connections open at once.
+const MAX_CONNS: usize = 64;
+
+struct AdminConn {
+    stream: TcpStream,
+    inbuf: Vec<u8>,
+    out: Vec<u8>,
+    written: usize,
+    deadline: Instant,
+    writing: bool,
+}
+
+/// The admin listener and its connections.
+pub(crate) struct Admin {
+    listener: TcpListener,
+    conns: Slab<AdminConn>,
+    obs: Observer,
+}
+
+impl Admin {
+    /// Registers the observer's admin listener (if any) with `registry`;
+    /// the observer goes back for publishing.
+    pub(crate) fn new(
+        obs: Option<Observer>,
+        registry: &Registry,
+    ) -> io::Result<(Option<Admin>, Option<Observer>)> {
+        let Some(mut obs) = obs else {
+            return Ok((None, None));
+        };
+        let Some(std_listener) = obs.admin.take() else {
+            return Ok((None, Some(obs)));
+        };
+        let mut listener = TcpListener::from_std(std_listener);
+        registry.register(&mut listener, token::ADMIN_LISTENER, Interest::READABLE)?;
+        // The observer stays with the loop for publishing; the admin side
+        // gets its own handle on the same region.
+        let mine = Observer {
+            region: obs.region.clone(),
+            slot: obs.slot,
+            admin: None,
+            started_ms: obs.started_ms,
+            digest: obs.digest,
+        };
+        Ok((
+            Some(Admin {
+                listener,
+                conns: Slab::new(),
+                obs: mine,
+            }),
+            Some(obs),
+        ))
+    }
+
+    /// The listener's address.
+    pub(crate) fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// Accepts what is queued (up to the connection cap).
+    pub(crate) fn accept(&mut self, registry: &Registry, now: Instant) {
+        while self.conns.len() < MAX_CONNS {
+            match self.listener.accept() {
+                Ok((mut stream, _)) => {
+                    let entry = self.conns.vacant_entry();
+                    let t = token::admin(entry.key());
+                    if registry
+                        .register(&mut stream, t, Interest::READABLE)
+                        .is_ok()
+                    {
+                        entry.insert(AdminConn {
+                            stream,
+                            inbuf: Vec::new(),
+                            out: Vec::new(),
+                            written: 0,
+                            deadline: now + TIMEOUT,
+                            writing: false,
+                        });
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    if e.kind() != io::ErrorKind::WouldBlock {
+                        debug!("admin accept: {e}");
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// An event on admin connection `key`: read its head, answer, write.
+    pub(crate) fn on_event(&mut self, key: usize, registry: &Registry, draining: bool) {
+        let done = match self.conns.get_mut(key) {
+            None => return,
+            Some(c) => match advance(c, &self.obs, draining) {
+                Ok(done) => done,
+                Err(e) => {
+                    debug!("admin connection: {e}");
+                    true
+                }
+            },
+        };
+        if let Some(c) = self.conns.get_mut(key) {
+            if done {
+                let mut c = self.conns.remove(key);
+                let _ = registry.deregister(&mut c.stream);
+            } else if c.writing {
+                let _ = registry.reregister(&mut c.stream, token::admin(key), Interest::WRITABLE);
+            }
+        }
+    }
+
+    /// The earliest connection deadline.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.conns.iter().map(|(_, c)| c.deadline).min()
+    }
+
+    /// Closes connections past their deadline, then accepts again if the
+    /// cap had stopped accepting.
+    pub(crate) fn expire(&mut self, now: Instant, registry: &Registry) {
+        if self.conns.is_empty() {
+            return;
+        }
+        let full = self.conns.len() >= MAX_CONNS;
+        let late: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.deadline <= now)
+            .map(|(k, _)| k)
+            .collect();
+        for key in late {
+            let mut c = self.conns.remove(key);
+            let _ = registry.deregister(&mut c.stream);
+        }
+        if full {
+            self.accept(registry, now);
+        }
+    }
+}
+
+/// Hands an event for token `t` to the admin side if it is one of its
+/// tokens (listener or connection): true if it was.
+pub(crate) fn dispatch(
+    admin: &mut Option<Admin>,
+    t: mio::Token,
+    registry: &Registry,
+    now: Instant,
+    draining: bool,
+) -> bool {
+    let Some(a) = admin.as_mut() else {
+        return false;
+    };
+    if t == token::ADMIN_LISTENER {
+        a.accept(registry, now);
+        return true;
+    }
+    match token::admin_key(t) {
+        Some(key) => {
+            a.on_event(key, registry, draining);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Reads, answers and writes what can be now. `Ok(true)`: the connection
+/// is finished (answered, or the peer left).
+fn advance(c: &mut AdminConn, obs: &Observer, draining: bool) -> io::Result<bool> {
+    if !c.writing {
+        let mut chunk = [0u8; 2048];
+        loop {
+            match c.stream.read(&mut chunk) {
+                Ok(0) => return Ok(true),
+                Ok(n) => c.inbuf.extend_from_slice(chunk.get(..n).unwrap_or(&[])),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            if c.inbuf.len() > MAX_HEAD {
+                break;
+            }
+        }
+        let mut scanner = HeadScanner::new();
+        let end = scanner.find_end(&c.inbuf);
+        if end.is_none() && c.inbuf.len() <= MAX_HEAD {
+            return Ok(false);
+        }
+        let mut req = RequestHead::default();
+        let parsed = end.and_then(|len| req.parse_into(c.inbuf.get(..len)?, 64).ok().flatten());
+        let (status, ctype, body) = match parsed {
+            None => (
+                400,
+                "text/plain; charset=utf-8",
+                "bad request\n".to_string(),
+            ),
+            Some(_) => route(&req, obs, draining),
+        };
+        let mut head = ResponseHead::new(status);
+        head.headers.append("Content-Type", ctype.as_bytes());
+        head.headers
+            .append("Content-Length", body.len().to_string().as_bytes());
+        head.headers.append("Cache-Control", b"no-store");
+        head.headers.append("Connection", b"close");
+        head.encode(&mut c.out);
+        if !req.is_method("HEAD") {
+            c.out.extend_from_slice(body.as_bytes());
+        }
+        c.writing = true;
+    }
+    while c.written < c.out.len() {
+        match c.stream.write(c.out.get(c.written..).unwrap_or(&[])) {
+            Ok(0) => return Ok(true),
+            Ok(n) => c.written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Status, content type and body for an admin request.
+fn route(req: &RequestHead, obs: &Observer, draining: bool) -> (u16, &'static str, String) {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    if !req.is_method("GET") && !req.is_method("HEAD") {
+        return (405, TEXT, "only GET and HEAD\n".into());
+    }
+    let path = req.target.split('?').next().unwrap_or("");
+    match path {
+        "/metrics" => (200, expose::CONTENT_TYPE, expose::metrics_text(obs)),
+        "/healthz" => (200, TEXT, "ok\n".into()),
+        "/readyz" if draining => (503, TEXT, "draining\n".into()),
+        "/readyz" => (200, TEXT, "ready\n".into()),
+        "/status" => (200, "application/json", expose::status_json(obs)),
+        _ => (
+            404,
+            TEXT,
+            "not found: /metrics, /healthz, /readyz, /status\n".into(),
+        ),
+    }
+}

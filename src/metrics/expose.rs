@@ -1,0 +1,364 @@
+//! The admin endpoints' bodies from the region's slots: `/metrics` in the
+//! Prometheus text exposition format (0.0.4, encoded by the
+//! `prometheus-client` crate), and `/status` as JSON.
+//!
+//! Every series carries a `worker` label (the slot index): one scrape shows
+//! the whole process group, and `sum without (worker) (…)` gives its
+//! totals. The metric names are listed in the README ("Metrics").
+//!
+//! What it must not know: sockets, HTTP, the loop.
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+use serde::Serialize;
+
+use super::Observer;
+use super::region::SlotView;
+use crate::conn::access::{Termination, rfc3339_ms};
+use crate::stats::{BUCKETS, CLASSES, FIELD_NAMES, HISTOGRAM_CELLS, TERMINATIONS};
+
+/// The `Content-Type` of `/metrics`.
+pub(crate) const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// Plain counters and gauges: (metric name, help, kind, stats field,
+/// extra label).
+type Plain = (
+    &'static str,
+    &'static str,
+    MetricType,
+    &'static [(&'static str, Option<(&'static str, &'static str)>)],
+);
+
+const PLAIN: &[Plain] = &[
+    (
+        "sluice_client_connections_accepted",
+        "Client connections accepted.",
+        MetricType::Counter,
+        &[("downstream_accepted", None)],
+    ),
+    (
+        "sluice_client_connections",
+        "Client connections open now, by state (idle: waiting for a next request head).",
+        MetricType::Gauge,
+        &[
+            ("downstream_active", Some(("state", "open"))),
+            ("downstream_idle", Some(("state", "idle"))),
+        ],
+    ),
+    (
+        "sluice_request_heads",
+        "Request heads parsed.",
+        MetricType::Counter,
+        &[("requests", None)],
+    ),
+    (
+        "sluice_filter_replies",
+        "Requests answered by request_filter.",
+        MetricType::Counter,
+        &[("filter_replies", None)],
+    ),
+    (
+        "sluice_upstream_connects",
+        "Upstream connections opened.",
+        MetricType::Counter,
+        &[("upstream_connects", None)],
+    ),
+    (
+        "sluice_upstream_reuses",
+        "Requests sent on a pooled upstream connection.",
+        MetricType::Counter,
+        &[("upstream_reuses", None)],
+    ),
+    (
+        "sluice_upstream_retries",
+        "Requests sent again on a new upstream connection.",
+        MetricType::Counter,
+        &[("retries", None)],
+    ),
+    (
+        "sluice_pool_puts",
+        "Upstream connections parked in the pool.",
+        MetricType::Counter,
+        &[("pool_puts", None)],
+    ),
+    (
+        "sluice_pool_evictions",
+        "Pooled upstream connections closed, by reason.",
+        MetricType::Counter,
+        &[
+            ("pool_evicted_peer_closed", Some(("reason", "peer_closed"))),
+            (
+                "pool_evicted_unexpected_data",
+                Some(("reason", "unexpected_data")),
+            ),
+            (
+                "pool_evicted_idle_timeout",
+                Some(("reason", "idle_timeout")),
+            ),
+            ("pool_evicted_cap", Some(("reason", "cap"))),
+        ],
+    ),
+    (
+        "sluice_pool_idle_connections",
+        "Idle upstream connections in the pool now.",
+        MetricType::Gauge,
+        &[("pool_idle", None)],
+    ),
+    (
+        "sluice_proxy_responses",
+        "Error responses the proxy wrote itself, by status.",
+        MetricType::Counter,
+        &[
+            ("status_400", Some(("code", "400"))),
+            ("status_408", Some(("code", "408"))),
+            ("status_431", Some(("code", "431"))),
+            ("status_501", Some(("code", "501"))),
+            ("status_502", Some(("code", "502"))),
+            ("status_504", Some(("code", "504"))),
+        ],
+    ),
+    (
+        "sluice_timeouts",
+        "Timers that ran out, by kind.",
+        MetricType::Counter,
+        &[
+            ("timeouts_keepalive", Some(("kind", "keepalive"))),
+            ("timeouts_head", Some(("kind", "request_head"))),
+            ("timeouts_gap", Some(("kind", "body_or_send_gap"))),
+            ("timeouts_connect", Some(("kind", "upstream_connect"))),
+        ],
+    ),
+    (
+        "sluice_buffered_bytes",
+        "Bytes held in exchange buffers now, both directions.",
+        MetricType::Gauge,
+        &[("buffered_bytes", None)],
+    ),
+    (
+        "sluice_buffered_bytes_peak",
+        "Highest sluice_buffered_bytes seen.",
+        MetricType::Gauge,
+        &[("buffered_bytes_peak", None)],
+    ),
+    (
+        "sluice_buffers_in_use",
+        "Body buffers handed out now.",
+        MetricType::Gauge,
+        &[("buffers_in_use", None)],
+    ),
+    (
+        "sluice_watermark_pauses",
+        "Times a source's reading was paused at the high watermark.",
+        MetricType::Counter,
+        &[("read_pauses", None)],
+    ),
+    (
+        "sluice_watermark_resumes",
+        "Times it resumed at the low watermark.",
+        MetricType::Counter,
+        &[("read_resumes", None)],
+    ),
+    (
+        "sluice_bytes",
+        "Bytes moved, by peer and direction (heads, bodies and framing).",
+        MetricType::Counter,
+        &[
+            ("bytes_from_downstream", Some(("direction", "client_in"))),
+            ("bytes_to_downstream", Some(("direction", "client_out"))),
+            ("bytes_from_upstream", Some(("direction", "upstream_in"))),
+            ("bytes_to_upstream", Some(("direction", "upstream_out"))),
+        ],
+    ),
+];
+
+/// The slots of one scrape, as a `prometheus-client` collector.
+#[derive(Debug)]
+struct Slots(Vec<SlotView>);
+
+type Labels = Vec<(&'static str, String)>;
+
+impl Slots {
+    fn field(v: &SlotView, name: &str) -> u64 {
+        FIELD_NAMES
+            .iter()
+            .position(|&n| n == name)
+            .and_then(|i| v.values.get(i).copied())
+            .unwrap_or(0)
+    }
+
+    fn worker(v: &SlotView) -> Labels {
+        vec![("worker", v.index.to_string())]
+    }
+
+    fn histogram(
+        &self,
+        encoder: &mut DescriptorEncoder,
+        name: &str,
+        help: &str,
+        which: usize,
+    ) -> Result<(), std::fmt::Error> {
+        let mut m = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+        let start = FIELD_NAMES.len() + CLASSES.len() * TERMINATIONS + which * HISTOGRAM_CELLS;
+        for v in &self.0 {
+            let cells = v.values.get(start..start + HISTOGRAM_CELLS).unwrap_or(&[]);
+            let buckets: Vec<(f64, u64)> = BUCKETS
+                .iter()
+                .copied()
+                .chain([f64::INFINITY])
+                .zip(cells.iter().copied())
+                .collect();
+            let sum = cells.get(BUCKETS.len() + 1).copied().unwrap_or(0) as f64 / 1e6;
+            let count = cells.get(BUCKETS.len() + 2).copied().unwrap_or(0);
+            let labels = Slots::worker(v);
+            m.encode_family(&labels)?
+                .encode_histogram::<Labels>(sum, count, &buckets, None)?;
+        }
+        Ok(())
+    }
+}
+
+impl Collector for Slots {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        {
+            let mut m = encoder.encode_descriptor(
+                "sluice_requests",
+                "Requests logged, by status class and termination state.",
+                None,
+                MetricType::Counter,
+            )?;
+            for v in &self.0 {
+                for (c, class) in CLASSES.iter().enumerate() {
+                    for (t, term) in Termination::ALL.iter().enumerate() {
+                        let n = v
+                            .values
+                            .get(FIELD_NAMES.len() + c * TERMINATIONS + t)
+                            .copied()
+                            .unwrap_or(0);
+                        // Only what happened: 54 series per worker otherwise.
+                        if n == 0 && !(*class == "2xx" && t == 0) {
+                            continue;
+                        }
+                        let mut labels = Slots::worker(v);
+                        labels.push(("code_class", (*class).to_string()));
+                        labels.push(("termination", term.name().to_string()));
+                        ConstCounter::new(n).encode(m.encode_family(&labels)?)?;
+                    }
+                }
+            }
+        }
+        self.histogram(
+            &mut encoder,
+            "sluice_request_duration_seconds",
+            "Request duration, head complete to record written.",
+            0,
+        )?;
+        self.histogram(
+            &mut encoder,
+            "sluice_upstream_first_byte_seconds",
+            "Time from request head complete to the first response byte from the upstream.",
+            1,
+        )?;
+        for (name, help, kind, fields) in PLAIN {
+            let mut m = encoder.encode_descriptor(name, help, None, *kind)?;
+            for v in &self.0 {
+                for (field, extra) in fields.iter() {
+                    let mut labels = Slots::worker(v);
+                    if let Some((k, val)) = extra {
+                        labels.push((k, (*val).to_string()));
+                    }
+                    let n = Slots::field(v, field);
+                    let e = m.encode_family(&labels)?;
+                    match kind {
+                        MetricType::Counter => ConstCounter::new(n).encode(e)?,
+                        _ => ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX)).encode(e)?,
+                    }
+                }
+            }
+        }
+        let mut m = encoder.encode_descriptor(
+            "sluice_worker_draining",
+            "1 while the worker drains (its /readyz answers 503).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for v in &self.0 {
+            ConstGauge::new(i64::from(v.draining)).encode(m.encode_family(&Slots::worker(v))?)?;
+        }
+        let mut m = encoder.encode_descriptor(
+            "sluice_worker_start_time_seconds",
+            "When the worker started, seconds since the epoch.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for v in &self.0 {
+            ConstGauge::new(v.started_ms as f64 / 1000.0)
+                .encode(m.encode_family(&Slots::worker(v))?)?;
+        }
+        Ok(())
+    }
+}
+
+/// The `/metrics` body for the group's slots.
+pub(crate) fn metrics_text(obs: &Observer) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Slots(obs.region.read())));
+    let mut out = String::new();
+    if prometheus_client::encoding::prometheus_text::encode(&mut out, &registry).is_err() {
+        out.clear();
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct Status {
+    version: &'static str,
+    config_digest: String,
+    uptime_seconds: f64,
+    pid: u32,
+    workers: Vec<WorkerStatus>,
+}
+
+#[derive(Serialize)]
+struct WorkerStatus {
+    worker: usize,
+    pid: u64,
+    started: String,
+    config_digest: String,
+    draining: bool,
+    requests: u64,
+    client_connections: u64,
+}
+
+/// The `/status` body: version, this process's config digest, the group's
+/// uptime, and one entry per worker.
+pub(crate) fn status_json(obs: &Observer) -> String {
+    let now = super::region::now_ms();
+    let at = |ms: u64| std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms));
+    let status = Status {
+        version: env!("CARGO_PKG_VERSION"),
+        config_digest: format!("{:016x}", obs.digest),
+        uptime_seconds: now.saturating_sub(obs.region.group_start_ms()) as f64 / 1000.0,
+        pid: std::process::id(),
+        workers: obs
+            .region
+            .read()
+            .into_iter()
+            .map(|v| WorkerStatus {
+                worker: v.index,
+                pid: v.pid,
+                started: rfc3339_ms(at(v.started_ms)),
+                config_digest: format!("{:016x}", v.digest),
+                draining: v.draining,
+                requests: Slots::field(&v, "requests"),
+                client_connections: Slots::field(&v, "downstream_active"),
+            })
+            .collect(),
+    };
+    let mut text = serde_json::to_string_pretty(&status).unwrap_or_default();
+    text.push('\n');
+    text
+}

@@ -1,0 +1,190 @@
+//! Metrics for the whole process group (ARCHITECTURE.md §11): the shared
+//! [`Region`] every worker publishes its [`Stats`] into, how it and the
+//! admin listener are handed from the supervisor to its workers
+//! ([`GroupMetrics`] → [`Observer`]), and their rendering for the admin
+//! endpoints (`expose`).
+//!
+//! Handoff: the supervisor binds the admin address once (a plain bind, so
+//! an address in use is an error) and creates the region; each worker
+//! inherits both descriptors, named by [`ADMIN_FD_ENV`] and
+//! [`METRICS_FD_ENV`], and its slot by [`SLOT_ENV`]. Every worker's loop
+//! serves the one admin socket (the kernel gives each connection to one of
+//! them), and any of them can answer for all: the region holds every
+//! worker's numbers. A single process does the same with a region of one
+//! slot.
+//!
+//! What it must not know: HTTP, the loop's internals.
+
+pub(crate) mod expose;
+mod region;
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::Arc;
+
+pub use region::Region;
+
+use crate::config::Config;
+use crate::stats::Stats;
+
+/// Environment variable naming the inherited region's descriptor.
+pub const METRICS_FD_ENV: &str = "SLUICE_METRICS_FD";
+/// Environment variable naming the inherited admin listener's descriptor.
+pub const ADMIN_FD_ENV: &str = "SLUICE_ADMIN_FD";
+/// Environment variable naming the worker's slot in the region.
+pub const SLOT_ENV: &str = "SLUICE_METRICS_SLOT";
+
+/// What one loop needs to publish its numbers and serve the admin
+/// endpoints.
+#[derive(Debug)]
+pub struct Observer {
+    pub(crate) region: Arc<Region>,
+    pub(crate) slot: usize,
+    pub(crate) admin: Option<TcpListener>,
+    pub(crate) started_ms: u64,
+    pub(crate) digest: u64,
+}
+
+impl Observer {
+    /// For a process of its own (not a supervised worker): a region of one
+    /// slot and the admin listener bound on `config.admin`; `None` when no
+    /// admin address is set.
+    ///
+    /// Errors: the admin address cannot be bound (the message names it), or
+    /// the region cannot be created.
+    pub fn standalone(config: &Config) -> io::Result<Option<Observer>> {
+        let Some(addr) = config.admin else {
+            return Ok(None);
+        };
+        let admin = bind_admin(addr)?;
+        Ok(Some(Observer::new(
+            Arc::new(Region::create(1)?),
+            0,
+            Some(admin),
+            config,
+        )))
+    }
+
+    /// For a worker started by a supervisor that set [`METRICS_FD_ENV`],
+    /// [`ADMIN_FD_ENV`] and [`SLOT_ENV`]; otherwise as
+    /// [`Observer::standalone`].
+    ///
+    /// Errors: as `standalone`, or the inherited descriptors are not what
+    /// they should be.
+    pub fn from_env(config: &Config) -> io::Result<Option<Observer>> {
+        let fd = |name| std::env::var(name).ok().and_then(|v| v.parse::<i32>().ok());
+        let (Some(metrics_fd), Some(admin_fd), Some(slot)) = (
+            fd(METRICS_FD_ENV),
+            fd(ADMIN_FD_ENV),
+            std::env::var(SLOT_ENV)
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok()),
+        ) else {
+            return Observer::standalone(config);
+        };
+        // SAFETY: the supervisor passed these descriptors to this process
+        // alone, for this use; nothing else here opens or uses them.
+        let region = unsafe { Region::from_raw_fd(metrics_fd)? };
+        // SAFETY: as above.
+        let admin = unsafe { TcpListener::from_raw_fd(admin_fd) };
+        admin.set_nonblocking(true)?;
+        Ok(Some(Observer::new(
+            Arc::new(region),
+            slot,
+            Some(admin),
+            config,
+        )))
+    }
+
+    fn new(region: Arc<Region>, slot: usize, admin: Option<TcpListener>, cfg: &Config) -> Self {
+        Observer {
+            region,
+            slot,
+            admin,
+            started_ms: region::now_ms(),
+            digest: config_digest(cfg),
+        }
+    }
+
+    /// Copies `stats` into this loop's slot.
+    pub(crate) fn publish(&self, stats: &Stats, draining: bool) {
+        let head = [
+            u64::from(std::process::id()),
+            self.started_ms,
+            self.digest,
+            u64::from(draining),
+        ];
+        self.region.publish(self.slot, head, stats);
+    }
+}
+
+/// The supervisor's side: the admin listener and the region, made once
+/// before the workers start.
+#[derive(Debug)]
+pub struct GroupMetrics {
+    region: Region,
+    admin: TcpListener,
+}
+
+impl GroupMetrics {
+    /// Binds `config.admin` and creates a region with one slot per worker;
+    /// `None` when no admin address is set.
+    ///
+    /// Errors: the bind (naming the address) or the region failed.
+    pub fn prepare(config: &Config, workers: usize) -> io::Result<Option<GroupMetrics>> {
+        let Some(addr) = config.admin else {
+            return Ok(None);
+        };
+        Ok(Some(GroupMetrics {
+            admin: bind_admin(addr)?,
+            region: Region::create(workers)?,
+        }))
+    }
+
+    /// The admin listener's address.
+    pub fn admin_addr(&self) -> io::Result<SocketAddr> {
+        self.admin.local_addr()
+    }
+
+    /// Makes the worker `cmd` starts inherit both descriptors, in slot
+    /// `slot`.
+    pub fn pass_to(&self, cmd: &mut Command, slot: usize) {
+        let fds = [self.region.raw_fd(), self.admin.as_raw_fd()];
+        cmd.env(METRICS_FD_ENV, fds[0].to_string())
+            .env(ADMIN_FD_ENV, fds[1].to_string())
+            .env(SLOT_ENV, slot.to_string());
+        // SAFETY: runs in the child between fork and exec; fcntl is
+        // async-signal-safe and nothing is allocated.
+        unsafe {
+            cmd.pre_exec(move || {
+                for fd in fds {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// Binds the admin listener (no `SO_REUSEPORT`: an address in use is an
+/// error), non-blocking.
+fn bind_admin(addr: SocketAddr) -> io::Result<TcpListener> {
+    let l = TcpListener::bind(addr)
+        .map_err(|e| io::Error::new(e.kind(), format!("admin listener {addr}: {e}")))?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// FNV-1a (64-bit) of the effective configuration in its file form: the
+/// same settings give the same digest in every process.
+pub(crate) fn config_digest(config: &Config) -> u64 {
+    let text = toml::to_string(config).unwrap_or_default();
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}

@@ -1,0 +1,56 @@
+//! [`WarnLimit`]: at most one warning per interval for a class of errors a
+//! user acts on (upstream failures, 502/504 causes), with the number of
+//! warnings held back since the last one.
+//!
+//! What it must not know: what is warned about; the caller writes the line.
+
+use std::time::{Duration, Instant};
+
+/// Shortest time between two warnings of one class.
+pub(crate) const WARN_EVERY: Duration = Duration::from_secs(1);
+
+/// A rate limit for one class of warnings.
+#[derive(Debug, Default)]
+pub(crate) struct WarnLimit {
+    last: Option<Instant>,
+    held_back: u64,
+}
+
+impl WarnLimit {
+    /// Whether a warning may be written at `now`: `Some(suffix)` (empty, or
+    /// `" (N more since the last one)"`) if so, `None` if it is held back.
+    pub(crate) fn allow(&mut self, now: Instant) -> Option<String> {
+        if self
+            .last
+            .is_some_and(|t| now.saturating_duration_since(t) < WARN_EVERY)
+        {
+            self.held_back += 1;
+            return None;
+        }
+        self.last = Some(now);
+        let n = std::mem::take(&mut self.held_back);
+        Some(if n == 0 {
+            String::new()
+        } else {
+            format!(" ({n} more since the last one)")
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_warning_per_interval_then_the_count_of_those_held_back() {
+        let t0 = Instant::now();
+        let mut l = WarnLimit::default();
+        assert_eq!(l.allow(t0).as_deref(), Some(""));
+        assert_eq!(l.allow(t0 + Duration::from_millis(10)), None);
+        assert_eq!(l.allow(t0 + Duration::from_millis(20)), None);
+        assert_eq!(
+            l.allow(t0 + WARN_EVERY).as_deref(),
+            Some(" (2 more since the last one)")
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! The access log (issue 13, seen problems 1 and 2): one record for every
+//! request whose head was read — the proxy's own 400/408/414/431 included —
+//! with the termination state, body bytes without chunk framing, escaped
+//! targets, real durations, in the text and JSON formats.
+
+mod util;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::Value;
+use sluice::{AccessLogFormat, AccessLogTarget};
+use util::*;
+
+/// A proxy to `upstream` writing JSON records to a file of its own.
+fn logged_proxy(upstream: SocketAddr, format: AccessLogFormat) -> (Proxy, TempFile) {
+    let log = TempFile::new("");
+    let path = log.path().to_string();
+    let proxy = start_forward_proxy(upstream, move |c| {
+        c.access_log = AccessLogTarget::File(path.into());
+        c.access_log_format = format;
+        c.request_head_timeout = Duration::from_millis(300);
+    });
+    (proxy, log)
+}
+
+/// Waits (bounded) for `n` records and returns them.
+#[track_caller]
+fn records(log: &TempFile, n: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    wait_until(Duration::from_secs(5), || {
+        lines = access_lines(log.path());
+        lines.len() >= n
+    });
+    assert_eq!(lines.len(), n, "{lines:#?}");
+    lines
+}
+
+#[track_caller]
+fn json_records(log: &TempFile, n: usize) -> Vec<Value> {
+    records(log, n)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn heads_the_proxy_cannot_read_get_a_record_with_their_status() {
+    let up = Upstream::start(respond_forever(ok_response("x")));
+    let (proxy, log) = logged_proxy(up.addr, AccessLogFormat::Json);
+    let big_field = format!("X: {}\r\n", "a".repeat(70_000));
+    let cases: [(Vec<u8>, u16); 3] = [
+        (
+            format!("GET /big HTTP/1.1\r\n{big_field}\r\n").into_bytes(),
+            431,
+        ),
+        (
+            format!("GET /{} HTTP/1.1\r\n", "l".repeat(70_000)).into_bytes(),
+            414,
+        ),
+        (b"GET / HTTP/1.1\r\nbad field\r\n\r\n".to_vec(), 400),
+    ];
+    for (req, status) in &cases {
+        let mut c = proxy.client();
+        c.send_lossy(req);
+        assert_eq!(c.read_response().status, *status);
+    }
+    // A partial head that times out: 408.
+    let mut c = proxy.client();
+    c.send(b"GET /partial HTTP/1.1\r\nHost: a\r\n");
+    assert_eq!(c.read_response().status, 408);
+    let recs = json_records(&log, 4);
+    let got: Vec<(u64, &str)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["status"].as_u64().unwrap(),
+                r["termination"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (431, "proxy_error"),
+            (414, "proxy_error"),
+            (400, "proxy_error"),
+            (408, "client_timeout")
+        ]
+    );
+    assert_eq!(recs[0]["method"], "GET");
+    assert_eq!(recs[0]["target"], "/big");
+    assert_eq!(recs[3]["target"], "/partial");
+}
+
+#[test]
+fn json_records_have_every_field_named_in_the_issue() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let (proxy, log) = logged_proxy(up.addr, AccessLogFormat::Json);
+    let mut c = proxy.client();
+    c.round_trip(get("/a"));
+    c.round_trip(get("/b")); // the upstream connection is reused
+    let recs = json_records(&log, 2);
+    let keys: Vec<&str> = recs[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut want = [
+        "time",
+        "client",
+        "method",
+        "target",
+        "protocol",
+        "host",
+        "status",
+        "bytes_in",
+        "bytes_out",
+        "duration_ms",
+        "upstream",
+        "upstream_connect_ms",
+        "upstream_first_byte_ms",
+        "upstream_conn",
+        "retries",
+        "termination",
+    ];
+    let mut keys_sorted = keys.clone();
+    keys_sorted.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(keys_sorted, want);
+    let (a, b) = (&recs[0], &recs[1]);
+    assert_eq!(a["upstream_conn"], "new");
+    assert_eq!(b["upstream_conn"], "reused");
+    assert_eq!(a["bytes_out"], 5);
+    assert_eq!(a["host"], "example.test");
+    assert_eq!(a["protocol"], "HTTP/1.1");
+    assert_eq!(a["termination"], "complete");
+    assert!(a["time"].as_str().unwrap().ends_with('Z'));
+    // A real round trip on a reused connection takes more than 0 ms.
+    assert!(b["duration_ms"].as_f64().unwrap() > 0.0, "{b}");
+    assert!(b["upstream_first_byte_ms"].as_f64().unwrap() > 0.0, "{b}");
+    assert!(b["upstream_connect_ms"].is_null(), "{b}");
+}
+
+#[test]
+fn a_chunked_upload_counts_body_bytes_not_framing() {
+    let up = Upstream::start(respond_forever(ok_response("ok")));
+    let (proxy, log) = logged_proxy(up.addr, AccessLogFormat::Json);
+    let mut c = proxy.client();
+    c.round_trip(
+        b"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\
+          5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\n",
+    );
+    let rec = &json_records(&log, 1)[0];
+    assert_eq!(rec["bytes_in"], 11, "{rec}");
+}
+
+#[test]
+fn an_upstream_closing_mid_body_is_logged_as_cut() {
+    let up = Upstream::start(send_raw_and_close(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf".to_vec(),
+    ));
+    let (proxy, log) = logged_proxy(up.addr, AccessLogFormat::Json);
+    let mut c = proxy.client();
+    c.send(get("/"));
+    let _ = c.read_until_closed(Duration::from_secs(3));
+    let rec = &json_records(&log, 1)[0];
+    assert_eq!(rec["status"], 200);
+    assert_eq!(rec["termination"], "upstream_closed_early", "{rec}");
+    assert_eq!(rec["bytes_out"], 4);
+}
+
+#[test]
+fn a_client_leaving_before_the_answer_is_logged_499_client_aborted() {
+    let up = Upstream::start(never_answer());
+    let (proxy, log) = logged_proxy(up.addr, AccessLogFormat::Json);
+    let mut c = proxy.client();
+    c.send(get("/wait"));
+    up.wait_requests(1);
+    // A reset (linger 0), not a half-close: the client is gone.
+    socket2::SockRef::from(&c.wire.stream)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(c);
+    let rec = &json_records(&log, 1)[0];
+    assert_eq!(rec["status"], 499);
+    assert_eq!(rec["termination"], "client_aborted", "{rec}");
+}
+
+#[test]
+fn text_records_escape_quotes_and_control_bytes() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let (proxy, log) = logged_proxy(up.addr, AccessLogFormat::Text);
+    proxy
+        .client()
+        .round_trip(b"GET /a\"b HTTP/1.1\r\nHost: h\r\n\r\n");
+    // An invalid Host (a quote) is refused, and still logged escaped.
+    proxy
+        .client()
+        .round_trip(b"GET /c HTTP/1.1\r\nHost: h\"x\r\n\r\n");
+    let lines = records(&log, 2);
+    let (ok, bad) = (&lines[0], &lines[1]);
+    assert!(
+        ok.contains(r#" "GET /a\x22b HTTP/1.1" host="h" status=200"#),
+        "{ok}"
+    );
+    assert!(ok.contains(" upstream_conn=new "), "{ok}");
+    assert!(ok.ends_with(" termination=complete"), "{ok}");
+    assert!(bad.contains(r#" host="h\x22x" status=400 "#), "{bad}");
+    assert!(bad.ends_with(" termination=proxy_error"), "{bad}");
+}
+
+/// At `RUST_LOG=warn` a 502 still has its access record (the access log
+/// does not go through `RUST_LOG`), and its cause is a warning.
+#[test]
+fn at_rust_log_warn_a_502_has_its_record_and_a_warning() {
+    let log = TempFile::new("");
+    let listen = loopback(free_port()).to_string();
+    let upstream = refused_addr().to_string();
+    let mut p = SluiceProcess::start_with_env(
+        &[
+            "--listen",
+            &listen,
+            "--upstream",
+            &upstream,
+            "--access-log",
+            log.path(),
+        ],
+        &[("RUST_LOG", "warn")],
+    );
+    let addr: SocketAddr = listen.parse().unwrap();
+    assert!(wait_until(Duration::from_secs(5), || Client::try_connect(
+        addr
+    )
+    .is_ok()));
+    let resp = Client::connect(addr).round_trip(get("/x"));
+    assert_eq!(resp.status, 502);
+    let line = &records(&log, 1)[0];
+    assert!(line.contains(" status=502 "), "{line}");
+    assert!(line.ends_with(" termination=upstream_refused"), "{line}");
+    p.wait_line(Duration::from_secs(5), |l| {
+        l.contains("WARN") && l.contains("connect failed")
+    });
+    p.signal(libc::SIGTERM);
+    p.wait_exit(Duration::from_secs(5));
+}

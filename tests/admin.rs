@@ -1,0 +1,108 @@
+//! The admin listener (issue 13, deliverable 2): `/healthz`, `/readyz`
+//! (503 once a drain starts), `/status`, `/metrics` whose counters move as
+//! requests go through, and a non-loopback address refused unless allowed.
+
+mod util;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use util::*;
+
+fn admin_proxy(upstream: SocketAddr) -> (Proxy, SocketAddr) {
+    let admin = loopback(free_port());
+    let proxy = start_forward_proxy(upstream, move |c| c.admin = Some(admin));
+    (proxy, admin)
+}
+
+/// The value of the sample line `series` (name and labels, exactly).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn healthz_and_readyz_answer_and_readyz_turns_503_when_the_drain_starts() {
+    let up = Upstream::start(never_answer());
+    let (proxy, admin) = admin_proxy(up.addr);
+    assert_eq!(http_get(admin, "/healthz"), (200, b"ok\n".to_vec()));
+    assert_eq!(http_get(admin, "/readyz").0, 200);
+    // An exchange in flight keeps the drain going.
+    let mut c = proxy.client();
+    c.send(get("/hold"));
+    up.wait_requests(1);
+    proxy.handle.drain();
+    assert_eventually("readyz says 503", || http_get(admin, "/readyz").0 == 503);
+    assert_eq!(http_get(admin, "/healthz").0, 200);
+    assert_eq!(http_get(admin, "/nothing").0, 404);
+}
+
+#[test]
+fn metrics_counters_move_as_requests_go_through() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let (proxy, admin) = admin_proxy(up.addr);
+    let ok = r#"sluice_requests_total{worker="0",code_class="2xx",termination="complete"}"#;
+    let (status, body) = http_get(admin, "/metrics");
+    assert_eq!(status, 200);
+    let before = sample(&String::from_utf8_lossy(&body), ok).unwrap();
+    let mut c = proxy.client();
+    for _ in 0..3 {
+        assert_eq!(c.round_trip(get("/")).status, 200);
+    }
+    assert_eventually("3 more complete 2xx requests", || {
+        let text = String::from_utf8_lossy(&http_get(admin, "/metrics").1).into_owned();
+        sample(&text, ok) == Some(before + 3.0)
+            && sample(
+                &text,
+                r#"sluice_request_duration_seconds_count{worker="0"}"#,
+            ) == Some(before + 3.0)
+            && sample(&text, r#"sluice_upstream_reuses_total{worker="0"}"#) == Some(2.0)
+    });
+}
+
+#[test]
+fn status_names_version_digest_uptime_and_workers() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let (_proxy, admin) = admin_proxy(up.addr);
+    let (status, body) = http_get(admin, "/status");
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(v["config_digest"].as_str().unwrap().len(), 16);
+    assert!(v["uptime_seconds"].as_f64().unwrap() >= 0.0);
+    let workers = v["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 1);
+    assert_eq!(workers[0]["pid"], std::process::id());
+}
+
+#[test]
+fn a_non_loopback_admin_address_is_refused_unless_admin_public() {
+    let out = run_sluice(&["--admin", "0.0.0.0:9901", "--check-config", "/dev/null"]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("--admin-public"), "{}", out.stderr);
+    let out = run_sluice(&[
+        "--admin",
+        "0.0.0.0:9901",
+        "--admin-public",
+        "--check-config",
+        "/dev/null",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
+}
+
+#[test]
+fn an_invalid_rust_log_falls_back_to_warn_and_says_so() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let port = free_port();
+    let listen = loopback(port).to_string();
+    let upstream = up.addr.to_string();
+    let mut p = SluiceProcess::start_with_env(
+        &["--listen", &listen, "--upstream", &upstream],
+        &[("RUST_LOG", "inf")],
+    );
+    p.wait_line(Duration::from_secs(5), |l| {
+        l.contains("RUST_LOG=\"inf\" is invalid") && l.contains("WARN")
+    });
+    p.signal(libc::SIGTERM);
+    p.wait_exit(Duration::from_secs(5));
+}
