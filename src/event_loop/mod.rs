@@ -511,19 +511,21 @@ impl Server {
         let now = self.sh.now;
         if self.drain_deadline.is_none() {
             let timeout = self.sh.cfg.drain_timeout;
-            info!(
-                "draining: {} client connections, up to {timeout:?}",
-                self.clients.len()
-            );
             self.drain_deadline = Some(now + timeout);
             // Serve what is already queued on the listener, then close it
             // so new connections go to the other processes on the port.
+            // The log line comes after: once it is out, no new connection
+            // is served here.
             self.accept_paused_until = None;
             self.at_capacity = false;
             self.accept();
             if let Some(mut l) = self.listener.take() {
                 let _ = self.sh.registry.deregister(&mut l);
             }
+            info!(
+                "draining: {} client connections, up to {timeout:?}",
+                self.clients.len()
+            );
             for (key, e) in self.clients.iter_mut() {
                 e.conn.begin_drain();
                 queue(&mut self.runnable, ConnId::new(key, e.generation), e);
