@@ -127,6 +127,40 @@ fn syntax_error_and_missing_file_exit_2() {
     );
 }
 
+/// Both flags reject `text` (exit 2) naming the file and `line` as
+/// `PATH:LINE:`, with every one of `needles` in the message.
+fn rejected_at(text: &str, line: usize, needles: &[&str]) {
+    let f = TempFile::new(text);
+    let at = format!("{}:{line}:", f.path());
+    for flag in ["--check-config", "--config"] {
+        let o = run_sluice(&[flag, f.path()]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {text:?}: {}", o.stderr);
+        for n in needles.iter().chain([&at.as_str()]) {
+            assert!(
+                o.stderr.contains(n),
+                "{flag}: {n:?} missing in {:?}",
+                o.stderr
+            );
+        }
+        assert!(o.stdout.is_empty(), "nothing on stdout when invalid");
+    }
+}
+
+#[test]
+fn bad_groups_and_routes_name_the_file_and_line() {
+    let unknown_group = "listen = \"127.0.0.1:1\"\n\n[[upstream]]\nname = \"app\"\n\
+                         servers = [\"127.0.0.1:8001\"]\n\n[[route]]\nupstream = \"nope\"\n";
+    rejected_at(unknown_group, 8, &["unknown upstream group", "nope"]);
+    let no_servers = "listen = \"127.0.0.1:1\"\n\n[[upstream]]\nname = \"app\"\nservers = []\n";
+    rejected_at(no_servers, 5, &["\"app\"", "no servers"]);
+    let same_name = "[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:8001\"]\n\n\
+                     [[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:8002\"]\n";
+    rejected_at(same_name, 6, &["\"app\"", "declared twice"]);
+    let bad_duration =
+        "[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:8001\"]\nfail_timeout = \"soon\"\n";
+    rejected_at(bad_duration, 4, &["fail_timeout", "soon"]);
+}
+
 // --- --check-config ----------------------------------------------------------
 
 #[test]

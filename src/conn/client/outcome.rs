@@ -63,7 +63,13 @@ impl ClientConn {
             return false;
         }
         ex.upstream = None;
-        if ex.reusable() {
+        // A server gone from its group (DNS, ARCHITECTURE.md §13) gets no
+        // new exchange: its connection is closed, not parked.
+        let member = ex
+            .group
+            .and_then(|g| sh.groups.get(g))
+            .is_none_or(|gr| gr.addrs().any(|a| a == ex.peer.addr));
+        if ex.reusable() && member {
             sh.ups.park(key, &sh.registry, &sh.stats, sh.now);
         } else {
             // Request bytes not yet written are not needed any more: the
