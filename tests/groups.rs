@@ -175,14 +175,16 @@ fn hash_keeps_most_keys_on_their_server_when_one_of_three_is_removed() {
         let refs: Vec<&str> = servers.iter().map(String::as_str).collect();
         let proxy = proxy_with(vec![group("app", &refs, keyed)], vec![]);
         let mut cl = proxy.client();
-        (0..300)
+        (0..1000)
             .map(|i| cl.round_trip(key_req(i)).body_str().to_string())
             .collect::<Vec<String>>()
     };
     let before = owners(&[a.addr.to_string(), b.addr.to_string(), c.addr.to_string()]);
     let after = owners(&[a.addr.to_string(), c.addr.to_string()]);
     let stayed = before.iter().zip(&after).filter(|(x, y)| x == y).count();
-    assert!(stayed >= 180, "{stayed} of 300 keys stayed");
+    // Ideally 2/3 stay; 60% (the bound) leaves room for the ring's
+    // and the sample's variance.
+    assert!(stayed >= 600, "{stayed} of 1000 keys stayed");
     let moved: Vec<&String> = before
         .iter()
         .zip(&after)

@@ -96,8 +96,10 @@ pub(crate) fn least_conn(
     Some(i)
 }
 
-/// Virtual nodes per unit of weight on the hash ring.
-pub(crate) const VNODES_PER_WEIGHT: u32 = 100;
+/// Virtual nodes per unit of weight on the hash ring (160, as nginx's
+/// ketama-compatible `hash ... consistent`): enough that a server's share
+/// of the keys stays near its weight's.
+pub(crate) const VNODES_PER_WEIGHT: u32 = 160;
 
 /// A hash ring: `VNODES_PER_WEIGHT × weight` points per server, placed by
 /// hashing the server's address and the point's number, so a server's
