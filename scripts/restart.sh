@@ -4,7 +4,8 @@
 # clients saw go wrong.
 #
 # The recipe (what each swap does, and what an operator does by hand):
-#   1. start the new sluice on the same address (SO_REUSEPORT: both listen);
+#   1. start the new sluice on the same address with --takeover (SO_REUSEPORT:
+#      both listen; without --takeover sluice refuses a busy address);
 #   2. wait until it serves (here: until its log shows an access line);
 #   3. SIGTERM the old one: it accepts what is already queued on its
 #      listener, closes the listener, closes idle keep-alive clients, lets
@@ -218,7 +219,7 @@ start_sluice() {
     SERIAL=$((SERIAL + 1))
     SLOG="$TMP/sluice-$SERIAL.log"
     lib_bg env RUST_LOG=info "$BIN" --listen "127.0.0.1:$PORT" --upstream "127.0.0.1:$UP_PORT" \
-        --workers "$WORKERS" --drain-timeout 10s </dev/null >"$SLOG" 2>&1
+        --workers "$WORKERS" --drain-timeout 10s ${TAKEOVER:+--takeover} </dev/null >"$SLOG" 2>&1
     SPID=$BG_PID
 }
 # wait_log PID LOG PATTERN SECONDS: until LOG has a line matching PATTERN
@@ -247,7 +248,9 @@ wait_exit() {
     set -e
 }
 
+TAKEOVER=""
 start_sluice
+TAKEOVER=1
 OLD_PID=$SPID
 OLD_LOG=$SLOG
 wait_log "$OLD_PID" "$OLD_LOG" "listening on" 10

@@ -43,6 +43,7 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -106,7 +107,8 @@ settings! {
         /// Address to accept clients on.
         ///
         /// The downstream listener binds it with `SO_REUSEADDR` and
-        /// `SO_REUSEPORT`, so several processes can share it.
+        /// `SO_REUSEPORT` (for this process's own workers), after checking
+        /// that nothing else listens on it (see `takeover`).
         #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
         #[serde(with = "addr")]
         pub listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 8080)),
@@ -243,11 +245,36 @@ settings! {
 
         /// Worker processes; auto = one per CPU.
         ///
-        /// 0 (`auto`) means one per CPU. With 1 the loop runs in the process
-        /// itself.
+        /// `auto` (stored as 0) means one per CPU; a literal 0 is refused.
+        /// With 1 the loop runs in the process itself.
         #[arg(long, value_name = "N|auto", value_parser = parse_workers)]
         #[serde(with = "workers")]
         pub workers: usize = 1,
+
+        /// Idle time of a tunnel (after a 101).
+        ///
+        /// Once an upgrade (WebSocket) turned the connection into a byte
+        /// tunnel, no HTTP timeout applies; the tunnel closes after this long
+        /// without a byte in either direction (HAProxy `timeout tunnel`).
+        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[serde(with = "duration")]
+        pub tunnel_idle_timeout: Duration = Duration::from_secs(3600),
+
+        /// Share the address with a running sluice (zero-downtime swap).
+        ///
+        /// Without it, sluice refuses to start when something already
+        /// listens on `listen`. With it, the new process shares the address
+        /// (`SO_REUSEPORT`); SIGTERM to the old one then drains it.
+        #[arg(long, action = ArgAction::SetTrue)]
+        pub takeover: bool = false,
+
+        /// Write the PID to signal into FILE.
+        ///
+        /// Written once the listeners are up (the supervisor's PID with
+        /// `--workers`), removed at exit.
+        #[arg(long, value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub pid_file: Option<PathBuf> = None,
 
         /// Append `Via: 1.1 sluice` to requests going upstream (RFC 9110
         /// §7.6.3).
@@ -311,6 +338,9 @@ impl Config {
         if self.max_connections == 0 {
             return err("max-connections", "must be at least 1");
         }
+        if self.upstream.port() == 0 {
+            return err("upstream", "port 0 is not a port a peer listens on");
+        }
         // Upper bounds: each is allocated or repeated per connection or per
         // request, so a typo must not become an abort or a busy loop.
         let caps: [(&'static str, usize, usize, &str); 7] = [
@@ -353,7 +383,7 @@ impl Config {
             }
         }
         if self.workers > MAX_WORKERS {
-            return err("workers", "must be at most 1024 (0 means one per CPU)");
+            return err("workers", "must be at most 1024 (or \"auto\": one per CPU)");
         }
         let timeouts = [
             ("keepalive-timeout", self.keepalive_timeout),
@@ -365,6 +395,7 @@ impl Config {
             ("upstream-write-timeout", self.upstream_write_timeout),
             ("pool-idle-timeout", self.pool_idle_timeout),
             ("drain-timeout", self.drain_timeout),
+            ("tunnel-idle-timeout", self.tunnel_idle_timeout),
         ];
         for (key, value) in timeouts {
             if value.is_zero() {
@@ -383,15 +414,16 @@ fn parse_addr(v: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("{v:?} is not an address like 127.0.0.1:8080"))
 }
 
-/// Parses `500ms`, `10s`, `2m`, `1h` (a bare number is seconds).
+/// Parses `500ms`, `10s`, `2m`, `1h`. The unit is required, on the command
+/// line as in the file: a bare `10` is refused, not read as seconds.
 fn parse_duration(v: &str) -> Result<Duration, String> {
-    let bad = || format!("{v:?} is not a duration like 500ms, 10s or 2m");
+    let bad = || format!("{v:?} is not a duration like 500ms, 10s or 2m (a unit is required)");
     let split = v.find(|ch: char| !ch.is_ascii_digit()).unwrap_or(v.len());
     let (digits, unit) = v.split_at(split);
     let n: u64 = digits.parse().map_err(|_| bad())?;
     let ms = match unit {
         "ms" => Some(n),
-        "s" | "" => n.checked_mul(1000),
+        "s" => n.checked_mul(1000),
         "m" => n.checked_mul(60_000),
         "h" => n.checked_mul(3_600_000),
         _ => None,
@@ -410,13 +442,18 @@ fn format_duration(d: Duration) -> String {
     }
 }
 
-/// Parses a worker count: a whole number or `auto` (0: one per CPU).
+/// Parses a worker count: a whole number from 1, or `auto` (stored as 0:
+/// one per CPU). A literal 0 is refused rather than read as `auto`.
 fn parse_workers(v: &str) -> Result<usize, String> {
     if v == "auto" {
         return Ok(0);
     }
-    v.parse()
-        .map_err(|_| format!("{v:?} is not a number of workers (1, 2, … or \"auto\")"))
+    match v.parse() {
+        Ok(0) | Err(_) => Err(format!(
+            "{v:?} is not a number of workers (1, 2, … or \"auto\")"
+        )),
+        Ok(n) => Ok(n),
+    }
 }
 
 /// Parses a whole number (a size or a count).
@@ -501,14 +538,10 @@ mod workers {
                 f.write_str("a whole number of workers or \"auto\"")
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<usize, E> {
-                usize::try_from(v).map_err(|_| {
-                    E::custom(format!(
-                        "{v} is not a number of workers (1, 2, … or \"auto\")"
-                    ))
-                })
+                super::parse_workers(&v.to_string()).map_err(E::custom)
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<usize, E> {
-                usize::try_from(v).map_err(|_| E::custom(format!("{v} is too many workers")))
+                super::parse_workers(&v.to_string()).map_err(E::custom)
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<usize, E> {
                 super::parse_workers(v).map_err(E::custom)
@@ -565,12 +598,19 @@ mod tests {
     fn value_syntax() {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(
+            parse_duration("7")
+                .unwrap_err()
+                .contains("unit is required")
+        );
+        assert!(parse_duration("10 s").is_err());
         assert!(parse_duration("soon").unwrap_err().contains("\"soon\""));
         assert!(parse_duration("99999999999999999999h").is_err());
         assert_eq!(format_duration(Duration::from_secs(120)), "120s");
         assert_eq!(parse_workers("auto"), Ok(0));
         assert!(parse_workers("-2").is_err());
+        assert!(parse_workers("0").is_err());
+        assert_eq!(parse_workers("3"), Ok(3));
         assert_eq!(whole::<u32>("3"), Ok(3));
         assert!(whole::<usize>("-1").is_err());
     }

@@ -33,5 +33,11 @@ pub use event_loop::{Server, ServerHandle};
 pub use filter::{Filter, Forward, Peer, Reply};
 pub use http::{Headers, RequestHead, ResponseHead};
 pub use stats::{Stats, StatsSnapshot};
+
+/// The listener's bind rules, for a supervisor that checks and holds the
+/// address before its workers bind it (ARCHITECTURE.md §12).
+pub mod listen {
+    pub use crate::event_loop::listen::{bind_error, check_free, reuse_port_socket};
+}
 #[cfg(test)]
 mod tests;

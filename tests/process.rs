@@ -1,5 +1,5 @@
 //! The process model, with the built binary: several processes on one port
-//! (SO_REUSEPORT), `--workers N` restarting a killed worker, and the
+//! (SO_REUSEPORT, with `--takeover`), `--workers N` restarting a killed worker, and the
 //! graceful drain on SIGTERM (a second signal stops at once).
 //!
 //! Loopback only; every wait is bounded; every process started here is
@@ -77,15 +77,16 @@ fn start_single(port: u16, up: &Upstream, more: &[&str]) -> SluiceProcess {
 
 // --- tests -------------------------------------------------------------------
 
-/// Two separate sluice processes bind the same port (SO_REUSEPORT) and the
-/// kernel hands new connections to both: each logs access lines under its
-/// own pid.
+/// A second sluice started with `--takeover` shares the port of a running
+/// one (SO_REUSEPORT) and the kernel hands new connections to both: each
+/// logs access lines under its own pid (the zero-downtime swap's first
+/// step).
 #[test]
-fn two_processes_on_one_port_both_serve() {
+fn takeover_shares_the_port_and_both_serve() {
     let up = upstream();
     let port = free_port();
     let a = start_single(port, &up, &[]);
-    let b = start_single(port, &up, &[]);
+    let b = start_single(port, &up, &["--takeover"]);
     let tag = |p: &SluiceProcess| format!("[w0 {}] access client=", p.pid());
     let (ta, tb) = (tag(&a), tag(&b));
     let end = Instant::now() + Duration::from_secs(10);

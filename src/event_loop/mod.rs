@@ -39,7 +39,7 @@ use listen::{bind_listener, fit_to_fd_limit};
 use timer::{Timers, poll_timeout};
 use token::{ConnId, Generations, Kind};
 
-mod listen;
+pub(crate) mod listen;
 mod timer;
 pub(crate) mod token;
 
@@ -115,6 +115,14 @@ impl ServerHandle {
         self.drain.store(true, Ordering::SeqCst);
         let _ = self.waker.wake();
     }
+
+    /// Reopens the log files (SIGUSR1, after logrotate moved them).
+    ///
+    /// The access log's file (issue 13, deliverable 1) is reopened here;
+    /// until it exists there is nothing to reopen and this only logs.
+    pub fn reopen_logs(&self) {
+        info!("reopening logs: nothing to reopen (logs go to stderr)");
+    }
 }
 
 impl Server {
@@ -129,7 +137,7 @@ impl Server {
         let mut config = config;
         config.max_connections = fit_to_fd_limit(config.max_connections);
         let poll = Poll::new()?;
-        let mut listener = bind_listener(config.listen)?;
+        let mut listener = bind_listener(config.listen, config.takeover)?;
         let local_addr = listener.local_addr()?;
         poll.registry()
             .register(&mut listener, token::LISTENER, Interest::READABLE)?;
