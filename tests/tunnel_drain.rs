@@ -32,9 +32,8 @@ fn echo_tunnel() -> Upstream {
 /// A client through `proxy` whose connection became a tunnel.
 fn open_tunnel(proxy: &Proxy) -> Client {
     let mut client = proxy.client();
-    client.send(
-        b"GET /ws HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
-    );
+    client
+        .send(b"GET /ws HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
     let resp = client.read_response();
     assert_eq!(resp.status, 101, "{}", preview(&resp.raw()));
     client

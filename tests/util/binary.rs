@@ -69,8 +69,15 @@ impl SluiceProcess {
     /// Starts the binary with `args`.
     #[track_caller]
     pub fn start(args: &[&str]) -> SluiceProcess {
+        SluiceProcess::start_env(args, &[])
+    }
+
+    /// Starts the binary with `args` and the variables `env` set.
+    #[track_caller]
+    pub fn start_env(args: &[&str], env: &[(&str, &str)]) -> SluiceProcess {
         let mut child = Command::new(SLUICE)
             .args(args)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .env_remove("SLUICE_WORKER")
             .stdin(Stdio::null())
