@@ -260,7 +260,9 @@ impl Supervisor {
             let Some(status) = slot.reap(now, !self.draining) else {
                 continue;
             };
-            if self.draining {
+            // A worker stopped before it was ready may have had no handler
+            // for the signal yet: its status says nothing about the drain.
+            if self.draining && was_ready {
                 self.all_clean &= status.success();
             }
             if Some(slot.generation) == pending && !was_ready {
