@@ -40,6 +40,10 @@ UP_PORT="$(free_port)"
 if [[ -n "${SLUICE_PORT:-}" ]]; then
     [[ "$SLUICE_PORT" =~ ^[0-9]+$ ]] || die "SLUICE_PORT must be a port number, got '$SLUICE_PORT'"
     PORT="$SLUICE_PORT"
+    # Another server there would answer the probes below in sluice's place.
+    if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
+        die "port $PORT in use: something already listens on 127.0.0.1:$PORT (choose another SLUICE_PORT)"
+    fi
 else
     PORT="$(free_port)"
 fi

@@ -76,6 +76,24 @@ run_cli --listen "$LP" --upstream 127.0.0.1:9 --high-watermark 1024 --low-waterm
 if [[ $CLI_RC -eq 2 && "$CLI_OUT" == *watermark* ]]; then pass "low >= high watermark: exit 2, names the flag"
 else fail "watermarks" "expected exit 2 and a message naming the watermark; got exit $CLI_RC (124 = still running after 5 s): ${CLI_OUT:0:300}"; fi
 
+# A busy address: sluice refuses it (exit 1, naming it); demo.sh says so too.
+BUSY_PORT="$(free_port)"
+lib_bg python3 -m http.server --bind 127.0.0.1 "$BUSY_PORT" </dev/null >/dev/null 2>&1
+BUSY_PID=$BG_PID
+wait_port "$BUSY_PID" "$BUSY_PORT" "python3 http.server (busy port)"
+run_cli --listen "127.0.0.1:$BUSY_PORT" --upstream 127.0.0.1:9
+if [[ $CLI_RC -eq 1 && "$CLI_OUT" == *"bind() to 127.0.0.1:$BUSY_PORT failed: Address already in use"* ]]; then
+    pass "busy address: exit 1, names the address and the OS error"
+else fail "busy address" "expected exit 1 and 'bind() to 127.0.0.1:$BUSY_PORT failed'; got exit $CLI_RC: ${CLI_OUT:0:300}"; fi
+set +e
+DEMO_OUT="$(SLUICE_PORT="$BUSY_PORT" SLUICE_BIN="$BIN" timeout 30 "$LIB_DIR/demo.sh" --once 2>&1 </dev/null)"
+DEMO_RC=$?
+set -e
+if [[ $DEMO_RC -ne 0 && "$DEMO_OUT" == *"port $BUSY_PORT in use"* && "$DEMO_OUT" != *checksum* ]]; then
+    pass "demo.sh with a busy SLUICE_PORT: 'port in use', no checksum check"
+else fail "demo.sh busy port" "exit $DEMO_RC: ${DEMO_OUT:0:300}"; fi
+stop_pid "$BUSY_PID"
+
 # --- start upstream (python http.server, HTTP/1.0) and sluice ----------------
 UP_PORT="$(free_port)"
 lib_bg python3 -m http.server --bind 127.0.0.1 --directory "$TMP/www" "$UP_PORT" \

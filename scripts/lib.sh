@@ -27,6 +27,8 @@
 #   free_port             print a TCP port on 127.0.0.1 that was free just now
 #   wait_http PID URL NAME [LOG]  up to 5 s until curl gets URL; dies if PID exits
 #   wait_port PID PORT NAME [LOG] up to 5 s until 127.0.0.1:PORT accepts
+#   lib_tcp_migrate on|off|keep   set net.ipv4.tcp_migrate_req to 1 / 0 (root;
+#                         restored at exit) or leave it; logs whether it is on
 # Env: SLUICE_BIN=path    use this binary instead of building
 #      SLUICE_NO_BUILD=1  use target/release/sluice as it is (no cargo build)
 #      CARGO_TARGET_DIR   honoured when looking for the built binary
@@ -92,9 +94,15 @@ stop_pid() { # TERM, up to SECS, then KILL; never by name
     wait "$pid" 2>/dev/null || true
 }
 
+LIB_MIGRATE_OLD=""
+LIB_MIGRATE_SYSCTL=/proc/sys/net/ipv4/tcp_migrate_req
+
 lib_cleanup() {
     local pid
     for pid in ${LIB_PIDS[@]+"${LIB_PIDS[@]}"}; do stop_pid "$pid"; done
+    if [[ -n "$LIB_MIGRATE_OLD" ]]; then
+        printf '%s\n' "$LIB_MIGRATE_OLD" >"$LIB_MIGRATE_SYSCTL" 2>/dev/null || true
+    fi
     if declare -F lib_exit_hook >/dev/null; then lib_exit_hook || true; fi
     if [[ -n "$LIB_TMP" && -d "$LIB_TMP" ]]; then rm -rf -- "$LIB_TMP"; fi
 }
@@ -182,4 +190,38 @@ wait_port() {
         sleep 0.1
     done
     die "$name did not accept on 127.0.0.1:$port within 5 s"
+}
+
+# lib_tcp_migrate on|off|keep: net.ipv4.tcp_migrate_req=1 moves connections
+# queued on a closing SO_REUSEPORT listener to another listener of the port
+# (Linux >= 5.14) instead of resetting them; sets it when root, restores it
+# at exit, and logs whether it is on.
+lib_tcp_migrate() {
+    local mode=$1 current want="" now
+    if [[ ! -r "$LIB_MIGRATE_SYSCTL" ]]; then
+        log "net.ipv4.tcp_migrate_req: not available on this kernel (OFF)"
+        return
+    fi
+    current="$(cat "$LIB_MIGRATE_SYSCTL")"
+    case "$mode" in
+        on) want=1 ;;
+        off) want=0 ;;
+        keep) ;;
+        *) die "MIGRATE must be on, off or keep" ;;
+    esac
+    if [[ -n "$want" && "$current" != "$want" ]]; then
+        if [[ "$(id -u)" -eq 0 ]] &&
+            { sysctl -q -w "net.ipv4.tcp_migrate_req=$want" >/dev/null 2>&1 ||
+                printf '%s\n' "$want" >"$LIB_MIGRATE_SYSCTL" 2>/dev/null; }; then
+            LIB_MIGRATE_OLD="$current"
+        else
+            log "could not set net.ipv4.tcp_migrate_req=$want (needs root and a writable /proc/sys)"
+        fi
+    fi
+    now="$(cat "$LIB_MIGRATE_SYSCTL")"
+    if [[ "$now" == 1 ]]; then
+        log "net.ipv4.tcp_migrate_req=1: ON (queued connections of a closing listener migrate)"
+    else
+        log "net.ipv4.tcp_migrate_req=$now: OFF (a connection racing a listener's close may be reset)"
+    fi
 }

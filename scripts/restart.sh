@@ -4,7 +4,8 @@
 # clients saw go wrong.
 #
 # The recipe (what each swap does, and what an operator does by hand):
-#   1. start the new sluice on the same address (SO_REUSEPORT: both listen);
+#   1. start the new sluice on the same address with --takeover (SO_REUSEPORT:
+#      both listen; without --takeover sluice refuses a busy address);
 #   2. wait until it serves (here: until its log shows an access record);
 #   3. SIGTERM the old one: it accepts what is already queued on its
 #      listener, closes the listener, closes idle keep-alive clients, lets
@@ -41,46 +42,11 @@ need python3 timeout
 # --- processes and cleanup (lib.sh stops LIB_PIDS and removes LIB_TMP) -------------
 lib_tmp
 TMP="$LIB_TMP"
-SYSCTL=/proc/sys/net/ipv4/tcp_migrate_req
-MIGRATE_OLD=""
-lib_exit_hook() { # restore net.ipv4.tcp_migrate_req
-    if [[ -n "$MIGRATE_OLD" ]]; then
-        printf '%s\n' "$MIGRATE_OLD" >"$SYSCTL" 2>/dev/null || true
-    fi
-}
-
 # --- binary ---------------------------------------------------------------------
 lib_sluice_bin
 BIN="$SLUICE"
 
-# --- net.ipv4.tcp_migrate_req ------------------------------------------------------
-if [[ -r "$SYSCTL" ]]; then
-    current="$(cat "$SYSCTL")"
-    want=""
-    case "$MIGRATE" in
-        on) want=1 ;;
-        off) want=0 ;;
-        keep) ;;
-        *) die "MIGRATE must be on, off or keep" ;;
-    esac
-    if [[ -n "$want" && "$current" != "$want" ]]; then
-        if [[ "$(id -u)" -eq 0 ]] &&
-            { sysctl -q -w "net.ipv4.tcp_migrate_req=$want" >/dev/null 2>&1 ||
-                printf '%s\n' "$want" >"$SYSCTL" 2>/dev/null; }; then
-            MIGRATE_OLD="$current"
-        else
-            log "could not set net.ipv4.tcp_migrate_req=$want (needs root and a writable /proc/sys)"
-        fi
-    fi
-    now="$(cat "$SYSCTL")"
-    if [[ "$now" == 1 ]]; then
-        log "net.ipv4.tcp_migrate_req=1: ON (queued connections of a closing listener migrate)"
-    else
-        log "net.ipv4.tcp_migrate_req=$now: OFF (a connection racing a listener's close may be reset)"
-    fi
-else
-    log "net.ipv4.tcp_migrate_req: not available on this kernel (OFF)"
-fi
+lib_tcp_migrate "$MIGRATE"
 
 # --- load: keep-alive and new-connection clients ----------------------------------
 cat >"$TMP/load.py" <<'EOF'
@@ -218,7 +184,7 @@ start_sluice() {
     SERIAL=$((SERIAL + 1))
     SLOG="$TMP/sluice-$SERIAL.log"
     lib_bg env RUST_LOG=info "$BIN" --listen "127.0.0.1:$PORT" --upstream "127.0.0.1:$UP_PORT" \
-        --workers "$WORKERS" --drain-timeout 10s </dev/null >"$SLOG" 2>&1
+        --workers "$WORKERS" --drain-timeout 10s ${TAKEOVER:+--takeover} </dev/null >"$SLOG" 2>&1
     SPID=$BG_PID
 }
 # wait_log PID LOG PATTERN SECONDS: until LOG has a line matching PATTERN
@@ -247,7 +213,9 @@ wait_exit() {
     set -e
 }
 
+TAKEOVER=""
 start_sluice
+TAKEOVER=1
 OLD_PID=$SPID
 OLD_LOG=$SLOG
 wait_log "$OLD_PID" "$OLD_LOG" "listening on" 10

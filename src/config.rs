@@ -19,6 +19,9 @@
 //!   it (rendered through `Serialize`), serde fills missing keys with it
 //!   (`#[serde(default)]`), and `Config::default()` returns it.
 //!
+//! The syntax of values (durations with a required unit, addresses, worker
+//! counts) is one rule each, in `config/values.rs`.
+//!
 //! A new knob is one such field (plus the code that uses its value, and a
 //! check in [`Config::validate`] if it has limits).
 //!
@@ -43,13 +46,16 @@
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::str::FromStr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ArgAction;
 use serde::{Deserialize, Serialize};
 
 use crate::upstreams::spec::{DEFAULT_GROUP, GroupSpec, RouteSpec, ServerSpec};
+mod values;
+pub(crate) use values::duration;
+use values::{addr, parse_addr, parse_duration, parse_workers, whole, workers};
 
 /// Largest `high_watermark` accepted, bytes.
 pub const MAX_WATERMARK: usize = 64 * 1024 * 1024;
@@ -108,7 +114,8 @@ settings! {
         /// Address to accept clients on.
         ///
         /// The downstream listener binds it with `SO_REUSEADDR` and
-        /// `SO_REUSEPORT`, so several processes can share it.
+        /// `SO_REUSEPORT` (for this process's own workers), after checking
+        /// that nothing else listens on it (see `takeover`).
         #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
         #[serde(with = "addr")]
         pub listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 8080)),
@@ -284,11 +291,36 @@ settings! {
 
         /// Worker processes; auto = one per CPU.
         ///
-        /// 0 (`auto`) means one per CPU. With 1 the loop runs in the process
-        /// itself.
+        /// `auto` (stored as 0) means one per CPU; a literal 0 is refused.
+        /// With 1 the loop runs in the process itself.
         #[arg(long, value_name = "N|auto", value_parser = parse_workers)]
         #[serde(with = "workers")]
         pub workers: usize = 1,
+
+        /// Idle time of a tunnel (after a 101).
+        ///
+        /// Once an upgrade (WebSocket) turned the connection into a byte
+        /// tunnel, no HTTP timeout applies; the tunnel closes after this long
+        /// without a byte in either direction (HAProxy `timeout tunnel`).
+        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[serde(with = "duration")]
+        pub tunnel_idle_timeout: Duration = Duration::from_secs(3600),
+
+        /// Share the address with a running sluice (zero-downtime swap).
+        ///
+        /// Without it, sluice refuses to start when something already
+        /// listens on `listen`. With it, the new process shares the address
+        /// (`SO_REUSEPORT`); SIGTERM to the old one then drains it.
+        #[arg(long, action = ArgAction::SetTrue)]
+        pub takeover: bool = false,
+
+        /// Write the PID to signal into FILE.
+        ///
+        /// Written once the listeners are up (the supervisor's PID with
+        /// `--workers`), removed at exit.
+        #[arg(long, value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub pid_file: Option<PathBuf> = None,
 
         /// Append `Via: 1.1 sluice` to requests going upstream (RFC 9110
         /// §7.6.3).
@@ -355,6 +387,14 @@ impl Config {
         if self.max_connections == 0 {
             return err("max-connections", "must be at least 1");
         }
+        if self
+            .upstream
+            .iter()
+            .flat_map(|g| g.servers.get_ref().iter())
+            .any(|srv| srv.port == 0)
+        {
+            return err("upstream", "port 0 is not a port a peer listens on");
+        }
         // Upper bounds: each is allocated or repeated per connection or per
         // request, so a typo must not become an abort or a busy loop.
         let caps: [(&'static str, usize, usize, &str); 7] = [
@@ -407,7 +447,7 @@ impl Config {
             );
         }
         if self.workers > MAX_WORKERS {
-            return err("workers", "must be at most 1024 (0 means one per CPU)");
+            return err("workers", "must be at most 1024 (or \"auto\": one per CPU)");
         }
         let timeouts = [
             ("keepalive-timeout", self.keepalive_timeout),
@@ -419,6 +459,7 @@ impl Config {
             ("upstream-write-timeout", self.upstream_write_timeout),
             ("pool-idle-timeout", self.pool_idle_timeout),
             ("drain-timeout", self.drain_timeout),
+            ("tunnel-idle-timeout", self.tunnel_idle_timeout),
         ];
         for (key, value) in timeouts {
             if value.is_zero() {
@@ -476,39 +517,6 @@ fn parse_access_log(v: &str) -> Result<AccessLogTarget, String> {
     })
 }
 
-/// Parses an address like `127.0.0.1:8080`.
-fn parse_addr(v: &str) -> Result<SocketAddr, String> {
-    v.parse()
-        .map_err(|_| format!("{v:?} is not an address like 127.0.0.1:8080"))
-}
-
-/// Parses `500ms`, `10s`, `2m`, `1h` (a bare number is seconds).
-fn parse_duration(v: &str) -> Result<Duration, String> {
-    let bad = || format!("{v:?} is not a duration like 500ms, 10s or 2m");
-    let split = v.find(|ch: char| !ch.is_ascii_digit()).unwrap_or(v.len());
-    let (digits, unit) = v.split_at(split);
-    let n: u64 = digits.parse().map_err(|_| bad())?;
-    let ms = match unit {
-        "ms" => Some(n),
-        "s" | "" => n.checked_mul(1000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        _ => None,
-    };
-    ms.map(Duration::from_millis).ok_or_else(bad)
-}
-
-/// Writes a duration the way [`parse_duration`] reads it back: whole
-/// seconds as `60s`, anything else in milliseconds.
-fn format_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{ms}ms")
-    }
-}
-
 /// Parses one `--upstream` server into a one-server group `default`
 /// (several flags are joined into one group by the binary).
 fn parse_server(v: &str) -> Result<GroupSpec, String> {
@@ -516,48 +524,6 @@ fn parse_server(v: &str) -> Result<GroupSpec, String> {
         DEFAULT_GROUP,
         vec![v.parse::<ServerSpec>()?],
     ))
-}
-
-/// Parses a worker count: a whole number or `auto` (0: one per CPU).
-fn parse_workers(v: &str) -> Result<usize, String> {
-    if v == "auto" {
-        return Ok(0);
-    }
-    v.parse()
-        .map_err(|_| format!("{v:?} is not a number of workers (1, 2, … or \"auto\")"))
-}
-
-/// Parses a whole number (a size or a count).
-fn whole<T: FromStr>(v: &str) -> Result<T, String> {
-    v.parse()
-        .map_err(|_| format!("{v:?} is not a whole number"))
-}
-
-/// An address in the file: a string (`"127.0.0.1:8080"`, `"[::1]:80"`).
-mod addr {
-    use std::fmt;
-    use std::net::SocketAddr;
-
-    use serde::de::{self, Deserializer, Visitor};
-    use serde::ser::Serializer;
-
-    pub fn serialize<S: Serializer>(a: &SocketAddr, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(a)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = SocketAddr;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an address string like \"127.0.0.1:8080\"")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<SocketAddr, E> {
-                super::parse_addr(v).map_err(E::custom)
-            }
-        }
-        d.deserialize_any(V)
-    }
 }
 
 /// An access log target in the file: a string, as on the command line.
@@ -574,72 +540,6 @@ mod access_log {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AccessLogTarget, D::Error> {
         let v = String::deserialize(d)?;
         super::parse_access_log(&v).map_err(D::Error::custom)
-    }
-}
-
-/// A duration in the file: a string with a unit (`"500ms"`, `"10s"`).
-pub(crate) mod duration {
-    use std::fmt;
-    use std::time::Duration;
-
-    use serde::de::{self, Deserializer, Visitor};
-    use serde::ser::Serializer;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::format_duration(*d))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Duration;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a duration string like \"500ms\", \"10s\" or \"2m\"")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
-                super::parse_duration(v).map_err(E::custom)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// A worker count in the file: an integer, or `"auto"` (stored as 0).
-mod workers {
-    use std::fmt;
-
-    use serde::de::{self, Deserializer, Visitor};
-    use serde::ser::Serializer;
-
-    pub fn serialize<S: Serializer>(n: &usize, s: S) -> Result<S::Ok, S::Error> {
-        match *n {
-            0 => s.serialize_str("auto"),
-            n => s.serialize_u64(n as u64),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = usize;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a whole number of workers or \"auto\"")
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<usize, E> {
-                usize::try_from(v).map_err(|_| {
-                    E::custom(format!(
-                        "{v} is not a number of workers (1, 2, … or \"auto\")"
-                    ))
-                })
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<usize, E> {
-                usize::try_from(v).map_err(|_| E::custom(format!("{v} is too many workers")))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<usize, E> {
-                super::parse_workers(v).map_err(E::custom)
-            }
-        }
-        d.deserialize_any(V)
     }
 }
 
@@ -687,19 +587,5 @@ mod tests {
         assert!(text.contains("workers = \"auto\"\n"), "{text}");
         assert_eq!(toml::from_str::<Config>(&text).unwrap(), c);
         assert_eq!(toml::from_str::<Config>("").unwrap(), Config::default());
-    }
-
-    #[test]
-    fn value_syntax() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
-        assert!(parse_duration("soon").unwrap_err().contains("\"soon\""));
-        assert!(parse_duration("99999999999999999999h").is_err());
-        assert_eq!(format_duration(Duration::from_secs(120)), "120s");
-        assert_eq!(parse_workers("auto"), Ok(0));
-        assert!(parse_workers("-2").is_err());
-        assert_eq!(whole::<u32>("3"), Ok(3));
-        assert!(whole::<usize>("-1").is_err());
     }
 }

@@ -40,6 +40,12 @@ pub enum Timeout {
     ClientSend,
     /// A closing connection did not send EOF within the linger time.
     Linger,
+    /// No byte in either direction of a tunnel (after a 101) for the
+    /// tunnel idle timeout.
+    TunnelIdle,
+    /// During a graceful drain, a keep-alive connection stayed idle long
+    /// enough that closing it is unlikely to race a request.
+    DrainIdle,
 }
 
 /// What happened.

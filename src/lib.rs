@@ -46,5 +46,11 @@ pub use upstreams::spec::{
     Balance, DEFAULT_GROUP, GroupSpec, HashKey, HealthCheck, Resolve, RouteSpec, ServerSpec,
     StatusRange,
 };
+
+/// The listener's bind rules, for a supervisor that checks and holds the
+/// address before its workers bind it (ARCHITECTURE.md §12).
+pub mod listen {
+    pub use crate::event_loop::listen::{bind_error, check_free, reuse_port_socket};
+}
 #[cfg(test)]
 mod tests;

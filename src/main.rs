@@ -2,16 +2,18 @@
 //! signals, and either one loop on this thread or a supervisor of worker
 //! processes.
 //!
-//! - `--workers 1` (the default), or any process started as a worker
-//!   (`SLUICE_WORKER` set): the loop runs here; SIGTERM/SIGINT start a
-//!   graceful drain, a second one stops at once (`cli::signals`).
+//! - `--workers 1` (the default), or a worker of a supervisor
+//!   (`SLUICE_WORKER` set; its configuration comes from the supervisor,
+//!   `cli::workers`): the loop runs here (`cli::signals` for what each
+//!   signal does, reload included).
 //! - `--workers N` (N > 1, or `auto` on a machine with more than one CPU):
 //!   this process supervises N workers (`cli::supervisor`).
 //! - `--check-config FILE`: validate, print the effective configuration,
 //!   exit.
 //!
-//! Exit status: 0 after a clean stop or drain, 1 if the loop failed to
-//! start or failed, 2 for an invalid command line or configuration.
+//! Exit status: 0 after a clean stop or drain, 1 for a runtime error (the
+//! address cannot be bound, the loop failed, a worker did not exit 0), 2
+//! for an invalid command line or configuration.
 //!
 //! What it must not know: the loop's internals; it uses the library's
 //! public API only.
@@ -24,15 +26,34 @@ mod cli {
     pub mod args;
     pub mod file;
     pub mod logging;
+    pub mod notify;
+    pub mod pidfile;
     pub mod signals;
+    pub mod source;
     pub mod supervisor;
+    pub mod workers;
 }
 
 use cli::args::{self, Cli};
 use cli::logging::{self, Role};
-use cli::{file, signals, supervisor};
+use cli::pidfile::PidFile;
+use cli::source::Source;
+use cli::{file, notify, signals, supervisor, workers};
 
 fn main() -> ExitCode {
+    // A worker runs what its supervisor validated; it parses no arguments.
+    if let Some(worker) = workers::worker_config() {
+        return match worker {
+            Ok((index, config)) => {
+                logging::init(Role::Worker(index));
+                start(config, None, true)
+            }
+            Err(msg) => {
+                eprintln!("sluice: worker: {msg}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let parsed = match args::parse(std::env::args_os().skip(1)) {
         Ok(Cli::Run(p)) => p,
         Ok(Cli::Exit(code)) => return code,
@@ -41,29 +62,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let check = parsed.check;
+    let source = Source::new(parsed);
     // Defaults < config file < flags.
-    let mut config = match &parsed.config_file {
-        None => Config::default(),
-        Some(path) => match file::load(path) {
-            Ok(from_file) => from_file,
-            Err(msg) => {
-                eprintln!("sluice: {msg}");
-                return ExitCode::from(2);
-            }
-        },
+    let config = match source.load() {
+        Ok(c) => c,
+        Err(msg) => {
+            eprintln!("sluice: {msg}");
+            return ExitCode::from(2);
+        }
     };
-    if let Err(msg) = parsed.apply(&mut config) {
-        eprintln!("sluice: {msg}\n(see sluice --help)");
-        return ExitCode::from(2);
-    }
-    if let Err(e) = config.validate() {
-        eprintln!(
-            "sluice: {}",
-            file::describe_invalid(&e, parsed.config_file.as_deref())
-        );
-        return ExitCode::from(2);
-    }
-    if parsed.check {
+    if check {
         return match file::render(&config) {
             Ok(text) => {
                 print!("{text}");
@@ -75,18 +84,39 @@ fn main() -> ExitCode {
             }
         };
     }
-
-    let worker_index = std::env::var(supervisor::WORKER_ENV)
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok());
     let workers = file::resolve_workers(config.workers);
-    // A worker never supervises, whatever its arguments say.
-    let supervise = worker_index.is_none() && workers > 1;
+    let supervise = workers > 1;
     logging::init(if supervise {
         Role::Supervisor
     } else {
-        Role::Worker(worker_index.unwrap_or(0))
+        Role::Worker(0)
     });
+    let cpus = file::resolve_workers(0);
+    if workers > cpus {
+        log::warn!(
+            "--workers {workers} is more than the {cpus} CPUs of this machine: \
+             the workers will compete for them (one per core is the rule)"
+        );
+    }
+    if supervise {
+        // Handlers first: a signal that comes while we start is not lost.
+        match signals::register() {
+            Ok(sigs) => supervisor::run(config, workers, &source, sigs),
+            Err(e) => {
+                eprintln!("sluice: cannot start: signal handlers: {e}");
+                ExitCode::from(1)
+            }
+        }
+    } else {
+        start(config, Some(source), false)
+    }
+}
+
+/// One loop on this thread (and, after a reload, its successors) until a
+/// signal's drain or shutdown ends them. `source`: where a reload reads
+/// the configuration (None for a worker). `worker`: this process is a
+/// supervisor's worker.
+fn start(config: Config, source: Option<Source>, worker: bool) -> ExitCode {
     // Handlers first: a signal that comes while we start is not lost.
     let sigs = match signals::register() {
         Ok(s) => s,
@@ -95,15 +125,6 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if supervise {
-        supervisor::run(&config, workers, sigs)
-    } else {
-        serve(config, sigs)
-    }
-}
-
-/// One loop on this thread until a signal's drain (or shutdown) ends it.
-fn serve(config: Config, sigs: signal_hook::iterator::Signals) -> ExitCode {
     let upstream = file::groups_summary(&config);
     // A worker inherits the admin listener and the metrics region from its
     // supervisor; a single process makes its own.
@@ -114,10 +135,17 @@ fn serve(config: Config, sigs: signal_hook::iterator::Signals) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let server = match Server::bind_with(config, ByRoutes, observer) {
+    // A reload of this process hands the endpoints to its next loop.
+    let spare = match observer.as_ref().map(|o| o.clone_for(&config)).transpose() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("sluice: cannot start: admin endpoints: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let server = match Server::bind_with(config.clone(), ByRoutes, observer) {
         Ok(s) => s,
         Err(e) => {
-            log::error!("cannot start: {e}");
             eprintln!("sluice: cannot start: {e}");
             // An upstream host that does not resolve is a configuration
             // error (2), like an invalid value.
@@ -125,27 +153,40 @@ fn serve(config: Config, sigs: signal_hook::iterator::Signals) -> ExitCode {
             return ExitCode::from(if invalid { 2 } else { 1 });
         }
     };
-    if let Err(e) = signals::spawn(sigs, server.handle()) {
-        eprintln!("sluice: cannot start: signal thread: {e}");
-        return ExitCode::from(1);
-    }
+    let reloaded = match signals::spawn(sigs, server.handle(), config.clone(), source, spare) {
+        Ok(rx) => rx,
+        Err(e) => {
+            eprintln!("sluice: cannot start: signal thread: {e}");
+            return ExitCode::from(1);
+        }
+    };
     log::info!(
         "sluice {} pid={} on {} → upstream {upstream}",
         env!("CARGO_PKG_VERSION"),
         std::process::id(),
         server.local_addr()
     );
+    // The listener is up: the pid file, then readiness.
+    let _pid_file = match config.pid_file.as_deref().map(PidFile::write) {
+        Some(Err(msg)) => {
+            eprintln!("sluice: cannot start: {msg}");
+            return ExitCode::from(1);
+        }
+        Some(Ok(p)) => Some(p),
+        None => None,
+    };
     if let Some(addr) = server.admin_addr() {
         log::info!("admin endpoints on http://{addr}/ (metrics, healthz, readyz, status)");
     }
-    match server.run() {
+    notify::ready(worker);
+    let first = server.run();
+    match signals::join_reloaded(first, &reloaded) {
         Ok(()) => {
             log::info!("exiting");
             ExitCode::SUCCESS
         }
         Err(e) => {
             log::error!("event loop failed: {e}");
-            eprintln!("sluice: event loop failed: {e}");
             ExitCode::from(1)
         }
     }

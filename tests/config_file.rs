@@ -11,7 +11,7 @@ use std::time::Duration;
 use util::*;
 
 /// Every key of the configuration file (the fields of `sluice::Config`).
-const KEYS: [&str; 23] = [
+const KEYS: [&str; 25] = [
     "listen",
     "upstream",
     "keepalive_timeout",
@@ -32,6 +32,8 @@ const KEYS: [&str; 23] = [
     "max_connections",
     "drain_timeout",
     "workers",
+    "tunnel_idle_timeout",
+    "takeover",
     "add_via",
     "add_x_forwarded_for",
     "add_x_forwarded_proto",
@@ -76,6 +78,11 @@ fn invalid_duration_names_the_key() {
         &["keepalive_timeout", "soon", ":2:"],
     );
     rejected("drain_timeout = 30\n", &["drain_timeout"]);
+    // A unit is required in the file as on the command line.
+    rejected(
+        "keepalive_timeout = \"10\"\n",
+        &["keepalive_timeout", "unit is required"],
+    );
     rejected(
         "upstream_read_timeout = \"10 parsecs\"\n",
         &["upstream_read_timeout"],
@@ -98,6 +105,8 @@ fn wrong_types_and_values_name_the_key() {
     rejected("max_retries = \"x\"\n", &["max_retries"]);
     rejected("max_head_size = -1\n", &["max_head_size"]);
     rejected("workers = -2\n", &["workers"]);
+    rejected("workers = 0\n", &["workers", "\"auto\""]);
+    rejected("upstream = \"127.0.0.1:0\"\n", &["upstream", "port 0"]);
     rejected("workers = \"many\"\n", &["workers"]);
     rejected("add_via = \"yes\"\n", &["add_via"]);
     rejected("listen = \"nowhere\"\n", &["listen", "nowhere"]);

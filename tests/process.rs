@@ -1,5 +1,5 @@
 //! The process model, with the built binary: several processes on one port
-//! (SO_REUSEPORT), `--workers N` restarting a killed worker, and the
+//! (SO_REUSEPORT, with `--takeover`), `--workers N` restarting a killed worker, and the
 //! graceful drain on SIGTERM (a second signal stops at once).
 //!
 //! Loopback only; every wait is bounded; every process started here is
@@ -77,16 +77,17 @@ fn start_single(port: u16, up: &Upstream, more: &[&str]) -> SluiceProcess {
 
 // --- tests -------------------------------------------------------------------
 
-/// Two separate sluice processes bind the same port (SO_REUSEPORT) and the
-/// kernel hands new connections to both: each logs access lines under its
-/// own pid.
+/// A second sluice started with `--takeover` shares the port of a running
+/// one (SO_REUSEPORT) and the kernel hands new connections to both: each
+/// logs access lines under its own pid (the zero-downtime swap's first
+/// step).
 #[test]
-fn two_processes_on_one_port_both_serve() {
+fn takeover_shares_the_port_and_both_serve() {
     let up = upstream();
     let port = free_port();
     let (log_a, log_b) = (TempFile::new(""), TempFile::new(""));
     let a = start_single(port, &up, &["--access-log", log_a.path()]);
-    let b = start_single(port, &up, &["--access-log", log_b.path()]);
+    let b = start_single(port, &up, &["--takeover", "--access-log", log_b.path()]);
     let lines = |f: &TempFile| access_lines(f.path()).len();
     let end = Instant::now() + Duration::from_secs(10);
     let mut sent = 0;

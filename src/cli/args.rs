@@ -27,11 +27,13 @@ usage: sluice --listen ADDR --upstream ADDR [options]
 
 /// The help's last lines.
 const AFTER_HELP: &str = "
-DUR is a number with a unit: 500ms, 10s, 2m. Diagnostics: stderr, RUST_LOG
-(default info). Access records: --access-log (default stdout).
+DUR is a number with a unit (required): 500ms, 10s, 2m, 1h. Diagnostics:
+stderr, RUST_LOG (default info). Access records: --access-log (default stdout).
 With --workers N > 1 the process supervises N worker processes on the same
-port (SO_REUSEPORT) and restarts any that dies. SIGTERM or SIGINT: graceful
-drain, then exit 0; a second one: stop at once.
+port (SO_REUSEPORT) and restarts any that dies. Signals: SIGTERM, SIGINT or
+SIGQUIT: graceful drain, then exit 0 (a second one: stop at once); SIGHUP:
+reload the config file; SIGUSR1: reopen logs; others are logged.
+Exit status: 0 stopped or drained, 1 runtime or bind error, 2 usage or config.
 ";
 
 /// Where a help line's text starts, and the width it wraps at (a `\n` in
@@ -85,9 +87,9 @@ fn command() -> Command {
     let cmd = Config::augment_args_for_update(Command::new("sluice"))
         .no_binary_name(true)
         .version(env!("CARGO_PKG_VERSION"))
-        // The last of a repeated flag wins (the supervisor appends
-        // `--listen` and `--workers 1` to its own arguments).
-        .args_override_self(true)
+        // A single-value flag given twice is an error (clap's default):
+        // `--listen A --listen B` must not silently keep B. The supervisor
+        // hands its workers their settings in the environment instead.
         .disable_help_flag(true)
         .disable_version_flag(true)
         .arg(
@@ -304,6 +306,11 @@ fn describe(e: &clap::Error) -> String {
             return format!("unknown option {a}");
         }
         (ErrorKind::UnknownArgument, Some(a)) => return format!("unexpected argument {a:?}"),
+        (ErrorKind::ArgumentConflict, Some(flag))
+            if context(ContextKind::PriorArg).is_some_and(|p| p.starts_with(flag)) =>
+        {
+            return format!("{flag}: given more than once (it takes one value)");
+        }
         (ErrorKind::TooManyValues, Some(flag)) => {
             if let Some(value) = context(ContextKind::InvalidValue) {
                 return format!("unexpected argument for option '{flag}': {value:?}");
@@ -362,27 +369,16 @@ mod tests {
     }
 
     #[test]
-    fn the_last_of_a_repeated_flag_wins() {
-        // The supervisor appends `--listen ADDR --workers 1` to its own args.
-        let mut c = Config::default();
-        parsed(&["--workers", "4", "--listen", "127.0.0.1:1"])
-            .apply(&mut c)
-            .unwrap();
-        parsed(&[
-            "--workers",
-            "4",
-            "--listen",
-            "127.0.0.1:1",
-            "--no-via",
-            "--no-via",
-            "--listen",
-            "127.0.0.1:2",
-            "--workers",
-            "1",
-        ])
-        .apply(&mut c)
-        .unwrap();
-        assert_eq!((c.workers, c.listen.port(), c.add_via), (1, 2, false));
+    fn a_repeated_single_value_flag_is_refused() {
+        let err = |args: &[&str]| parse(args.iter().map(OsString::from)).err().unwrap();
+        assert_eq!(
+            err(&["--listen", "127.0.0.1:1", "--listen", "127.0.0.1:2"]),
+            "--listen: given more than once (it takes one value)"
+        );
+        assert_eq!(
+            err(&["--no-via", "--no-via"]),
+            "--no-via: given more than once (it takes one value)"
+        );
     }
 
     #[test]
@@ -403,7 +399,17 @@ mod tests {
         let err = |args: &[&str]| parse(args.iter().map(OsString::from)).err().unwrap();
         assert_eq!(
             err(&["--drain-timeout", "soon"]),
-            "--drain-timeout: \"soon\" is not a duration like 500ms, 10s or 2m"
+            "--drain-timeout: \"soon\" is not a duration like 500ms, 10s or 2m \
+             (a unit is required)"
+        );
+        assert_eq!(
+            err(&["--keepalive-timeout", "10"]),
+            "--keepalive-timeout: \"10\" is not a duration like 500ms, 10s or 2m \
+             (a unit is required)"
+        );
+        assert_eq!(
+            err(&["--workers", "0"]),
+            "--workers: \"0\" is not a number of workers (1, 2, … or \"auto\")"
         );
         assert_eq!(
             err(&["--max-head-size", "-1"]),
@@ -456,7 +462,8 @@ mod tests {
             .count();
         assert_eq!(knobs, keys.len());
         // Knobs whose default is "not set" have no key in the defaults.
-        let unset_by_default = ["admin"];
+        let unset_by_default = ["admin", "pid-file"];
+        // + --config, --check-config, -h, -V.
         assert_eq!(
             keys.len() + unset_by_default.len() + 4,
             cmd.get_arguments().count()

@@ -1,72 +1,277 @@
-//! SIGTERM/SIGINT in a process that runs the loop (a worker, or the single
-//! process of `--workers 1`).
+//! Signals: which ones sluice catches and what each means
+//! ([`Action`]), and the signal thread of a process that runs the loop
+//! itself (a worker, or the single process of `--workers 1`).
 //!
-//! Design choice: the signals are caught with `signal-hook`'s
-//! [`Signals`] iterator on a small dedicated thread, not inside the loop.
-//! That thread only calls [`ServerHandle::drain`] on the first signal and
-//! [`ServerHandle::shutdown`] on the second (both set a flag and wake the
-//! loop through its `mio::Waker`); a third one exits the process at once.
-//! The event loop itself stays on one thread and knows nothing of signals.
+//! | signal | sluice | nginx | HAProxy |
+//! |---|---|---|---|
+//! | SIGTERM, SIGINT, SIGQUIT | graceful drain; again: stop now | TERM/INT fast stop, QUIT graceful | TERM hard stop, USR1 soft stop |
+//! | SIGHUP | reload the config file | reload | (master) reload |
+//! | SIGUSR1 | reopen logs | reopen logs | soft stop |
+//! | SIGUSR2 and others caught | logged, ignored | USR2 binary upgrade | (master) reload |
+//!
+//! Design choice: the signals are caught with `signal-hook`'s [`Signals`]
+//! iterator on a small dedicated thread, not inside the loop. That thread
+//! only calls [`ServerHandle`] methods (each sets a flag and wakes the
+//! loop through its `mio::Waker`); the event loop stays on one thread and
+//! knows nothing of signals.
+//!
+//! Reload with `--workers 1` (no supervisor): the process binds a second
+//! [`Server`] with the new configuration on the same address (as a
+//! takeover, `SO_REUSEPORT`), runs it on a new thread, and drains the old
+//! one, which returns from `run` when its connections are done. Each loop
+//! still has one thread; for the length of a drain two loops run side by
+//! side. The pid stays the same (systemd's main pid, the pid file).
 //!
 //! What it must not know: the loop's internals beyond [`ServerHandle`].
 
 use std::io;
-use std::thread;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::{self, JoinHandle};
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use sluice::ServerHandle;
+use sluice::{ByRoutes, Config, Observer, Server, ServerHandle};
 
-/// Registers the handlers for SIGTERM, SIGINT and SIGHUP. Do it before
-/// binding: a signal that arrives before [`spawn`] is kept and acted on
-/// then. SIGHUP (a closed terminal, or a service manager's "reload") is
-/// logged and ignored: sluice has no reload; a restart is the recipe in the
-/// README.
-pub fn register() -> io::Result<Signals> {
-    Signals::new([SIGTERM, SIGINT, SIGHUP])
+use super::notify;
+use super::source::Source;
+
+/// Every signal sluice catches. Others keep their default action.
+const CAUGHT: [i32; 11] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGHUP,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGIO,
+    libc::SIGPWR,
+];
+
+/// What a caught signal asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Drain (the first), stop now (the second), exit (the third).
+    Stop,
+    /// Re-read the config file.
+    Reload,
+    /// Reopen the log files (logrotate).
+    ReopenLogs,
+    /// Log it and carry on.
+    Ignore,
 }
 
-/// Starts the thread that turns signals into a drain, then a shutdown.
-pub fn spawn(mut signals: Signals, handle: ServerHandle) -> io::Result<()> {
+/// The action of `sig`.
+pub fn action(sig: i32) -> Action {
+    match sig {
+        libc::SIGTERM | libc::SIGINT | libc::SIGQUIT => Action::Stop,
+        libc::SIGHUP => Action::Reload,
+        libc::SIGUSR1 => Action::ReopenLogs,
+        _ => Action::Ignore,
+    }
+}
+
+/// Registers the handlers for every signal of [`CAUGHT`]. Do it before
+/// binding: a signal that arrives before the thread starts is kept and
+/// acted on then, and none of them kills the process meanwhile.
+pub fn register() -> io::Result<Signals> {
+    Signals::new(CAUGHT)
+}
+
+/// `SIGTERM`, `SIGUSR2`, …, or the number.
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGPIPE => "SIGPIPE",
+        n => return format!("signal {n}"),
+    };
+    name.to_string()
+}
+
+/// The log line of a signal that changes nothing.
+pub fn log_ignored(sig: i32) {
+    log::warn!(
+        "{} ignored (SIGHUP reloads, SIGUSR1 reopens logs, SIGTERM drains)",
+        signal_name(sig)
+    );
+}
+
+/// The loops of this process: the newest serves, older ones drain.
+struct Loops {
+    /// Handles of every loop that may still run, newest last.
+    handles: Vec<ServerHandle>,
+    /// The configuration the newest loop runs with.
+    config: Config,
+    /// Where a reload reads the configuration (None for a worker, whose
+    /// supervisor reloads).
+    source: Option<Source>,
+    /// Threads of loops started by a reload, for `main` to join.
+    started: Sender<JoinHandle<io::Result<()>>>,
+    /// The first loop's metrics and admin endpoints, which a reloaded loop
+    /// takes over (`Observer::clone_for`).
+    observer: Option<Observer>,
+}
+
+/// Starts the thread that acts on signals for `handle`'s loop. Returns the
+/// receiver of the loops a reload starts: `main` joins them after its own
+/// loop returned ([`join_reloaded`]).
+pub fn spawn(
+    mut signals: Signals,
+    handle: ServerHandle,
+    config: Config,
+    source: Option<Source>,
+    observer: Option<Observer>,
+) -> io::Result<Receiver<JoinHandle<io::Result<()>>>> {
+    let (tx, rx) = mpsc::channel();
+    let mut loops = Loops {
+        handles: vec![handle],
+        config,
+        source,
+        started: tx,
+        observer,
+    };
     thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            let mut count = 0;
+            let mut stops = 0;
             for sig in signals.forever() {
-                if sig == SIGHUP {
-                    log::info!("SIGHUP ignored: no reload (restart with SIGTERM, see the README)");
-                    continue;
-                }
-                count += 1;
                 let name = signal_name(sig);
-                match count {
-                    1 => {
-                        log::info!("{name}: graceful drain (send again to stop at once)");
-                        handle.drain();
+                match action(sig) {
+                    Action::Stop => {
+                        stops += 1;
+                        match stops {
+                            1 => {
+                                log::info!("{name}: graceful drain (send again to stop at once)");
+                                notify::stopping();
+                                loops.handles.iter().for_each(ServerHandle::drain);
+                            }
+                            2 => {
+                                log::warn!("{name} again: stopping now");
+                                loops.handles.iter().for_each(ServerHandle::shutdown);
+                            }
+                            _ => {
+                                log::warn!("{name} a third time: exiting");
+                                std::process::exit(1);
+                            }
+                        }
                     }
-                    2 => {
-                        log::warn!("{name} again: stopping now");
-                        handle.shutdown();
+                    Action::Reload if stops > 0 => log::warn!("{name} ignored: draining"),
+                    Action::Reload => loops.reload(),
+                    Action::ReopenLogs => {
+                        log::info!("{name}: reopening logs");
+                        // The access log's reopen (issue 13, deliverable 1).
+                        loops.handles.iter().for_each(ServerHandle::reopen_logs);
                     }
-                    _ => {
-                        log::warn!("{name} a third time: exiting");
-                        std::process::exit(1);
-                    }
+                    Action::Ignore => log_ignored(sig),
                 }
             }
-        })
-        .map(|_| ())
+        })?;
+    Ok(rx)
 }
 
-/// `SIGTERM`, `SIGINT`, or the number.
-pub fn signal_name(sig: i32) -> String {
-    match sig {
-        SIGTERM => "SIGTERM".into(),
-        SIGINT => "SIGINT".into(),
-        SIGHUP => "SIGHUP".into(),
-        libc::SIGKILL => "SIGKILL".into(),
-        libc::SIGSEGV => "SIGSEGV".into(),
-        libc::SIGABRT => "SIGABRT".into(),
-        n => format!("signal {n}"),
+impl Loops {
+    /// SIGHUP: read the configuration again; if it is valid, a new loop
+    /// serves with it and the old one drains; if not, nothing changes.
+    fn reload(&mut self) {
+        let Some(source) = &self.source else {
+            log::warn!("SIGHUP ignored: a worker is reloaded by its supervisor");
+            return;
+        };
+        notify::reloading();
+        let outcome = source.load().and_then(|new| self.start(new));
+        match outcome {
+            Ok(()) => {
+                log::info!("SIGHUP: reloaded; the previous loop drains");
+                notify::reloaded("reloaded");
+            }
+            Err(msg) => {
+                log::error!("SIGHUP: reload failed, the running configuration stays: {msg}");
+                notify::reloaded("reload failed; the running configuration stays");
+            }
+        }
     }
+
+    /// Binds a loop with `new` on a thread of its own, then drains the
+    /// others.
+    fn start(&mut self, new: Config) -> Result<(), String> {
+        if new.listen != self.config.listen {
+            return Err(format!(
+                "listen cannot change on reload ({} → {}): restart instead",
+                self.config.listen, new.listen
+            ));
+        }
+        if new.workers != self.config.workers {
+            log::warn!("workers changed in the file: takes effect on restart");
+        }
+        // The new loop shares the address with the running one.
+        let bound = Config {
+            takeover: true,
+            ..new.clone()
+        };
+        let observer = match &self.observer {
+            Some(o) => Some(
+                o.clone_for(&bound)
+                    .map_err(|e| format!("admin endpoints: {e}"))?,
+            ),
+            None => None,
+        };
+        let (tx, rx) = mpsc::channel();
+        let thread = thread::Builder::new()
+            .name("loop".into())
+            .spawn(move || match Server::bind_with(bound, ByRoutes, observer) {
+                Ok(server) => {
+                    let _ = tx.send(Ok(server.handle()));
+                    server.run()
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    let _ = tx.send(Err(msg));
+                    Err(e)
+                }
+            })
+            .map_err(|e| format!("cannot start a thread: {e}"))?;
+        let handle = rx
+            .recv()
+            .map_err(|_| "the new loop did not start".to_string())??;
+        // Sent before the old loops drain: `main` finds it when they end.
+        let _ = self.started.send(thread);
+        for old in &self.handles {
+            old.drain();
+        }
+        self.handles.push(handle);
+        log::info!(
+            "serving with the new configuration → upstream {}",
+            super::file::groups_summary(&new)
+        );
+        self.config = new;
+        Ok(())
+    }
+}
+
+/// Waits for the loops started by reloads, in order, until none is left;
+/// `first` is how the first loop ended. Errors: the last failure.
+pub fn join_reloaded(
+    first: io::Result<()>,
+    started: &Receiver<JoinHandle<io::Result<()>>>,
+) -> io::Result<()> {
+    let mut result = first;
+    while let Ok(next) = started.try_recv() {
+        let ended = next
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("a loop thread panicked")));
+        if ended.is_err() {
+            result = ended;
+        }
+    }
+    result
 }

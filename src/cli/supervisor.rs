@@ -1,84 +1,93 @@
-//! `--workers N` (N > 1): this process becomes a small supervisor.
+//! `--workers N` (N > 1): this process becomes a small supervisor of N
+//! worker processes (`cli::workers`), each one loop on one thread with its
+//! own `SO_REUSEPORT` listener on the same address; the kernel spreads new
+//! connections across them.
 //!
-//! It starts N worker processes, each the current executable run again
-//! with the same arguments plus `--listen ADDR --workers 1` and
-//! `SLUICE_WORKER=<index>` in its environment. Each worker binds its own
-//! `SO_REUSEPORT` listener on the same address and runs one loop on one
-//! thread; the kernel spreads new connections across them.
-//!
-//! - A worker that exits while the supervisor is not draining is restarted
-//!   after a backoff: 100 ms, doubling to 5 s, back to 100 ms once a worker
-//!   has lived 10 s. Every exit and restart is logged.
-//! - SIGTERM/SIGINT are forwarded to every worker (a graceful drain there);
-//!   from then on nothing is restarted, and the supervisor exits when the
-//!   last worker is gone: 0 if every worker exited 0, else 1. A second
-//!   signal is forwarded too (the workers stop at once); a third one sends
-//!   SIGKILL.
+//! - Start: the address is checked (nothing else may listen there, unless
+//!   `--takeover`) and held by a bound, non-listening socket: this reports
+//!   a bad address before any worker starts, turns port 0 into one real
+//!   port for all workers, and receives no connection. Once every worker
+//!   said `READY=1` (`cli::notify`), the supervisor tells the service
+//!   manager `READY=1` and writes `--pid-file`.
+//! - A worker that exits unasked is restarted after a backoff (100 ms,
+//!   doubling to 5 s, back to 100 ms once a worker lived 10 s).
+//! - SIGHUP (reload): the configuration is read again (`cli::source`). If
+//!   it is invalid, or changes `listen`, it is refused and logged, and
+//!   nothing changes. Otherwise a new generation of workers starts with
+//!   it; once all of them are ready, the old generation gets SIGTERM and
+//!   drains (it is not restarted). A new worker that dies before it is
+//!   ready, or a generation not ready within `READY_WITHIN`, fails the
+//!   reload: the new generation is drained and the old one keeps serving.
+//! - SIGTERM/SIGINT/SIGQUIT are forwarded to every worker (a graceful
+//!   drain there); from then on nothing is started, and the supervisor
+//!   exits when the last worker is gone, with status 0 if every worker
+//!   exited 0 and 1 otherwise. A second signal is forwarded too (the
+//!   workers stop at once); a third one sends SIGKILL. SIGUSR1 is forwarded
+//!   (reopen logs); other caught signals are logged.
 //! - Workers are in their own process group, so a terminal's Ctrl-C reaches
 //!   only the supervisor (which forwards it once), and on Linux they get
 //!   SIGTERM if the supervisor dies (`PR_SET_PDEATHSIG`).
 //!
-//! The supervisor binds (without listening) a socket on the address first:
-//! this reports an address that cannot be bound before any worker starts,
-//! turns port 0 into one real port shared by all workers, and receives no
-//! connection (only listening sockets do).
-//!
 //! What it must not know: HTTP, the loop's internals (workers are this
 //! same binary).
 
-use std::ffi::OsString;
-use std::io;
 use std::net::SocketAddr;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
-use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::process::ExitCode;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use log::{error, info, warn};
 use signal_hook::iterator::Signals;
 use sluice::Config;
+use sluice::listen::{bind_error, check_free, reuse_port_socket};
 
-use super::signals::signal_name;
+use super::file::resolve_workers;
+use super::notify::{self, Inbox};
+use super::pidfile::PidFile;
+use super::signals::{Action, action, log_ignored, signal_name};
+use super::source::Source;
+use super::workers::{Slot, for_workers};
 
-/// Environment variable that tells a process it is worker number N.
-pub const WORKER_ENV: &str = "SLUICE_WORKER";
-
-/// First restart delay after a worker died.
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-/// Longest restart delay.
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// A worker that lived this long resets its slot's backoff.
-const STABLE_AFTER: Duration = Duration::from_secs(10);
-/// How often the supervisor looks at signals and children.
+/// How often the supervisor looks at signals, readiness and children.
 const TICK: Duration = Duration::from_millis(20);
+/// Longest time a new generation may take until all its workers are ready.
+const READY_WITHIN: Duration = Duration::from_secs(10);
 
-struct Slot {
-    index: usize,
-    child: Option<Child>,
-    started: Instant,
-    backoff: Duration,
-    restart_at: Option<Instant>,
+/// A reload under way: its generation and when it must be ready by.
+struct Pending {
+    generation: u64,
+    deadline: Instant,
+    config: Config,
+}
+
+/// The supervisor's state between ticks.
+struct Supervisor {
+    listen: SocketAddr,
+    config: Config,
+    slots: Vec<Slot>,
+    generation: u64,
+    pending: Option<Pending>,
+    draining: bool,
+    stops: u32,
+    all_clean: bool,
+    announced: bool,
+    pid_file: Option<PidFile>,
 }
 
 /// Runs `n` workers until a signal and their exit. `signals` must already
-/// be registered for SIGTERM and SIGINT.
-pub fn run(config: &Config, n: usize, mut signals: Signals) -> ExitCode {
-    let (probe, listen) = match probe_bind(config.listen) {
-        Ok(p) => p,
+/// be registered (`signals::register`).
+pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> ExitCode {
+    let (held, listen) = match hold(config.listen, config.takeover) {
+        Ok(h) => h,
         Err(e) => {
-            error!("cannot bind {}: {e}", config.listen);
-            eprintln!("sluice: cannot start: bind {}: {e}", config.listen);
+            eprintln!("sluice: cannot start: {e}");
             return ExitCode::from(1);
         }
     };
-    // One admin listener and one metrics region for the whole group,
-    // inherited by every worker (`sluice::GroupMetrics`).
-    let group = match sluice::GroupMetrics::prepare(config, n) {
-        Ok(g) => g,
+    let inbox = match Inbox::bind() {
+        Ok(i) => i,
         Err(e) => {
-            error!("cannot start: {e}");
-            eprintln!("sluice: cannot start: {e}");
+            eprintln!("sluice: cannot start: notification socket: {e}");
             return ExitCode::from(1);
         }
     };
@@ -89,104 +98,64 @@ pub fn run(config: &Config, n: usize, mut signals: Signals) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    args.extend(["--listen".into(), listen.to_string().into()]);
-    args.extend(["--workers".into(), "1".into()]);
+    let worker_config = match for_workers(&config, listen) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sluice: cannot start: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    // One admin listener and one metrics region for the whole group,
+    // inherited by every worker (`sluice::GroupMetrics`).
+    let group = match sluice::GroupMetrics::prepare(&config, n) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("sluice: cannot start: {e}");
+            return ExitCode::from(1);
+        }
+    };
     info!(
         "sluice {} supervisor: {n} workers on {listen} → upstream {}",
         env!("CARGO_PKG_VERSION"),
-        super::file::groups_summary(config)
+        super::file::groups_summary(&config)
     );
     if let Some(addr) = group.as_ref().and_then(|g| g.admin_addr().ok()) {
         info!("admin endpoints on http://{addr}/ (metrics, healthz, readyz, status)");
     }
-
     let now = Instant::now();
-    let mut slots: Vec<Slot> = (0..n)
-        .map(|index| Slot {
-            index,
-            child: None,
-            started: now,
-            backoff: BACKOFF_MIN,
-            restart_at: Some(now),
-        })
-        .collect();
-    let mut draining = false;
-    let mut received = 0u32;
-    let mut all_clean = true;
+    let mut sup = Supervisor {
+        listen,
+        slots: (0..n)
+            .map(|i| Slot::new(i, 0, worker_config.clone(), now))
+            .collect(),
+        config,
+        generation: 0,
+        pending: None,
+        draining: false,
+        stops: 0,
+        all_clean: true,
+        announced: false,
+        pid_file: None,
+    };
     loop {
         for sig in signals.pending() {
-            if sig == libc::SIGHUP {
-                info!("SIGHUP ignored: no reload (restart with SIGTERM, see the README)");
-                continue;
-            }
-            received += 1;
-            let live = slots.iter().filter(|s| s.child.is_some()).count();
-            let forward = match received {
-                1 => {
-                    info!("{}: draining {live} workers", signal_name(sig));
-                    draining = true;
-                    sig
-                }
-                2 => {
-                    warn!("{} again: workers stop now", signal_name(sig));
-                    sig
-                }
-                _ => {
-                    warn!("{} a third time: killing workers", signal_name(sig));
-                    libc::SIGKILL
-                }
-            };
-            for child in slots.iter().filter_map(|s| s.child.as_ref()) {
-                send(child, forward);
-            }
+            sup.on_signal(sig, source);
         }
         let now = Instant::now();
-        for slot in &mut slots {
-            if let Some(child) = slot.child.as_mut() {
-                match child.try_wait() {
-                    Ok(Some(status)) => {
-                        let pid = child.id();
-                        slot.child = None;
-                        let lived = now.saturating_duration_since(slot.started);
-                        if draining {
-                            info!(
-                                "worker {} pid={pid} exited: {}",
-                                slot.index,
-                                describe(status)
-                            );
-                            all_clean &= status.success();
-                        } else {
-                            if lived >= STABLE_AFTER {
-                                slot.backoff = BACKOFF_MIN;
-                            }
-                            let delay = slot.backoff;
-                            slot.backoff = (slot.backoff * 2).min(BACKOFF_MAX);
-                            slot.restart_at = Some(now + delay);
-                            warn!(
-                                "worker {} pid={pid} died unexpectedly: {} after {:.1}s; \
-                                 restarting in {delay:?}",
-                                slot.index,
-                                describe(status),
-                                lived.as_secs_f64()
-                            );
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e) => warn!("worker {}: wait failed: {e}", slot.index),
-                }
-            }
-            if slot.child.is_none() && !draining && slot.restart_at.is_some_and(|t| t <= now) {
-                start(slot, &exe, &args, group.as_ref(), now);
+        let ready = inbox.ready_pids();
+        sup.tick(now, &ready);
+        for slot in &mut sup.slots {
+            if !sup.draining {
+                slot.tick(&exe, inbox.path(), group.as_ref(), now);
             }
         }
-        if draining && slots.iter().all(|s| s.child.is_none()) {
+        if sup.draining && sup.slots.iter().all(|s| s.child.is_none()) {
             break;
         }
         thread::sleep(TICK);
     }
-    drop(probe);
-    if all_clean {
+    drop(held);
+    if sup.all_clean {
         info!("all workers exited: supervisor exits");
         ExitCode::SUCCESS
     } else {
@@ -195,100 +164,190 @@ pub fn run(config: &Config, n: usize, mut signals: Signals) -> ExitCode {
     }
 }
 
-fn start(
-    slot: &mut Slot,
-    exe: &Path,
-    args: &[OsString],
-    group: Option<&sluice::GroupMetrics>,
-    now: Instant,
-) {
-    slot.restart_at = None;
-    slot.started = now;
-    match spawn_worker(exe, args, slot.index, group) {
-        Ok(child) => {
-            info!("worker {} started pid={}", slot.index, child.id());
-            slot.child = Some(child);
-        }
-        Err(e) => {
-            let delay = slot.backoff;
-            slot.backoff = (slot.backoff * 2).min(BACKOFF_MAX);
-            slot.restart_at = Some(now + delay);
-            error!(
-                "worker {}: cannot start {}: {e}; retrying in {delay:?}",
-                slot.index,
-                exe.display()
-            );
-        }
-    }
-}
-
-fn spawn_worker(
-    exe: &Path,
-    args: &[OsString],
-    index: usize,
-    group: Option<&sluice::GroupMetrics>,
-) -> io::Result<Child> {
-    let mut cmd = Command::new(exe);
-    cmd.args(args)
-        .env(WORKER_ENV, index.to_string())
-        .stdin(Stdio::null())
-        .process_group(0);
-    if let Some(g) = group {
-        g.pass_to(&mut cmd, index);
-    }
-    #[cfg(target_os = "linux")]
-    {
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: the closure runs in the child between fork and exec and
-        // calls only async-signal-safe functions (prctl, getppid); it does
-        // not allocate.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    // The supervisor died before prctl: do not run orphaned.
-                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
-        }
-    }
-    cmd.spawn()
-}
-
-fn send(child: &Child, sig: i32) {
-    let Ok(pid) = libc::pid_t::try_from(child.id()) else {
-        return;
+/// Checks `addr` (unless `takeover`) and binds, without listening, a
+/// socket on it like the workers' listeners: the socket and the address
+/// with its real port.
+fn hold(addr: SocketAddr, takeover: bool) -> std::io::Result<(socket2::Socket, SocketAddr)> {
+    let bind = || {
+        let addr = if takeover { addr } else { check_free(addr)? };
+        let socket = reuse_port_socket(addr)?;
+        socket.bind(&addr.into())?;
+        Ok((socket, addr))
     };
-    // SAFETY: kill(2) with a pid of our own child that has not been reaped
-    // yet (a reaped child leaves `slot.child`), so the pid is not reused.
-    if unsafe { libc::kill(pid, sig) } != 0 {
-        warn!("kill({pid}, {sig}): {}", io::Error::last_os_error());
-    }
+    bind().map_err(|e| bind_error(addr, e))
 }
 
-fn describe(status: ExitStatus) -> String {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit status {code}"),
-        (None, Some(sig)) => format!("killed by {}", signal_name(sig)),
-        _ => status.to_string(),
+impl Supervisor {
+    fn on_signal(&mut self, sig: i32, source: &Source) {
+        let name = signal_name(sig);
+        match action(sig) {
+            Action::Stop => {
+                self.stops += 1;
+                let forward = match self.stops {
+                    1 => {
+                        let live = self.slots.iter().filter(|s| s.child.is_some()).count();
+                        info!("{name}: draining {live} workers");
+                        notify::stopping();
+                        self.draining = true;
+                        self.pending = None;
+                        sig
+                    }
+                    2 => {
+                        warn!("{name} again: workers stop now");
+                        sig
+                    }
+                    _ => {
+                        warn!("{name} a third time: killing workers");
+                        libc::SIGKILL
+                    }
+                };
+                self.slots.iter().for_each(|s| s.signal(forward));
+            }
+            Action::Reload if self.draining => warn!("{name} ignored: draining"),
+            Action::Reload => self.reload(source),
+            Action::ReopenLogs => {
+                info!("{name}: workers reopen their logs");
+                // A worker not ready yet may not have its handlers yet (and
+                // opens its logs fresh anyway).
+                self.slots
+                    .iter()
+                    .filter(|s| s.ready)
+                    .for_each(|s| s.signal(sig));
+            }
+            Action::Ignore => log_ignored(sig),
+        }
     }
-}
 
-/// Binds (does not listen on) `addr` with `SO_REUSEADDR` + `SO_REUSEPORT`,
-/// like the workers' listeners: the bind error, or the socket and the
-/// address with its real port.
-fn probe_bind(addr: SocketAddr) -> io::Result<(socket2::Socket, SocketAddr)> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
-    socket.bind(&addr.into())?;
-    let local = socket
-        .local_addr()?
-        .as_socket()
-        .ok_or_else(|| io::Error::other("bound address is not an IP address"))?;
-    Ok((socket, local))
+    /// SIGHUP: a new generation with the configuration read again, or the
+    /// reason it is refused.
+    fn reload(&mut self, source: &Source) {
+        notify::reloading();
+        let started = source.load().and_then(|new| {
+            if new.listen != self.config.listen {
+                return Err(format!(
+                    "listen cannot change on reload ({} → {}): restart instead",
+                    self.config.listen, new.listen
+                ));
+            }
+            let worker_config = for_workers(&new, self.listen)?;
+            if let Some(old) = self.pending.take() {
+                warn!("SIGHUP: replaces the reload still starting");
+                self.retire_generation(old.generation);
+            }
+            self.generation += 1;
+            let n = resolve_workers(new.workers);
+            let now = Instant::now();
+            for i in 0..n {
+                let slot = Slot::new(i, self.generation, worker_config.clone(), now);
+                self.slots.push(slot);
+            }
+            info!(
+                "SIGHUP: starting {n} workers with the new configuration → upstream {}",
+                super::file::groups_summary(&new)
+            );
+            self.pending = Some(Pending {
+                generation: self.generation,
+                deadline: now + READY_WITHIN,
+                config: new,
+            });
+            Ok(())
+        });
+        if let Err(msg) = started {
+            error!("SIGHUP: reload failed, the running configuration stays: {msg}");
+            notify::reloaded("reload failed; the running configuration stays");
+        }
+    }
+
+    /// Readiness, exits, and the end of a reload.
+    fn tick(&mut self, now: Instant, ready: &[u32]) {
+        for slot in &mut self.slots {
+            if slot.pid().is_some_and(|p| ready.contains(&p)) {
+                slot.ready = true;
+            }
+        }
+        let pending = self.pending.as_ref().map(|p| p.generation);
+        let mut failed = None;
+        for slot in &mut self.slots {
+            let was_ready = slot.ready;
+            let Some(status) = slot.reap(now, !self.draining) else {
+                continue;
+            };
+            // A worker stopped before it was ready may have had no handler
+            // for the signal yet: its status says nothing about the drain.
+            if self.draining && was_ready {
+                self.all_clean &= status.success();
+            }
+            if Some(slot.generation) == pending && !was_ready {
+                failed = Some(format!(
+                    "new worker {} exited before it was ready",
+                    slot.index
+                ));
+            }
+        }
+        self.slots.retain(|s| !(s.retiring && s.child.is_none()));
+        if let Some(p) = &self.pending {
+            let gen_ready = self
+                .slots
+                .iter()
+                .filter(|s| s.generation == p.generation)
+                .all(|s| s.ready);
+            if failed.is_none() && now >= p.deadline && !gen_ready {
+                failed = Some(format!("new workers not ready within {READY_WITHIN:?}"));
+            }
+            if let Some(why) = failed {
+                let generation = p.generation;
+                self.pending = None;
+                self.retire_generation(generation);
+                error!("SIGHUP: reload failed ({why}); the running workers stay");
+                notify::reloaded("reload failed; the running configuration stays");
+            } else if gen_ready {
+                self.finish_reload();
+            }
+        }
+        if !self.announced && !self.draining && self.slots.iter().all(|s| s.ready || s.retiring) {
+            self.announce();
+        }
+    }
+
+    /// The new generation is ready: the others drain.
+    fn finish_reload(&mut self) {
+        let Some(p) = self.pending.take() else {
+            return;
+        };
+        for slot in &mut self.slots {
+            if slot.generation != p.generation && !slot.retiring {
+                slot.retire();
+            }
+        }
+        info!("SIGHUP: reloaded; the previous workers drain");
+        self.config = p.config;
+        notify::reloaded("reloaded");
+    }
+
+    fn retire_generation(&mut self, generation: u64) {
+        for slot in &mut self.slots {
+            if slot.generation == generation {
+                slot.retire();
+            }
+        }
+    }
+
+    /// Every worker listens: tell the service manager, write the pid file.
+    fn announce(&mut self) {
+        self.announced = true;
+        info!("all workers ready on {}", self.listen);
+        if let Some(path) = &self.config.pid_file {
+            match PidFile::write(path) {
+                Ok(p) => self.pid_file = Some(p),
+                Err(msg) => {
+                    error!("{msg}: draining");
+                    self.draining = true;
+                    self.all_clean = false;
+                    self.slots.iter().for_each(|s| s.signal(libc::SIGTERM));
+                    return;
+                }
+            }
+        }
+        notify::ready(false);
+    }
 }

@@ -420,6 +420,12 @@ impl Exchange {
         best
     }
 
+    /// The last read or write on either side of the exchange (a tunnel's
+    /// idle time runs from here; the client connection adds its writes).
+    pub(crate) fn last_progress(&self) -> Instant {
+        self.up_read_at.max(self.up_write_at).max(self.down_read_at)
+    }
+
     /// What the upstream socket should be watched for now:
     /// `(readable, writable)`. Reading follows the sink's room (the head
     /// buffer, or the client's response buffer `client_out_room`).

@@ -16,18 +16,59 @@ const LISTEN_BACKLOG: i32 = 1024;
 /// listener, logging, signal pipe).
 const FD_RESERVE: usize = 32;
 
-/// A listening socket with `SO_REUSEADDR` and `SO_REUSEPORT`, so several
-/// processes can share the port and the kernel spreads connections across
-/// them.
-pub(crate) fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
+/// A listening socket with `SO_REUSEADDR` and `SO_REUSEPORT`, so this
+/// process's own workers (and a deliberate takeover) share the port and the
+/// kernel spreads connections across them.
+///
+/// Unless `takeover`, the address is first bound *without* `SO_REUSEPORT`
+/// ([`check_free`]): if anything listens there already (another sluice
+/// included, whose sockets have `SO_REUSEPORT`), that bind fails with
+/// `EADDRINUSE` and so does this call, instead of silently sharing the port
+/// with an unrelated process.
+///
+/// Errors name the address: `bind() to 127.0.0.1:80 failed: Permission
+/// denied (os error 13)` (nginx's wording).
+pub(crate) fn bind_listener(addr: SocketAddr, takeover: bool) -> io::Result<TcpListener> {
+    let bind = || -> io::Result<TcpListener> {
+        let addr = if takeover { addr } else { check_free(addr)? };
+        let socket = reuse_port_socket(addr)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        socket.listen(LISTEN_BACKLOG)?;
+        Ok(TcpListener::from_std(socket.into()))
+    };
+    bind().map_err(|e| bind_error(addr, e))
+}
+
+/// An unbound TCP socket for `addr` with `SO_REUSEADDR` + `SO_REUSEPORT`.
+pub fn reuse_port_socket(addr: SocketAddr) -> io::Result<socket2::Socket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(LISTEN_BACKLOG)?;
-    Ok(TcpListener::from_std(socket.into()))
+    Ok(socket)
+}
+
+/// Checks that nothing listens on `addr`: binds it without `SO_REUSEPORT`
+/// (with `SO_REUSEADDR`, so connections in `TIME_WAIT` do not count) and
+/// closes that socket again. Returns the address with its real port (port
+/// 0 becomes the port the kernel chose).
+///
+/// Errors: the bind's own error (`EADDRINUSE`, `EACCES`, `EADDRNOTAVAIL`).
+pub fn check_free(addr: SocketAddr) -> io::Result<SocketAddr> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    probe.set_reuse_address(true)?;
+    probe.bind(&addr.into())?;
+    probe
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| io::Error::other("bound address is not an IP address"))
+}
+
+/// `e` with the address in front, nginx's way: `bind() to ADDR failed: …`.
+pub fn bind_error(addr: SocketAddr, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("bind() to {addr} failed: {e}"))
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard one and fits

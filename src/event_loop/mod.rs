@@ -43,7 +43,7 @@ use token::{ConnId, Generations, Kind};
 use upstreams_setup::build_groups;
 
 mod admin;
-mod listen;
+pub(crate) mod listen;
 mod timer;
 pub(crate) mod token;
 mod upstreams_setup;
@@ -134,6 +134,13 @@ impl ServerHandle {
         self.reopen.store(true, Ordering::SeqCst);
         let _ = self.waker.wake();
     }
+
+    /// Reopens the log files (SIGUSR1): the access log file, if there is
+    /// one ([`ServerHandle::reopen_access_log`]); diagnostics go to stderr.
+    pub fn reopen_logs(&self) {
+        info!("reopening logs");
+        self.reopen_access_log();
+    }
 }
 
 impl Server {
@@ -190,7 +197,7 @@ impl Server {
         let mut config = config;
         config.max_connections = fit_to_fd_limit(config.max_connections);
         let poll = Poll::new()?;
-        let mut listener = bind_listener(config.listen)?;
+        let mut listener = bind_listener(config.listen, config.takeover)?;
         let local_addr = listener.local_addr()?;
         poll.registry()
             .register(&mut listener, token::LISTENER, Interest::READABLE)?;

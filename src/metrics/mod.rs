@@ -109,6 +109,20 @@ impl Observer {
         }
     }
 
+    /// Another observer for a loop of this process that replaces this
+    /// one's (a reload with `--workers 1`): the same region and slot, the
+    /// same admin socket (a duplicated descriptor, so both loops serve it
+    /// while the old one drains), and the digest of `config`.
+    ///
+    /// Errors: the admin descriptor could not be duplicated.
+    pub fn clone_for(&self, config: &Config) -> io::Result<Observer> {
+        let admin = match &self.admin {
+            Some(l) => Some(l.try_clone()?),
+            None => None,
+        };
+        Ok(Observer::new(self.region.clone(), self.slot, admin, config))
+    }
+
     /// Copies `stats` into this loop's slot.
     pub(crate) fn publish(&self, stats: &Stats, draining: bool) {
         let head = [

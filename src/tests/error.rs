@@ -8,7 +8,7 @@ use crate::error::{Answer, ErrorKind, ProxyError, Timeout};
 use crate::http::ParseError;
 
 /// The timers, for rows that hold for any of them.
-const TIMEOUTS: [Timeout; 8] = [
+const TIMEOUTS: [Timeout; 10] = [
     Timeout::KeepAlive,
     Timeout::Head,
     Timeout::Connect,
@@ -17,6 +17,8 @@ const TIMEOUTS: [Timeout; 8] = [
     Timeout::ClientBody,
     Timeout::ClientSend,
     Timeout::Linger,
+    Timeout::TunnelIdle,
+    Timeout::DrainIdle,
 ];
 
 /// One row of the table: the error, whether a request-head byte was seen,

@@ -72,6 +72,15 @@ impl SluiceProcess {
         SluiceProcess::start_with_env(args, &[("RUST_LOG", "info")])
     }
 
+    /// Starts the binary with `args`, `RUST_LOG=info`, and the variables
+    /// `env` set (they may override `RUST_LOG`).
+    #[track_caller]
+    pub fn start_env(args: &[&str], env: &[(&str, &str)]) -> SluiceProcess {
+        let mut all = vec![("RUST_LOG", "info")];
+        all.extend_from_slice(env);
+        SluiceProcess::start_with_env(args, &all)
+    }
+
     /// Starts the binary with `args` and the environment variables `env`.
     #[track_caller]
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> SluiceProcess {

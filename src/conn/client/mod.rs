@@ -50,6 +50,13 @@ use crate::stats::Stats;
 /// half-closed it (nginx `lingering_timeout` is 5 s).
 const LINGER: Duration = Duration::from_secs(2);
 
+/// During a graceful drain, how long a keep-alive connection must have been
+/// idle before it is closed: a client that uses it sends its next request
+/// within this time and gets it answered with `Connection: close`; one that
+/// sent nothing for this long is unlikely to be sending at the instant of
+/// the close (ARCHITECTURE.md §12).
+const DRAIN_IDLE_GRACE: Duration = Duration::from_secs(1);
+
 /// Rounds of one `drive` call before the connection yields to others (it
 /// is driven again in the next loop turn without waiting for an event).
 const MAX_ROUNDS: usize = 32;
@@ -226,14 +233,21 @@ impl ClientConn {
         more
     }
 
-    /// A graceful drain began: no further request on this connection. A
-    /// busy one closes after its response (which says `Connection: close`
-    /// if its head has not gone out yet). An idle keep-alive one is read
-    /// once more (a request already sent is served) and then closed. A new
-    /// connection still waiting for its first request gets it served,
+    /// A graceful drain began (ARCHITECTURE.md §12). No request is
+    /// refused and no connection is closed under a client that may be
+    /// sending: a busy connection whose response head has not gone out yet
+    /// gets `Connection: close` on it; one whose head already went out
+    /// (promising keep-alive) serves one more request, answered with
+    /// `Connection: close`. A keep-alive connection between requests is
+    /// read once more (a request already sent is served, with `Connection:
+    /// close`) and closed once it has been idle for `DRAIN_IDLE_GRACE`. A
+    /// new connection still waiting for its first request gets it served,
     /// bounded by the request head timeout: it came from the accept queue.
     pub(crate) fn begin_drain(&mut self) {
-        self.keep_alive.clear("drain");
+        let head_out = self.exchange.as_ref().is_some_and(|ex| ex.resp_head_sent);
+        if self.state != State::Busy || !head_out {
+            self.keep_alive.clear("drain");
+        }
         self.draining = true;
         self.side.io.readable = true;
     }
@@ -254,6 +268,14 @@ impl ClientConn {
                 self.set_state(State::Closed);
             }
             Timeout::Linger => self.set_state(State::Closed),
+            Timeout::DrainIdle => {
+                debug!("client {}: idle during the drain: closed", self.side.addr);
+                self.set_state(State::Closed);
+            }
+            Timeout::TunnelIdle => {
+                Stats::add(&stats.timeouts_gap, 1);
+                self.fail(ProxyError::downstream(ErrorKind::Timeout(which)), sh);
+            }
             Timeout::Head => {
                 Stats::add(&stats.timeouts_head, 1);
                 if self.head_bytes_seen() {
@@ -300,6 +322,10 @@ impl ClientConn {
                 if self.head_bytes_seen() {
                     let start = self.head_started.unwrap_or(self.idle_since);
                     Some((start + cfg.request_head_timeout, Timeout::Head))
+                } else if self.draining && self.requests > 0 {
+                    let idle = self.idle_since + DRAIN_IDLE_GRACE;
+                    let ka = self.idle_since + cfg.keepalive_timeout;
+                    Some((idle.min(ka), Timeout::DrainIdle))
                 } else if self.requests == 0 {
                     if cfg.request_head_timeout <= cfg.keepalive_timeout {
                         Some((self.accepted_at + cfg.request_head_timeout, Timeout::Head))
@@ -314,6 +340,12 @@ impl ClientConn {
                 let Some(ex) = self.exchange.as_deref() else {
                     return send;
                 };
+                if ex.tunnel {
+                    // No HTTP timeout in a tunnel: only its idle time, which
+                    // progress in either direction resets.
+                    let last = ex.last_progress().max(self.side.write_at);
+                    return Some((last + cfg.tunnel_idle_timeout, Timeout::TunnelIdle));
+                }
                 let up = ex.upstream.and_then(|k| sh.ups.get(k));
                 let out_paused = self.side.out.as_ref().is_some_and(|b| b.is_paused());
                 let ex_deadline = ex.deadline(cfg, up, out_paused);

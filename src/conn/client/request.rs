@@ -28,7 +28,7 @@ impl ClientConn {
             return Ok(false);
         }
         let Some(buf) = self.side.inbuf.as_ref().filter(|b| !b.is_empty()) else {
-            if self.side.read_eof || (self.draining && self.requests > 0) {
+            if self.side.read_eof {
                 self.set_state(State::Closed);
                 return Ok(true);
             }
@@ -99,6 +99,10 @@ impl ClientConn {
         };
         if !plan.keep_alive {
             self.keep_alive.clear("request");
+        }
+        if self.draining {
+            // The last request of this connection (ARCHITECTURE.md §12).
+            self.keep_alive.clear("drain");
         }
         if let Some(reply) = sh.filter.request_filter(req) {
             Stats::add(&sh.stats.filter_replies, 1);
