@@ -106,3 +106,39 @@ fn an_invalid_rust_log_falls_back_to_warn_and_says_so() {
     p.signal(libc::SIGTERM);
     p.wait_exit(Duration::from_secs(5));
 }
+
+#[test]
+fn metrics_show_each_upstream_servers_health() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let dead = refused_addr();
+    let admin = loopback(free_port());
+    let (live_s, dead_s) = (up.addr.to_string(), dead.to_string());
+    let proxy = start_proxy(
+        |c| {
+            c.admin = Some(admin);
+            let mut g = GroupSpec::new(
+                "app",
+                vec![live_s.parse().unwrap(), dead_s.parse().unwrap()],
+            );
+            g.max_fails = 1;
+            c.upstream = vec![g];
+        },
+        ByRoutes,
+    );
+    let series = |addr: &str| {
+        format!(r#"sluice_upstream_server_up{{worker="0",group="app",server="{addr}"}}"#)
+    };
+    let text = String::from_utf8_lossy(&http_get(admin, "/metrics").1).into_owned();
+    assert_eq!(sample(&text, &series(&live_s)), Some(1.0), "{text}");
+    assert_eq!(sample(&text, &series(&dead_s)), Some(1.0), "{text}");
+    // Requests reach the refusing server (round-robin), fail once and are
+    // retried on the live one: it is ejected.
+    let mut c = proxy.client();
+    for _ in 0..4 {
+        assert_eq!(c.round_trip(get("/")).status, 200);
+    }
+    assert_eventually("the refusing server shows as down", || {
+        let text = String::from_utf8_lossy(&http_get(admin, "/metrics").1).into_owned();
+        sample(&text, &series(&dead_s)) == Some(0.0) && sample(&text, &series(&live_s)) == Some(1.0)
+    });
+}

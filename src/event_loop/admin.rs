@@ -25,6 +25,7 @@ use super::token;
 use crate::http::{HeadScanner, ParseHead, RequestHead, ResponseHead};
 use crate::metrics::Observer;
 use crate::metrics::expose;
+use crate::upstreams::ServerState;
 
 /// Largest admin request head.
 const MAX_HEAD: usize = 8 * 1024;
@@ -121,10 +122,16 @@ impl Admin {
     }
 
     /// An event on admin connection `key`: read its head, answer, write.
-    pub(crate) fn on_event(&mut self, key: usize, registry: &Registry, draining: bool) {
+    pub(crate) fn on_event(
+        &mut self,
+        key: usize,
+        registry: &Registry,
+        draining: bool,
+        servers: &dyn Fn() -> Vec<ServerState>,
+    ) {
         let done = match self.conns.get_mut(key) {
             None => return,
-            Some(c) => match advance(c, &self.obs, draining) {
+            Some(c) => match advance(c, &self.obs, draining, servers) {
                 Ok(done) => done,
                 Err(e) => {
                     debug!("admin connection: {e}");
@@ -178,6 +185,7 @@ pub(crate) fn dispatch(
     registry: &Registry,
     now: Instant,
     draining: bool,
+    servers: &dyn Fn() -> Vec<ServerState>,
 ) -> bool {
     let Some(a) = admin.as_mut() else {
         return false;
@@ -188,7 +196,7 @@ pub(crate) fn dispatch(
     }
     match token::admin_key(t) {
         Some(key) => {
-            a.on_event(key, registry, draining);
+            a.on_event(key, registry, draining, servers);
             true
         }
         None => false,
@@ -197,7 +205,12 @@ pub(crate) fn dispatch(
 
 /// Reads, answers and writes what can be now. `Ok(true)`: the connection
 /// is finished (answered, or the peer left).
-fn advance(c: &mut AdminConn, obs: &Observer, draining: bool) -> io::Result<bool> {
+fn advance(
+    c: &mut AdminConn,
+    obs: &Observer,
+    draining: bool,
+    servers: &dyn Fn() -> Vec<ServerState>,
+) -> io::Result<bool> {
     if !c.writing {
         let mut chunk = [0u8; 2048];
         loop {
@@ -225,7 +238,7 @@ fn advance(c: &mut AdminConn, obs: &Observer, draining: bool) -> io::Result<bool
                 "text/plain; charset=utf-8",
                 "bad request\n".to_string(),
             ),
-            Some(_) => route(&req, obs, draining),
+            Some(_) => route(&req, obs, draining, servers),
         };
         let mut head = ResponseHead::new(status);
         head.headers.append("Content-Type", ctype.as_bytes());
@@ -252,14 +265,23 @@ fn advance(c: &mut AdminConn, obs: &Observer, draining: bool) -> io::Result<bool
 }
 
 /// Status, content type and body for an admin request.
-fn route(req: &RequestHead, obs: &Observer, draining: bool) -> (u16, &'static str, String) {
+fn route(
+    req: &RequestHead,
+    obs: &Observer,
+    draining: bool,
+    servers: &dyn Fn() -> Vec<ServerState>,
+) -> (u16, &'static str, String) {
     const TEXT: &str = "text/plain; charset=utf-8";
     if !req.is_method("GET") && !req.is_method("HEAD") {
         return (405, TEXT, "only GET and HEAD\n".into());
     }
     let path = req.target.split('?').next().unwrap_or("");
     match path {
-        "/metrics" => (200, expose::CONTENT_TYPE, expose::metrics_text(obs)),
+        "/metrics" => (
+            200,
+            expose::CONTENT_TYPE,
+            expose::metrics_text(obs, &servers()),
+        ),
         "/healthz" => (200, TEXT, "ok\n".into()),
         "/readyz" if draining => (503, TEXT, "draining\n".into()),
         "/readyz" => (200, TEXT, "ready\n".into()),

@@ -306,8 +306,16 @@ impl Server {
                     t => {
                         let draining = self.drain.load(Ordering::SeqCst);
                         let now = self.sh.now;
-                        if !admin::dispatch(&mut self.admin, t, self.poll.registry(), now, draining)
-                        {
+                        let groups = &self.sh.groups;
+                        let servers = || groups.server_states(now);
+                        if !admin::dispatch(
+                            &mut self.admin,
+                            t,
+                            self.poll.registry(),
+                            now,
+                            draining,
+                            &servers,
+                        ) {
                             self.record(t, event);
                         }
                     }

@@ -20,6 +20,7 @@ use super::Observer;
 use super::region::SlotView;
 use crate::conn::access::{Termination, rfc3339_ms};
 use crate::stats::{BUCKETS, CLASSES, FIELD_NAMES, HISTOGRAM_CELLS, TERMINATIONS};
+use crate::upstreams::ServerState;
 
 /// The `Content-Type` of `/metrics`.
 pub(crate) const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -302,10 +303,59 @@ impl Collector for Slots {
     }
 }
 
-/// The `/metrics` body for the group's slots.
-pub(crate) fn metrics_text(obs: &Observer) -> String {
+/// Each upstream server's health as this worker sees it (every worker
+/// checks on its own, ARCHITECTURE.md §13): labelled with the answering
+/// worker, the group and the server.
+#[derive(Debug)]
+struct Servers {
+    worker: usize,
+    states: Vec<ServerState>,
+}
+
+impl Collector for Servers {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        type Pick = fn(&ServerState) -> bool;
+        let families: [(&str, &str, Pick); 3] = [
+            (
+                "sluice_upstream_server_up",
+                "1 if the upstream server may be chosen now (not ejected, not marked down), as the answering worker sees it.",
+                |s| s.available,
+            ),
+            (
+                "sluice_upstream_server_ejected",
+                "1 while passive health (max_fails) keeps the server out.",
+                |s| s.ejected,
+            ),
+            (
+                "sluice_upstream_server_checked_down",
+                "1 while active health checks mark the server down.",
+                |s| s.down,
+            ),
+        ];
+        for (name, help, pick) in families {
+            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for s in &self.states {
+                let labels: Labels = vec![
+                    ("worker", self.worker.to_string()),
+                    ("group", s.group.clone()),
+                    ("server", s.server.to_string()),
+                ];
+                ConstGauge::new(i64::from(pick(s))).encode(m.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `/metrics` body for the group's slots, and the upstream servers'
+/// health as this worker sees it (`servers`).
+pub(crate) fn metrics_text(obs: &Observer, servers: &[ServerState]) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(Slots(obs.region.read())));
+    registry.register_collector(Box::new(Servers {
+        worker: obs.slot,
+        states: servers.to_vec(),
+    }));
     let mut out = String::new();
     if prometheus_client::encoding::prometheus_text::encode(&mut out, &registry).is_err() {
         out.clear();

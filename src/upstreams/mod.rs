@@ -150,6 +150,21 @@ impl Group {
     }
 }
 
+/// One server's health as the admin endpoints show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ServerState {
+    /// Its group's name.
+    pub group: String,
+    /// The server's address.
+    pub server: SocketAddr,
+    /// It may be chosen now (not ejected, not marked down).
+    pub available: bool,
+    /// Passive health ejected it for now.
+    pub ejected: bool,
+    /// Active checks mark it down.
+    pub down: bool,
+}
+
 /// All groups and routes of the process.
 #[derive(Debug)]
 pub(crate) struct Groups {
@@ -192,6 +207,25 @@ impl Groups {
     /// Every group with its index.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &Group)> {
         self.groups.iter().enumerate()
+    }
+
+    /// Every live server's health at `now`, group by group.
+    pub(crate) fn server_states(&self, now: Instant) -> Vec<ServerState> {
+        self.groups
+            .iter()
+            .flat_map(|g| {
+                g.slots
+                    .iter()
+                    .zip(&g.health)
+                    .map(move |(s, h)| ServerState {
+                        group: g.spec.name.get_ref().clone(),
+                        server: s.addr,
+                        available: h.available(now),
+                        ejected: h.ejected_until.is_some_and(|t| t > now),
+                        down: h.down,
+                    })
+            })
+            .collect()
     }
 
     /// The group named `name`.

@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 pub use self::{binary::*, client::*, oracle::*, proxy::*, upstream::*, wire::*};
 #[allow(unused_imports)]
 pub use sluice::{
-    Config, Filter, Forward, GroupSpec, Headers, Peer, Reply, RequestHead, ResponseHead, RouteSpec,
-    Server, ServerHandle, ServerSpec, Stats, Target,
+    ByRoutes, Config, Filter, Forward, GroupSpec, Headers, Peer, Reply, RequestHead, ResponseHead,
+    RouteSpec, Server, ServerHandle, ServerSpec, Stats, Target,
 };
 
 /// Longest a client waits for any one read before the test fails.
