@@ -233,7 +233,7 @@ settings! {
         ///
         /// Most idle pooled connections per upstream peer.
         #[arg(long, value_name = "N", value_parser = whole::<usize>)]
-        pub pool_max_idle_per_peer: usize = 128,
+        pub pool_max_idle_per_peer: usize = 1024,
 
         /// Idle upstream connections in all.
         ///
@@ -563,7 +563,7 @@ mod tests {
         assert_eq!((c.high_watermark, c.low_watermark), (65536, 16384));
         assert_eq!(
             (c.pool_max_idle_per_peer, c.pool_max_idle_total),
-            (128, 4096)
+            (1024, 4096)
         );
         assert_eq!(
             (c.max_retries, c.max_connections, c.workers),

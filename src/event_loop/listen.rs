@@ -33,6 +33,9 @@ pub(crate) fn bind_listener(addr: SocketAddr, takeover: bool) -> io::Result<TcpL
         let addr = if takeover { addr } else { check_free(addr)? };
         let socket = reuse_port_socket(addr)?;
         socket.set_nonblocking(true)?;
+        // Accepted sockets inherit TCP_NODELAY from the listener (Linux
+        // copies it at accept): no setsockopt per client connection.
+        socket.set_tcp_nodelay(true)?;
         socket.bind(&addr.into())?;
         socket.listen(LISTEN_BACKLOG)?;
         Ok(TcpListener::from_std(socket.into()))

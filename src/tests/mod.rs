@@ -1,5 +1,6 @@
 mod buffer;
 mod error;
 mod exchange;
+mod listen;
 mod pool;
 mod token;

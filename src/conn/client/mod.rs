@@ -146,7 +146,7 @@ impl ClientConn {
         addr: SocketAddr,
         sh: &mut Shared,
     ) -> std::io::Result<Self> {
-        let _ = stream.set_nodelay(true);
+        // TCP_NODELAY comes from the listener (`event_loop::listen`).
         // A fresh socket is writable; the flag drops at the first WouldBlock.
         let io = Io {
             writable: true,
