@@ -142,7 +142,7 @@ impl Server {
         );
         let stats = Arc::new(Stats::default());
         let bufs = BufferPool::new(config.high_watermark, MAX_FREE_BUFFERS, stats.clone());
-        let sh = Shared::new(
+        let mut sh = Shared::new(
             config,
             Box::new(filter),
             registry,
@@ -150,6 +150,7 @@ impl Server {
             Upstreams::new(pool),
             stats,
         );
+        sh.via_name = crate::conn::via_pseudonym(&sh.cfg.via_name, local_addr);
         Ok(Server {
             poll,
             listener: Some(listener),
@@ -216,6 +217,7 @@ impl Server {
                 return Err(e);
             }
             self.sh.now = Instant::now();
+            self.sh.date.update(std::time::SystemTime::now());
             for event in events.iter() {
                 match event.token() {
                     token::LISTENER => self.accept(),

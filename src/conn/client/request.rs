@@ -13,9 +13,11 @@ use crate::conn::Shared;
 use crate::conn::access::Access;
 use crate::conn::exchange::Exchange;
 use crate::error::{ErrorKind, ProxyError};
+use crate::http::request::ALLOW;
+use crate::http::sniff::check_request_start;
 use crate::http::{
-    Forwarding, Headers, ParseError, ParseHead, Refusal, RequestHead, ResponseHead, ensure_host,
-    plan_request,
+    BodyKind, Forwarding, Headers, ParseError, ParseHead, Refusal, RequestHead, ResponseHead,
+    ensure_host, plan_request,
 };
 use crate::stats::Stats;
 use log::{debug, info};
@@ -32,6 +34,10 @@ impl ClientConn {
             }
             return Ok(false);
         };
+        // Bytes that are not HTTP/1.x at all (TLS, the HTTP/2 preface) are
+        // answered at once, not after the head timeout.
+        check_request_start(buf.as_slice())
+            .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
         let Some(len) = self.scanner.find_end(buf.as_slice()) else {
             if buf.room() == 0 {
                 let no_line_end = !buf.as_slice().contains(&b'\n');
@@ -80,18 +86,32 @@ impl ClientConn {
     pub(super) fn start_request(&mut self, mut ex: Box<Exchange>, sh: &mut Shared) -> Result<()> {
         let fwd = Forwarding {
             via: sh.cfg.add_via,
+            via_name: &sh.via_name,
             x_forwarded_for: sh.cfg.add_x_forwarded_for,
             x_forwarded_proto: sh.cfg.add_x_forwarded_proto,
         };
         let req = &mut ex.req;
         let plan = match plan_request(req, self.side.addr.ip(), fwd) {
             Ok(plan) => plan,
+            Err(Refusal::MaxForwards { status }) => {
+                // RFC 9110 §7.6.2: the proxy is the final recipient.
+                let has_body = req.body_kind().map_or(true, |k| {
+                    !matches!(k, BodyKind::Empty | BodyKind::Length(0))
+                });
+                let mut allow = Headers::new();
+                allow.append("Allow", ALLOW.as_bytes());
+                self.reply_instead(ex, sh, status, &allow, b"", has_body);
+                return Ok(());
+            }
             Err(refusal) => {
                 self.own_reply = Some(OwnReply::new(req, 0, sh.now));
                 sh.recycle_exchange(ex);
                 return Err(ProxyError::downstream(match refusal {
                     Refusal::Invalid(e) => ErrorKind::Parse(e),
-                    Refusal::NotImplemented => ErrorKind::NotImplemented,
+                    Refusal::LoopDetected => ErrorKind::LoopDetected,
+                    Refusal::NotImplemented | Refusal::MaxForwards { .. } => {
+                        ErrorKind::NotImplemented
+                    }
                 }));
             }
         };
@@ -100,17 +120,14 @@ impl ClientConn {
         }
         if let Some(reply) = sh.filter.request_filter(req) {
             Stats::add(&sh.stats.filter_replies, 1);
-            if plan.has_body() {
-                // Its body is never read: it must not be parsed as a request.
-                self.keep_alive.clear("reply to a request with a body");
-                self.linger = true;
-            }
-            let mut own = OwnReply::new(req, reply.status, sh.now);
-            let head_only = req.is_method("HEAD");
-            sh.recycle_exchange(ex);
-            own.bytes =
-                self.queue_reply(sh, reply.status, &reply.headers, &reply.body, head_only) as u64;
-            self.own_reply = Some(own);
+            self.reply_instead(
+                ex,
+                sh,
+                reply.status,
+                &reply.headers,
+                &reply.body,
+                plan.has_body(),
+            );
             return Ok(());
         }
         let peer = sh.filter.upstream_peer(req);
@@ -121,6 +138,30 @@ impl ClientConn {
         ex.to_upstream = Some(to_up);
         self.exchange = Some(ex);
         self.attach_upstream(sh, false)
+    }
+
+    /// Answers the request in `ex` with the proxy's own reply instead of
+    /// forwarding it (a `request_filter` reply, `Max-Forwards: 0`). A
+    /// request with a body closes the connection afterwards: its body is
+    /// never read, so it must not be parsed as a request.
+    fn reply_instead(
+        &mut self,
+        ex: Box<Exchange>,
+        sh: &mut Shared,
+        status: u16,
+        fields: &Headers,
+        body: &[u8],
+        has_body: bool,
+    ) {
+        if has_body {
+            self.keep_alive.clear("reply to a request with a body");
+            self.linger = true;
+        }
+        let mut own = OwnReply::new(&ex.req, status, sh.now);
+        let head_only = ex.req.is_method("HEAD");
+        sh.recycle_exchange(ex);
+        own.bytes = self.queue_reply(sh, status, fields, body, head_only) as u64;
+        self.own_reply = Some(own);
     }
 
     /// Gives the exchange an upstream connection: pooled or new, or always
@@ -164,6 +205,7 @@ impl ClientConn {
                 head.headers.append(name, value);
             }
         }
+        head.headers.append("Date", sh.date.value());
         head.headers
             .append("Content-Length", body.len().to_string().as_bytes());
         if !self.keep_alive.get() {
