@@ -7,7 +7,6 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS]      (default 60 per target)
 # Env:   TARGETS="chunked target"   run only these targets
-#        FUZZ_JOBS=1                libFuzzer -jobs (default 1)
 # Not part of CI's default run (scripts/test.sh); see README "Fuzzing".
 # Installs cargo-fuzz (cargo install) if missing; needs `rustup` with a
 # nightly toolchain (installed with `rustup toolchain install nightly` if
@@ -15,7 +14,7 @@
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-lib_help 2 15 "${1:-}"
+lib_help 2 14 "${1:-}"
 
 SECS="${1:-60}"
 [[ "$SECS" =~ ^[0-9]+$ && "$SECS" -gt 0 ]] || die "SECONDS must be a whole number > 0, not '$SECS'"
@@ -43,7 +42,7 @@ for t in $TARGETS; do
     rc=0
     # Scratch corpus first: libFuzzer writes new inputs to the first dir.
     lib_bg cargo +nightly fuzz run "$t" "$LIB_TMP/corpus/$t" "corpus/$t" -- \
-        -max_total_time="$SECS" -jobs="${FUZZ_JOBS:-1}" -print_final_stats=1 \
+        -max_total_time="$SECS" -print_final_stats=1 \
         >"$out" 2>&1 </dev/null
     wait "$BG_PID" || rc=$?
     execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$out" | tail -n 1)"
