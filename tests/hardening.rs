@@ -240,3 +240,43 @@ fn request_content_length_beyond_i63_gets_400() {
         400,
     );
 }
+
+// ---- Siblings ----------------------------------------------------------------
+
+#[test]
+fn http10_upgrade_request_goes_upstream_without_upgrade() {
+    let up = Upstream::start(respond_forever(ok_response("ok")));
+    let resp = one_exchange(
+        &up,
+        b"GET /ws HTTP/1.0\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+    );
+    assert_eq!(resp.status, 200);
+    let req = up.single_request();
+    assert!(!req.has("upgrade"), "RFC 9110 §7.8: ignored in HTTP/1.0");
+}
+
+#[test]
+fn gzip_until_close_to_an_http10_client_gets_502() {
+    let up = Upstream::start(send_raw_and_close(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n\x1f\x8b coded".to_vec(),
+    ));
+    let resp = one_exchange(&up, b"GET / HTTP/1.0\r\n\r\n");
+    assert_proxy_error(&resp, 502);
+}
+
+#[test]
+fn interim_heads_over_the_response_head_size_in_sum_get_502() {
+    let mut raw = Vec::new();
+    for _ in 0..40 {
+        raw.extend_from_slice(b"HTTP/1.1 102 Processing\r\n\r\n");
+    }
+    raw.extend_from_slice(&ok_response("late"));
+    let up = Upstream::start(send_raw_and_hold(raw));
+    let proxy = start_forward_proxy(up.addr, |c| c.max_response_head_size = 512);
+    let mut client = proxy.client();
+    client.send(get("/"));
+    let all = client.read_until_closed(CLIENT_TIMEOUT);
+    let text = String::from_utf8_lossy(&all);
+    assert!(text.contains("HTTP/1.1 502 "), "{text}");
+    assert!(!text.contains("late"), "{text}");
+}
