@@ -263,10 +263,10 @@ settings! {
         #[serde(with = "workers")]
         pub workers: usize = 1,
 
-        /// Append `Via: 1.1 sluice` to requests going upstream (RFC 9110
+        /// Append `Via: 1.1 <via-name>` to requests going upstream (RFC 9110
         /// §7.6.3).
         #[arg(long = "no-via", action = ArgAction::SetFalse,
-              help = "Do not add Via: 1.1 sluice")]
+              help = "Do not add Via (loops are still detected)")]
         pub add_via: bool = true,
 
         /// Pseudonym in Via, loop check (empty: derived).
