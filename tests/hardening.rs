@@ -280,3 +280,29 @@ fn interim_heads_over_the_response_head_size_in_sum_get_502() {
     assert!(text.contains("HTTP/1.1 502 "), "{text}");
     assert!(!text.contains("late"), "{text}");
 }
+
+#[test]
+fn own_replies_get_date_unless_the_filter_set_one() {
+    let up = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_proxy(
+        |_| {},
+        ReplyFilter {
+            upstream: up.addr,
+            on_request: |req: &mut RequestHead| {
+                let mut r = Reply::new(200, "mine");
+                if req.target == "/dated" {
+                    r.headers.append("Date", b"Sun, 06 Nov 1994 08:49:37 GMT");
+                }
+                Some(r)
+            },
+        },
+    );
+    let mut client = proxy.client();
+    let resp = client.round_trip(get("/"));
+    assert_eq!(resp.header_all("date").len(), 1);
+    let resp = client.round_trip(get("/dated"));
+    assert_eq!(
+        resp.header_all("date"),
+        vec!["Sun, 06 Nov 1994 08:49:37 GMT"]
+    );
+}

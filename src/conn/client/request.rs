@@ -186,8 +186,8 @@ impl ClientConn {
         Ok(())
     }
 
-    /// Queues a response the proxy makes: status line, `fields`,
-    /// `Content-Length`, `Connection: close` unless keep-alive, and `body`
+    /// Queues a response the proxy makes: status line, `fields`, `Date`
+    /// (unless `fields` has one), `Content-Length`, `Connection: close` unless keep-alive, and `body`
     /// (left out for a HEAD request). Returns the bytes queued.
     pub(super) fn queue_reply(
         &mut self,
@@ -205,7 +205,10 @@ impl ClientConn {
                 head.headers.append(name, value);
             }
         }
-        head.headers.append("Date", sh.date.value());
+        if !head.headers.contains("date") {
+            // RFC 9110 §6.6.1; a filter's own Date stays.
+            head.headers.append("Date", sh.date.value());
+        }
         head.headers
             .append("Content-Length", body.len().to_string().as_bytes());
         if !self.keep_alive.get() {
