@@ -172,18 +172,32 @@ settings! {
         #[serde(with = "duration")]
         pub client_send_timeout: Duration = Duration::from_secs(60),
 
-        /// Largest request/response head.
+        /// Largest request head.
         ///
-        /// In bytes; a larger request head gets 431, a larger response head
-        /// 502.
+        /// In bytes; a larger request head gets 431 (414 if the request line
+        /// alone is longer).
         #[arg(long, value_name = "BYTES", value_parser = whole::<usize>)]
         pub max_head_size: usize = 64 * 1024,
 
-        /// Most fields in a head.
+        /// Most fields in a request head.
         ///
         /// More gets 431.
         #[arg(long, value_name = "N", value_parser = whole::<usize>)]
         pub max_header_count: usize = 100,
+
+        /// Largest response head.
+        ///
+        /// In bytes; a larger response head gets 502. The 1xx interim heads
+        /// before a final one share one such budget, summed.
+        #[arg(long, value_name = "BYTES", value_parser = whole::<usize>)]
+        pub max_response_head_size: usize = 64 * 1024,
+
+        /// Most fields in a response head.
+        ///
+        /// More gets 502. Larger than the request limit: responses carry
+        /// many `Set-Cookie` fields.
+        #[arg(long, value_name = "N", value_parser = whole::<usize>)]
+        pub max_response_header_count: usize = 256,
 
         /// Pending bytes that pause the source.
         ///
@@ -322,11 +336,21 @@ settings! {
         #[serde(skip_serializing_if = "Option::is_none")]
         pub pid_file: Option<PathBuf> = None,
 
-        /// Append `Via: 1.1 sluice` to requests going upstream (RFC 9110
+        /// Append `Via: 1.1 <via-name>` to requests going upstream (RFC 9110
         /// §7.6.3).
         #[arg(long = "no-via", action = ArgAction::SetFalse,
-              help = "Do not add Via: 1.1 sluice")]
+              help = "Do not add Via (loops are still detected)")]
         pub add_via: bool = true,
+
+        /// Pseudonym in Via, loop check (empty: derived).
+        ///
+        /// Written as `Via: 1.1 <name>` (RFC 9110 §7.6.3); a request whose
+        /// `Via` already names it is answered 508 Loop Detected. Empty: a
+        /// name `sluice-xxxxxxxx` hashed from the host name and the listen
+        /// address, shared by the workers of one instance. A token of at
+        /// most 64 bytes.
+        #[arg(long, value_name = "NAME")]
+        pub via_name: String = String::new(),
 
         /// Append the client's address to `X-Forwarded-For`.
         #[arg(long = "no-x-forwarded-for", action = ArgAction::SetFalse,
@@ -384,6 +408,19 @@ impl Config {
         if self.max_header_count == 0 {
             return err("max-header-count", "must be at least 1");
         }
+        if self.max_response_head_size < 64 {
+            return err("max-response-head-size", "must be at least 64 bytes");
+        }
+        if self.max_response_header_count == 0 {
+            return err("max-response-header-count", "must be at least 1");
+        }
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if self.via_name.len() > 64 || !self.via_name.bytes().all(token) {
+            return err(
+                "via-name",
+                "must be a token (letters, digits, -._~ ...) of at most 64 bytes",
+            );
+        }
         if self.max_connections == 0 {
             return err("max-connections", "must be at least 1");
         }
@@ -397,7 +434,7 @@ impl Config {
         }
         // Upper bounds: each is allocated or repeated per connection or per
         // request, so a typo must not become an abort or a busy loop.
-        let caps: [(&'static str, usize, usize, &str); 7] = [
+        let caps: [(&'static str, usize, usize, &str); 9] = [
             (
                 "high-watermark",
                 self.high_watermark,
@@ -408,6 +445,18 @@ impl Config {
             (
                 "max-header-count",
                 self.max_header_count,
+                MAX_HEADER_COUNT,
+                "10000",
+            ),
+            (
+                "max-response-head-size",
+                self.max_response_head_size,
+                MAX_HEAD_SIZE,
+                "1 MiB",
+            ),
+            (
+                "max-response-header-count",
+                self.max_response_header_count,
                 MAX_HEADER_COUNT,
                 "10000",
             ),
@@ -560,6 +609,11 @@ mod tests {
         assert_eq!(c.upstream_connect_timeout, Duration::from_secs(3));
         assert_eq!(c.drain_timeout, Duration::from_secs(30));
         assert_eq!((c.max_head_size, c.max_header_count), (65536, 100));
+        assert_eq!(
+            (c.max_response_head_size, c.max_response_header_count),
+            (65536, 256)
+        );
+        assert_eq!(c.via_name, "");
         assert_eq!((c.high_watermark, c.low_watermark), (65536, 16384));
         assert_eq!(
             (c.pool_max_idle_per_peer, c.pool_max_idle_total),

@@ -69,6 +69,8 @@ pub enum ErrorKind {
     /// The request asks for something a reverse proxy does not do
     /// (`CONNECT`): 501 (RFC 9110 §15.6.2).
     NotImplemented,
+    /// The request's `Via` already names this proxy: 508 (RFC 5842 §7.2).
+    LoopDetected,
 }
 
 /// An error that ends one exchange (never the loop).
@@ -110,6 +112,7 @@ impl ProxyError {
             (Side::Downstream, K::Timeout(Timeout::Head)) if head_bytes_seen => Answer::Status(408),
             (Side::Downstream, K::Timeout(Timeout::ClientBody)) => Answer::Status(408),
             (Side::Downstream, K::NotImplemented) => Answer::Status(501),
+            (Side::Downstream, K::LoopDetected) => Answer::Status(508),
             (Side::Downstream, _) => Answer::Close,
             (Side::Upstream, K::Timeout(_)) => Answer::Status(504),
             (Side::Upstream, _) => Answer::Status(502),
@@ -141,6 +144,7 @@ impl fmt::Display for ProxyError {
             ErrorKind::UnexpectedUpgrade => write!(f, "{side}: 101 without upgrade"),
             ErrorKind::NotImplemented => write!(f, "{side}: method not implemented"),
             ErrorKind::NoServer => write!(f, "{side}: no server to send to"),
+            ErrorKind::LoopDetected => write!(f, "{side}: loop detected (Via names this proxy)"),
         }
     }
 }

@@ -52,5 +52,21 @@ pub use upstreams::spec::{
 pub mod listen {
     pub use crate::event_loop::listen::{bind_error, check_free, reuse_port_socket};
 }
+
+/// The sans-IO codec's entry points for the fuzz targets in `fuzz/`
+/// (cargo feature `fuzzing`, off by default): not an API, may change any
+/// time.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzz_api {
+    pub use crate::http::chunked::ChunkedScanner;
+    pub use crate::http::framing::{request_framing, response_framing};
+    pub use crate::http::sniff::check_request_start;
+    pub use crate::http::target::{check_authority, check_origin_form, normalize_absolute_form};
+    pub use crate::http::{
+        BodyDecoder, BodyKind, Forwarding, ParseError, ParseHead, ResponseContext, ResponsePlan,
+        plan_request, plan_response,
+    };
+}
 #[cfg(test)]
 mod tests;

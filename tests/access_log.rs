@@ -194,19 +194,28 @@ fn text_records_escape_quotes_and_control_bytes() {
     let (proxy, log) = logged_proxy(up.addr, AccessLogFormat::Text);
     proxy
         .client()
+        .round_trip(b"GET /ok HTTP/1.1\r\nHost: h\r\n\r\n");
+    // A quote in the target is refused (RFC 3986: not a path character,
+    // ARCHITECTURE.md §8) and still logged, escaped.
+    proxy
+        .client()
         .round_trip(b"GET /a\"b HTTP/1.1\r\nHost: h\r\n\r\n");
     // An invalid Host (a quote) is refused, and still logged escaped.
     proxy
         .client()
         .round_trip(b"GET /c HTTP/1.1\r\nHost: h\"x\r\n\r\n");
-    let lines = records(&log, 2);
-    let (ok, bad) = (&lines[0], &lines[1]);
+    let lines = records(&log, 3);
+    let (ok, quoted, bad) = (&lines[0], &lines[1], &lines[2]);
     assert!(
-        ok.contains(r#" "GET /a\x22b HTTP/1.1" host="h" status=200"#),
+        ok.contains(r#" "GET /ok HTTP/1.1" host="h" status=200"#),
         "{ok}"
     );
     assert!(ok.contains(" upstream_conn=new "), "{ok}");
     assert!(ok.ends_with(" termination=complete"), "{ok}");
+    assert!(
+        quoted.contains(r#" "GET /a\x22b HTTP/1.1" host="h" status=400"#),
+        "{quoted}"
+    );
     assert!(bad.contains(r#" host="h\x22x" status=400 "#), "{bad}");
     assert!(bad.ends_with(" termination=proxy_error"), "{bad}");
 }

@@ -158,12 +158,13 @@ fn http10_request_arrives_upstream_as_http11() {
 
 #[test]
 fn proxy_appends_via_forwarded_for_and_proto_after_client_fields() {
+    // `--via-name` names the proxy in Via (default: `sluice-` + a hash).
     let (req, _) = proxied(
         b"GET / HTTP/1.1\r\nHost: example.test\r\nAccept: */*\r\n\r\n",
-        |_| {},
+        |c| c.via_name = "edge-1".into(),
     );
     let head = String::from_utf8_lossy(&req.head).into_owned();
-    assert_eq!(req.header_all("via"), vec!["1.1 sluice"], "{head:?}");
+    assert_eq!(req.header_all("via"), vec!["1.1 edge-1"], "{head:?}");
     assert_eq!(
         req.header_all("x-forwarded-for"),
         vec!["127.0.0.1"],

@@ -126,8 +126,8 @@ pub(crate) struct Exchange {
     pub scratch: Vec<u8>,
     /// A 1xx head was forwarded downstream.
     pub interim_sent: bool,
-    /// 1xx heads received so far.
-    pub interim_count: u32,
+    /// Bytes of the 1xx heads received so far.
+    pub interim_bytes: usize,
     /// The final response head went downstream.
     pub resp_head_sent: bool,
     /// Status of the final response.
@@ -195,7 +195,7 @@ impl Exchange {
             resp_head: ResponseHead::default(),
             scratch: Vec::new(),
             interim_sent: false,
-            interim_count: 0,
+            interim_bytes: 0,
             resp_head_sent: false,
             status: 0,
             resp_keep_alive: false,

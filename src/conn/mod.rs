@@ -27,8 +27,9 @@ pub(crate) mod relay;
 pub(crate) mod response_head;
 pub(crate) mod upstream;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use log::trace;
 use mio::Registry;
@@ -37,6 +38,7 @@ use crate::access_log::AccessLog;
 use crate::buffer::BufferPool;
 use crate::config::Config;
 use crate::filter::{Filter, Peer};
+use crate::http::date::HttpDate;
 use crate::pool::IdlePool;
 use crate::stats::Stats;
 use crate::upstreams::Groups;
@@ -70,6 +72,12 @@ pub(crate) struct Shared {
     pub access: AccessLog,
     /// Rate limit of the warnings about upstream failures.
     pub warn_limit: WarnLimit,
+    /// The `Date` value of the current loop turn (RFC 9110 §6.6.1),
+    /// formatted at most once per second.
+    pub date: HttpDate,
+    /// The pseudonym this proxy writes in `Via` and looks for to detect a
+    /// loop ([`via_pseudonym`]).
+    pub via_name: String,
     /// Finished exchanges kept for reuse, so the steady path allocates no
     /// exchange, head or encode buffer per request (at most `MAX_SPARE`).
     /// Boxed: a connection holds its exchange as a `Box`, which moves here
@@ -115,6 +123,8 @@ impl Shared {
             now: Instant::now(),
             access,
             warn_limit: WarnLimit::default(),
+            date: HttpDate::new(SystemTime::now()),
+            via_name: String::new(),
             spare: Vec::new(),
         }
     }
@@ -145,6 +155,7 @@ impl Shared {
             bufs: &mut self.bufs,
             stats: &self.stats,
             now: self.now,
+            date: &self.date,
         };
         (env, &mut self.ups, self.filter.as_ref())
     }
@@ -164,6 +175,37 @@ impl Shared {
             self.spare.push(ex);
         }
     }
+}
+
+/// The `Via` pseudonym (`--via-name`): `configured` if set, else
+/// `sluice-` and 8 hex digits hashed (FNV-1a) from the host name and the
+/// address the proxy listens on, so every worker of one instance shares
+/// it, and two instances on one host (different ports) differ.
+pub(crate) fn via_pseudonym(configured: &str, listen: SocketAddr) -> String {
+    if !configured.is_empty() {
+        return configured.to_string();
+    }
+    let mut host = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname writes at
+    // most that many bytes.
+    let rc = unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) };
+    let host_len = if rc == 0 {
+        host.iter().position(|&b| b == 0).unwrap_or(host.len())
+    } else {
+        0
+    };
+    let listen = listen.to_string();
+    let mut hash: u32 = 0x811c_9dc5;
+    for &b in host
+        .get(..host_len)
+        .unwrap_or_default()
+        .iter()
+        .chain(b"/")
+        .chain(listen.as_bytes())
+    {
+        hash = (hash ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    format!("sluice-{hash:08x}")
 }
 
 /// Whether a client connection may carry another request: one-way, true

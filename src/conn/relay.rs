@@ -37,6 +37,7 @@ use super::upstream::{Connect, UpstreamConn};
 use crate::buffer::{BufferPool, WatermarkBuffer};
 use crate::config::Config;
 use crate::error::{ErrorKind, ProxyError};
+use crate::http::date::HttpDate;
 use crate::http::{BodyDecoder, ParseError};
 use crate::stats::Stats;
 
@@ -55,6 +56,8 @@ pub(crate) struct Env<'a> {
     pub stats: &'a Stats,
     /// The time the current batch of events is handled at.
     pub now: Instant,
+    /// The `Date` value of this loop turn.
+    pub date: &'a HttpDate,
 }
 
 impl Env<'_> {
@@ -64,9 +67,14 @@ impl Env<'_> {
             .body(self.cfg.high_watermark, self.cfg.low_watermark)
     }
 
-    /// A head buffer bounded by the head size limit.
+    /// A head buffer bounded by the request head size limit.
     pub(crate) fn head_buffer(&mut self) -> WatermarkBuffer {
         self.bufs.head(self.cfg.max_head_size)
+    }
+
+    /// A head buffer bounded by the response head size limit.
+    pub(crate) fn response_head_buffer(&mut self) -> WatermarkBuffer {
+        self.bufs.head(self.cfg.max_response_head_size)
     }
 }
 
@@ -108,7 +116,7 @@ pub(crate) fn read_response(
     let upstream_io = |e: std::io::Error| ProxyError::upstream(ErrorKind::Io(e.kind()));
     match &mut ex.resp {
         Resp::AwaitHead => {
-            let buf = ex.upin.get_or_insert_with(|| env.head_buffer());
+            let buf = ex.upin.get_or_insert_with(|| env.response_head_buffer());
             if buf.room() == 0 {
                 return Err(ProxyError::upstream(ErrorKind::Parse(
                     ParseError::HeadTooLarge,

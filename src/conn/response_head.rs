@@ -11,6 +11,7 @@ use super::exchange::{Exchange, Resp};
 use super::relay::{Env, move_body_after_head};
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Filter;
+use crate::http::date::add_date_if_missing;
 use crate::http::{
     BodyDecoder, BodyKind, ParseError, ParseHead, ResponseContext, ResponsePlan, ResponseRefusal,
     finish_response_head, plan_response,
@@ -52,19 +53,24 @@ pub(crate) fn take_response_head(
     let used = head
         .parse_into(
             upin.as_slice().get(..len).unwrap_or(&[]),
-            env.cfg.max_header_count,
+            env.cfg.max_response_header_count,
         )
         .map_err(upstream_parse)?
         .ok_or_else(|| upstream_parse(ParseError::Malformed("incomplete response head")))?;
     upin.consume(used);
     ex.resp_scanner.reset();
+    if (100..200).contains(&head.status) {
+        ex.interim_bytes = ex.interim_bytes.saturating_add(used);
+    }
     let cx = ResponseContext {
         method: &ex.req.method,
         request_version: ex.req.version,
         upgrade_requested: ex.upgrade,
+        upgrade_offer: ex.req.headers.get("upgrade").unwrap_or_default(),
         request_body_done: ex.request_body_done(),
         request_write_failed: ex.write_failed.is_some(),
-        interim_seen: ex.interim_count,
+        interim_bytes: ex.interim_bytes,
+        interim_budget: env.cfg.max_response_head_size,
     };
     let plan = plan_response(&mut head, &cx).map_err(|r| match r {
         ResponseRefusal::Invalid(e) => upstream_parse(e),
@@ -74,7 +80,6 @@ pub(crate) fn take_response_head(
     encoded.clear();
     match plan {
         ResponsePlan::Interim { forward } => {
-            ex.interim_count += 1;
             filter.response_filter(&ex.req, &mut head);
             if forward {
                 head.encode(&mut encoded);
@@ -97,6 +102,7 @@ pub(crate) fn take_response_head(
             }
             ex.resp_keep_alive = p.upstream_keep_alive;
             ex.dechunk = p.dechunk;
+            add_date_if_missing(&mut head, env.date);
             filter.response_filter(&ex.req, &mut head);
             finish_response_head(&mut head, p.tunnel, ex.req.version, keep_alive.get());
             head.encode(&mut encoded);

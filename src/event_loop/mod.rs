@@ -216,7 +216,8 @@ impl Server {
             config.pool_idle_timeout,
         );
         let access = AccessLog::open(&config.access_log, config.access_log_format)?;
-        let sh = Shared::new(config, Box::new(filter), registry, pool, groups, access);
+        let mut sh = Shared::new(config, Box::new(filter), registry, pool, groups, access);
+        sh.via_name = crate::conn::via_pseudonym(&sh.cfg.via_name, local_addr);
         Ok(Server {
             poll,
             listener: Some(listener),
@@ -299,6 +300,7 @@ impl Server {
                 return Err(e);
             }
             self.sh.now = Instant::now();
+            self.sh.date.update(std::time::SystemTime::now());
             for event in events.iter() {
                 match event.token() {
                     token::LISTENER => self.accept(),

@@ -48,6 +48,11 @@ use super::headers::is_tchar;
 /// than any real extension and bounds the work per chunk.
 pub const MAX_CHUNK_LINE: usize = 4 * 1024;
 
+/// Most hex digits of a chunk size, leading zeros included (16 digits hold
+/// any u64; more can only be leading zeros, which parsers count
+/// differently).
+pub const MAX_SIZE_DIGITS: usize = 16;
+
 /// Longest trailer section accepted, in bytes, from the byte after the
 /// last-chunk line to the final CRLF included. Same order as the default
 /// request head limit (64 KiB, ARCHITECTURE.md §9): trailers are a late header section.
@@ -249,8 +254,8 @@ fn step(state: State, b: u8) -> Result<State, &'static str> {
             if b == b'\r' {
                 // CR ends the line wherever a chunk-ext may end.
                 return match at {
+                    LinePos::AfterSize => Err("whitespace after the chunk size"),
                     LinePos::Size
-                    | LinePos::AfterSize
                     | LinePos::ExtName
                     | LinePos::AfterExtName
                     | LinePos::ExtToken
@@ -268,6 +273,9 @@ fn step(state: State, b: u8) -> Result<State, &'static str> {
             }
             let at = line_step(at, b)?;
             let size = if at == LinePos::Size {
+                if len > MAX_SIZE_DIGITS {
+                    return Err("chunk size has more than 16 hex digits");
+                }
                 let d = hex_value(b).ok_or("chunk size is not HEXDIG")?;
                 size.checked_mul(16)
                     .and_then(|s| s.checked_add(d))

@@ -39,13 +39,17 @@ pub enum ParseError {
     Chunk(&'static str),
     /// The stream ended (EOF) before the body did (RFC 9112 §8).
     Truncated,
+    /// The client opened with the HTTP/2 connection preface (`PRI *
+    /// HTTP/2.0`, RFC 9113 §3.4) on this HTTP/1.1 port: 505 (RFC 9110
+    /// §15.6.6).
+    Http2Preface,
 }
 
 impl ParseError {
     /// The status code the proxy answers a *request* with when this error
     /// came from the request: 400 for `Malformed`, `Framing`, `Chunk`,
     /// `Truncated`; 431 for `HeadTooLarge` and `TooManyFields` (RFC 6585 §5);
-    /// 501 for `UnknownCoding` (RFC 9112 §6.1).
+    /// 501 for `UnknownCoding` (RFC 9112 §6.1); 505 for `Http2Preface`.
     pub fn request_status(&self) -> u16 {
         match self {
             ParseError::Malformed(_)
@@ -55,6 +59,7 @@ impl ParseError {
             ParseError::HeadTooLarge | ParseError::TooManyFields => 431,
             ParseError::RequestLineTooLong => 414,
             ParseError::UnknownCoding => 501,
+            ParseError::Http2Preface => 505,
         }
     }
 }
@@ -70,6 +75,7 @@ impl fmt::Display for ParseError {
             ParseError::UnknownCoding => f.write_str("unknown transfer coding"),
             ParseError::Chunk(why) => write!(f, "invalid chunked body: {why}"),
             ParseError::Truncated => f.write_str("body truncated by EOF"),
+            ParseError::Http2Preface => f.write_str("HTTP/2 preface on the HTTP/1.1 port"),
         }
     }
 }

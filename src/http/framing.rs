@@ -257,19 +257,28 @@ fn content_length(headers: &Headers) -> Result<u64, ParseError> {
     length.ok_or(ParseError::Framing("empty Content-Length"))
 }
 
-/// `1*DIGIT` as a u64 with checked arithmetic (RFC 9110 §8.6).
+/// Largest `Content-Length` accepted: 2^63 - 1, as nginx's `off_t`.
+pub const MAX_CONTENT_LENGTH: u64 = i64::MAX as u64;
+
+/// `1*DIGIT` as a u64 with checked arithmetic (RFC 9110 §8.6), at most
+/// [`MAX_CONTENT_LENGTH`].
 fn parse_digits(s: &[u8]) -> Result<u64, ParseError> {
     let not_digits = ParseError::Framing("Content-Length is not 1*DIGIT");
     if s.is_empty() {
         return Err(not_digits);
     }
-    s.iter().try_fold(0u64, |n, &b| {
+    let n = s.iter().try_fold(0u64, |n, &b| {
         // Only ASCII digits: `to_digit(10)` also refuses signs and spaces.
         let d = char::from(b).to_digit(10).ok_or(not_digits.clone())?;
         n.checked_mul(10)
             .and_then(|n| n.checked_add(u64::from(d)))
             .ok_or(ParseError::Framing("Content-Length overflows u64"))
-    })
+    })?;
+    // What the relay and the access log count in an i64 (nginx's off_t).
+    if n > MAX_CONTENT_LENGTH {
+        return Err(ParseError::Framing("Content-Length over 2^63 - 1"));
+    }
+    Ok(n)
 }
 
 /// `Length(n)`, with 0 as `Empty` (see the module invariants).

@@ -116,10 +116,26 @@ pub fn response_keep_alive(version: u8, headers: &Headers) -> bool {
     version == 1 && !connection_has(headers, "close")
 }
 
+/// True if a `Via` field names `pseudonym` as a received-by (RFC 9110
+/// §7.6.3: `received-protocol RWS received-by [ RWS comment ]`, compared
+/// ignoring ASCII case): the request already passed this proxy.
+pub fn via_names(headers: &Headers, pseudonym: &str) -> bool {
+    headers
+        .get_all("via")
+        .flat_map(list_elements)
+        .filter_map(|e| {
+            e.split(|&b| b == b' ' || b == b'\t')
+                .filter(|w| !w.is_empty())
+                .nth(1)
+        })
+        .any(|by| by.eq_ignore_ascii_case(pseudonym.as_bytes()))
+}
+
 /// Adds the proxy's own fields to a request going upstream (ARCHITECTURE.md §6).
 ///
-/// - `via`: appends `Via: 1.1 sluice` as a new field at the end
-///   (RFC 9110 §7.6.3; received-protocol `1.1`, pseudonym `sluice`).
+/// - `via`: with `Some(name)`, appends `Via: 1.1 <name>` as a new field at
+///   the end (RFC 9110 §7.6.3; received-protocol `1.1`, pseudonym `name`,
+///   which must be a token).
 /// - `xff`: appends `, <client_ip>` to the value of the last
 ///   `X-Forwarded-For` field in place (or sets it if that value is empty),
 ///   or adds `X-Forwarded-For: <client_ip>` at the end. An IPv4-mapped IPv6
@@ -132,12 +148,19 @@ pub fn response_keep_alive(version: u8, headers: &Headers) -> bool {
 pub fn add_forwarding_fields(
     headers: &mut Headers,
     client_ip: IpAddr,
-    via: bool,
+    via: Option<&str>,
     xff: bool,
     xfp: bool,
 ) {
-    if via {
-        headers.append("Via", b"1.1 sluice");
+    if let Some(name) = via {
+        let mut value = [0u8; 68];
+        let text = b"1.1 ".iter().chain(name.as_bytes());
+        let mut len = 0;
+        for (dst, src) in value.iter_mut().zip(text) {
+            *dst = *src;
+            len += 1;
+        }
+        headers.append("Via", value.get(..len).unwrap_or_default());
     }
     if xff {
         // Formatted on the stack: no allocation per request.

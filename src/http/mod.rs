@@ -30,6 +30,7 @@
 //! changed, only measured.
 
 pub mod chunked;
+pub mod date;
 pub mod error;
 pub mod framing;
 pub mod head;
@@ -38,6 +39,7 @@ pub mod hop;
 pub mod request;
 pub mod response;
 pub mod scanner;
+pub mod sniff;
 pub mod target;
 
 pub use error::ParseError;

@@ -19,27 +19,31 @@ use super::error::ParseError;
 use super::framing::BodyKind;
 use super::head::RequestHead;
 use super::hop::{
-    add_forwarding_fields, is_upgrade_request, remove_hop_by_hop, request_keep_alive,
+    add_forwarding_fields, is_upgrade_request, remove_hop_by_hop, request_keep_alive, via_names,
 };
-use super::target::normalize_absolute_form;
+use super::target::{check_authority, check_origin_form, normalize_absolute_form};
 
 /// Which of the proxy's own fields go on requests sent upstream
 /// (ARCHITECTURE.md §6); each can be switched off in the configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Forwarding {
-    /// Append `Via: 1.1 sluice` (RFC 9110 §7.6.3).
+pub struct Forwarding<'a> {
+    /// Append `Via: 1.1 <via_name>` (RFC 9110 §7.6.3).
     pub via: bool,
+    /// The proxy's pseudonym in `Via` (`--via-name`); a request whose `Via`
+    /// already names it went round a loop (508, RFC 5842 §7.2).
+    pub via_name: &'a str,
     /// Append the client's address to `X-Forwarded-For`.
     pub x_forwarded_for: bool,
     /// Set `X-Forwarded-Proto: http`.
     pub x_forwarded_proto: bool,
 }
 
-impl Default for Forwarding {
-    /// All three fields on.
+impl Default for Forwarding<'_> {
+    /// All three fields on, pseudonym `sluice`.
     fn default() -> Self {
         Forwarding {
             via: true,
+            via_name: "sluice",
             x_forwarded_for: true,
             x_forwarded_proto: true,
         }
@@ -55,7 +59,22 @@ pub enum Refusal {
     /// `CONNECT`: a reverse proxy opens no tunnels to arbitrary hosts
     /// (501, RFC 9110 §15.6.2).
     NotImplemented,
+    /// `OPTIONS` or `TRACE` with `Max-Forwards: 0`: the proxy is the final
+    /// recipient (RFC 9110 §7.6.2) and answers itself with `status`, with
+    /// an `Allow` field of [`ALLOW`]: 200 to `OPTIONS`, 405 to `TRACE`
+    /// (which proxies commonly disable). The connection stays open.
+    MaxForwards {
+        /// 200 or 405.
+        status: u16,
+    },
+    /// The request's `Via` already names this proxy's pseudonym: it went
+    /// round a loop (508 Loop Detected, RFC 5842 §7.2), then close.
+    LoopDetected,
 }
+
+/// The methods the proxy says it allows when it answers `Max-Forwards: 0`
+/// itself (every method it forwards; not `CONNECT`, not `TRACE`).
+pub const ALLOW: &str = "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH";
 
 impl Refusal {
     /// The status code the client gets (ARCHITECTURE.md §8).
@@ -64,6 +83,8 @@ impl Refusal {
         match self {
             Refusal::Invalid(e) => e.request_status(),
             Refusal::NotImplemented => 501,
+            Refusal::MaxForwards { status } => *status,
+            Refusal::LoopDetected => 508,
         }
     }
 }
@@ -100,8 +121,11 @@ impl RequestPlan {
 ///    allows ([`check_target_and_host`]);
 /// 3. an absolute-form target becomes origin form and sets `Host`
 ///    (RFC 9112 §3.2.2);
-/// 4. `CONNECT` is refused;
-/// 5. keep-alive and upgrade are read from `Connection`, then the
+/// 4. `CONNECT` is refused; a `Via` naming `fwd.via_name` is a loop;
+///    `OPTIONS`/`TRACE` with `Max-Forwards: 0` are answered here, and a
+///    larger `Max-Forwards` goes on decremented (RFC 9110 §7.6.2);
+/// 5. keep-alive and upgrade are read from `Connection` (an HTTP/1.0
+///    `Upgrade` is ignored, RFC 9110 §7.8), then the
 ///    hop-by-hop fields are removed (RFC 9110 §7.6.1) and the proxy's own
 ///    fields appended (`fwd`, with `client_ip` for `X-Forwarded-For`).
 ///
@@ -110,7 +134,7 @@ impl RequestPlan {
 pub fn plan_request(
     req: &mut RequestHead,
     client_ip: IpAddr,
-    fwd: Forwarding,
+    fwd: Forwarding<'_>,
 ) -> Result<RequestPlan, Refusal> {
     let framing = req.body_kind().map_err(Refusal::Invalid)?;
     check_target_and_host(req).map_err(Refusal::Invalid)?;
@@ -118,13 +142,21 @@ pub fn plan_request(
     if req.is_method("CONNECT") {
         return Err(Refusal::NotImplemented);
     }
+    if via_names(&req.headers, fwd.via_name) {
+        return Err(Refusal::LoopDetected);
+    }
+    if (req.is_method("OPTIONS") || req.is_method("TRACE")) && !decrement_max_forwards(req) {
+        let status = if req.is_method("OPTIONS") { 200 } else { 405 };
+        return Err(Refusal::MaxForwards { status });
+    }
     let keep_alive = request_keep_alive(req.version, &req.headers);
-    let upgrade = is_upgrade_request(&req.headers);
+    // RFC 9110 §7.8: a server MUST ignore Upgrade in an HTTP/1.0 request.
+    let upgrade = req.version >= 1 && is_upgrade_request(&req.headers);
     remove_hop_by_hop(&mut req.headers, upgrade);
     add_forwarding_fields(
         &mut req.headers,
         client_ip,
-        fwd.via,
+        fwd.via.then_some(fwd.via_name),
         fwd.x_forwarded_for,
         fwd.x_forwarded_proto,
     );
@@ -145,6 +177,30 @@ pub fn ensure_host(req: &mut RequestHead, authority: &str) {
     }
 }
 
+/// RFC 9110 §7.6.2 for `OPTIONS` and `TRACE`: a `Max-Forwards` of 0
+/// returns false (the proxy must answer itself); a larger one is replaced
+/// by its value minus one (one field). A request without the field, or
+/// with a value that is not `1*DIGIT`, goes on unchanged (true).
+fn decrement_max_forwards(req: &mut RequestHead) -> bool {
+    let Some(value) = req.headers.get("max-forwards") else {
+        return true;
+    };
+    let value = value.trim_ascii();
+    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
+        return true;
+    }
+    let n = value.iter().fold(0u64, |n, &d| {
+        n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+    });
+    if n == 0 {
+        return false;
+    }
+    req.headers.remove_all("max-forwards");
+    req.headers
+        .append("Max-Forwards", (n - 1).to_string().as_bytes());
+    true
+}
+
 /// Methods that may be repeated with the same effect (RFC 9110 §9.2.2).
 pub fn is_idempotent(method: &str) -> bool {
     matches!(
@@ -155,8 +211,9 @@ pub fn is_idempotent(method: &str) -> bool {
 
 /// RFC 9112 §3.2: an HTTP/1.1 request must carry exactly one `Host`; no
 /// request may carry several; its value must be a URI authority (host and
-/// optional port, RFC 3986 §3.2), or empty. The request-target must have a
-/// form the method allows (RFC 9112 §3.2.1-§3.2.4): origin form (`/...`),
+/// optional port, RFC 3986 §3.2, [`check_authority`]), or empty. The
+/// request-target must have a form the method allows (RFC 9112
+/// §3.2.1-§3.2.4): origin form (`/...`, checked by [`check_origin_form`]),
 /// absolute form (`http://` or `https://`), `*` only for OPTIONS, and the
 /// authority form only for CONNECT (which then gets its 501).
 ///
@@ -171,15 +228,16 @@ pub fn check_target_and_host(req: &RequestHead) -> Result<(), ParseError> {
         None if req.version >= 1 => {
             return Err(ParseError::Malformed("HTTP/1.1 request without Host"));
         }
-        Some(v) if !v.iter().all(|&b| is_authority_byte(b)) => {
-            return Err(ParseError::Malformed("invalid Host"));
-        }
-        _ => {}
+        Some(v) => check_authority(v)?,
+        None => {}
     }
     let t = req.target.as_bytes();
     let lower = |n: usize| t.get(..n).map(|p| p.to_ascii_lowercase());
     let ok = match t.first() {
-        Some(b'/') => true,
+        Some(b'/') => {
+            check_origin_form(t)?;
+            true
+        }
         Some(b'*') => t.len() == 1 && req.is_method("OPTIONS"),
         Some(_) if req.is_method("CONNECT") => true,
         Some(_) => {
@@ -193,10 +251,4 @@ pub fn check_target_and_host(req: &RequestHead) -> Result<(), ParseError> {
         ));
     }
     Ok(())
-}
-
-/// A byte that may appear in a URI authority (RFC 3986 §3.2: unreserved,
-/// pct-encoded, sub-delims, `:`, and `[` `]` for IP literals).
-fn is_authority_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(&b)
 }

@@ -16,12 +16,8 @@
 use super::error::ParseError;
 use super::framing::BodyKind;
 use super::head::ResponseHead;
-use super::headers::Headers;
+use super::headers::{Headers, list_elements};
 use super::hop::{remove_hop_by_hop, response_keep_alive};
-
-/// Most 1xx interim responses forwarded before the final one; more is an
-/// upstream error (502): a flood of them would only cost the client.
-pub const MAX_INTERIM: u32 = 16;
 
 /// What the plan needs to know about the request and the exchange so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,24 +28,34 @@ pub struct ResponseContext<'a> {
     pub request_version: u8,
     /// The request asked for a protocol upgrade (RFC 9110 §7.8).
     pub upgrade_requested: bool,
+    /// The request's `Upgrade` field value: the protocols the client
+    /// offered; a 101 may only switch to one of them (RFC 9110 §7.8).
+    pub upgrade_offer: &'a [u8],
     /// The whole request body was taken from the client.
     pub request_body_done: bool,
     /// A write of the request to the upstream failed before this head came
     /// (the upstream answered early, then stopped reading).
     pub request_write_failed: bool,
-    /// 1xx heads already received for this request, this one excluded.
-    pub interim_seen: u32,
+    /// Bytes of the 1xx heads received for this request, this one
+    /// included (0 for a final head).
+    pub interim_bytes: usize,
+    /// Most bytes of 1xx heads accepted before the final head (the
+    /// response head size limit, summed over the interim heads): more is
+    /// a 502. RFC 9110 §15.2 makes a proxy forward every 1xx, so they are
+    /// bounded by bytes (and by the upstream read timeout), not by count.
+    pub interim_budget: usize,
 }
 
 /// Why a response head cannot be forwarded: the client gets 502
 /// (ARCHITECTURE.md §8).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResponseRefusal {
-    /// Invalid framing, too many interim heads, or a coding an HTTP/1.0
-    /// client cannot be given.
+    /// Invalid framing, interim heads over their byte budget, or a coding
+    /// an HTTP/1.0 client cannot be given.
     Invalid(ParseError),
-    /// `101 Switching Protocols` to a request that asked for no upgrade, or
-    /// before its body was complete.
+    /// `101 Switching Protocols` to a request that asked for no upgrade,
+    /// before its body was complete, without an `Upgrade` field, or naming
+    /// a protocol the client did not offer (RFC 9110 §7.8, §15.2.2).
     UnexpectedUpgrade,
 }
 
@@ -92,15 +98,19 @@ pub struct FinalPlan {
 
 /// Plans the response whose head is `head`, and rewrites the head's
 /// framing and hop-by-hop fields for the client:
-/// - 1xx other than 101: interim, at most [`MAX_INTERIM`]; hop-by-hop
-///   fields removed.
-/// - 101: valid only after an upgrade request whose body is complete; the
-///   `Upgrade` field stays.
+/// - 1xx other than 101: interim, within `cx.interim_budget` bytes;
+///   hop-by-hop and framing fields removed (RFC 9110 §8.6, RFC 9112 §6.1).
+/// - 101: valid only after an upgrade request whose body is complete, and
+///   with an `Upgrade` field naming only protocols the client offered
+///   (RFC 9110 §7.8, §15.2.2); the `Upgrade` field stays.
 /// - otherwise the framing of RFC 9112 §6.3 for the request's method;
-///   `Transfer-Encoding` is removed toward an HTTP/1.0 client and from a
-///   204 when the body is not chunked (RFC 9112 §6.1); a chunked body to
-///   an HTTP/1.0 client is de-chunked (and `Trailer` dropped), unless a
-///   coding besides chunked was applied (then 502, as nginx).
+///   `Transfer-Encoding` is removed toward an HTTP/1.0 client, from a 204
+///   and from a 304 (where it could only mislead), and a 204 loses
+///   `Content-Length` too (RFC 9112 §6.1, RFC 9110 §8.6); identical
+///   `Content-Length` values go on as one field (RFC 9112 §6.3 rule 5);
+///   a chunked body to an HTTP/1.0 client is de-chunked (and `Trailer`
+///   dropped). A transfer coding besides chunked (and identity) cannot be
+///   given to an HTTP/1.0 client: 502, as nginx.
 ///
 /// Errors: [`ResponseRefusal`] (502).
 pub fn plan_response(
@@ -108,19 +118,23 @@ pub fn plan_response(
     cx: &ResponseContext<'_>,
 ) -> Result<ResponsePlan, ResponseRefusal> {
     if (100..200).contains(&head.status) && head.status != 101 {
-        if cx.interim_seen.saturating_add(1) > MAX_INTERIM {
+        if cx.interim_bytes > cx.interim_budget {
             return Err(ResponseRefusal::Invalid(ParseError::Malformed(
-                "too many 1xx responses",
+                "1xx responses over the response head size limit",
             )));
         }
         remove_hop_by_hop(&mut head.headers, false);
+        remove_framing_fields(&mut head.headers);
         return Ok(ResponsePlan::Interim {
             forward: cx.request_version >= 1,
         });
     }
     let tunnel = head.status == 101;
     let framing = if tunnel {
-        if !cx.upgrade_requested || !cx.request_body_done {
+        if !cx.upgrade_requested
+            || !cx.request_body_done
+            || !upgrade_was_offered(&head.headers, cx.upgrade_offer)
+        {
             return Err(ResponseRefusal::UnexpectedUpgrade);
         }
         BodyKind::UntilClose
@@ -131,21 +145,27 @@ pub fn plan_response(
     let upstream_keep_alive =
         response_keep_alive(head.version, &head.headers) && framing != BodyKind::UntilClose;
     let http10 = cx.request_version == 0;
-    if http10 && framing == BodyKind::Chunked && !only_chunked(&head.headers) {
-        // A coding besides chunked (gzip, chunked) cannot be undone here
-        // and cannot be announced to HTTP/1.0 (as nginx: 502).
+    if http10 && framing != BodyKind::Empty && !only_chunked_or_identity(&head.headers) {
+        // A coding besides chunked (`gzip, chunked`, or `gzip` until
+        // close) cannot be undone here and cannot be announced to
+        // HTTP/1.0 (as nginx: 502).
         return Err(ResponseRefusal::Invalid(ParseError::Framing(
             "transfer coding besides chunked for an HTTP/1.0 client",
         )));
     }
-    if (http10 || head.status == 204) && framing != BodyKind::Chunked {
-        // RFC 9112 §6.1: no Transfer-Encoding to an HTTP/1.0 request, nor
-        // in a 204.
+    if head.status == 204 {
+        // RFC 9110 §8.6, RFC 9112 §6.1: a 204 has no framing fields.
+        remove_framing_fields(&mut head.headers);
+    } else if head.status == 304 || (http10 && framing != BodyKind::Chunked) {
+        // RFC 9112 §6.1: no Transfer-Encoding to an HTTP/1.0 request; a
+        // 304's Transfer-Encoding could only announce a body it lacks.
+        // (A 304's Content-Length is the selected representation's.)
         head.headers.remove_all("transfer-encoding");
         if http10 {
             head.headers.remove_all("trailer");
         }
     }
+    single_content_length(&mut head.headers);
     let dechunk = framing == BodyKind::Chunked && http10;
     if dechunk {
         // An HTTP/1.0 client knows no chunked coding (RFC 9112 §7.1): it
@@ -194,13 +214,82 @@ pub fn finish_response_head(
     }
 }
 
-/// The response's transfer codings are exactly `chunked` (one field, one
-/// element, RFC 9112 §6.1).
-fn only_chunked(headers: &Headers) -> bool {
-    let mut codings = headers
+/// The response's transfer codings are `identity` and at most one
+/// `chunked` (RFC 9112 §6.1; none at all is fine too): what the proxy can
+/// undo for an HTTP/1.0 client.
+fn only_chunked_or_identity(headers: &Headers) -> bool {
+    let mut chunked = 0;
+    headers
         .get_all("transfer-encoding")
+        .flat_map(list_elements)
+        .all(|c| {
+            if c.eq_ignore_ascii_case(b"chunked") {
+                chunked += 1;
+                chunked == 1
+            } else {
+                c.eq_ignore_ascii_case(b"identity")
+            }
+        })
+}
+
+/// Removes `Content-Length` and `Transfer-Encoding` (from 1xx and 204
+/// heads, which have no body, RFC 9110 §8.6).
+fn remove_framing_fields(headers: &mut Headers) {
+    headers.remove_all("content-length");
+    headers.remove_all("transfer-encoding");
+}
+
+/// Several `Content-Length` values (fields or a list) that agree go on as
+/// one field (RFC 9112 §6.3 rule 5: a recipient may accept identical
+/// duplicates as one value; the next hop must not have to). Values that do
+/// not agree can only remain on a response without a body (to HEAD, 304),
+/// where they are removed rather than forwarded.
+fn single_content_length(headers: &mut Headers) {
+    let mut values = headers
+        .get_all("content-length")
         .flat_map(|v| v.split(|&b| b == b','));
-    let first = codings.next().map(|c| c.trim_ascii());
-    first.is_some_and(|c| c.eq_ignore_ascii_case(b"chunked"))
-        && codings.all(|c| c.trim_ascii().is_empty())
+    let Some(first) = values.next().map(<[u8]>::trim_ascii) else {
+        return;
+    };
+    let mut several = false;
+    let mut agree = !first.is_empty() && first.iter().all(u8::is_ascii_digit);
+    for v in values {
+        several = true;
+        agree &= v.trim_ascii() == first;
+    }
+    if !several {
+        if !agree {
+            headers.remove_all("content-length");
+        }
+        return;
+    }
+    // Rare (a misconfigured upstream): one small copy is fine here.
+    let value = first.to_vec();
+    headers.remove_all("content-length");
+    if agree {
+        headers.append("Content-Length", &value);
+    }
+}
+
+/// The 101's `Upgrade` field is present and every protocol it names (a
+/// `protocol-name [ "/" protocol-version ]`, compared ignoring ASCII
+/// case) was in the client's `offer` (RFC 9110 §7.8: a server MUST NOT
+/// switch to a protocol the client did not indicate).
+fn upgrade_was_offered(headers: &Headers, offer: &[u8]) -> bool {
+    let mut named = headers
+        .get_all("upgrade")
+        .flat_map(list_elements)
+        .peekable();
+    if named.peek().is_none() {
+        return false;
+    }
+    named.all(|p| {
+        list_elements(offer).any(|o| {
+            o.eq_ignore_ascii_case(p)
+                || (!p.contains(&b'/')
+                    && o.split(|&b| b == b'/')
+                        .next()
+                        .is_some_and(|name| name.eq_ignore_ascii_case(p)))
+        })
+    })
 }

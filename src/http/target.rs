@@ -16,8 +16,11 @@ use super::head::RequestHead;
 /// `/` when the path is empty) and sets `Host` to the authority (replacing
 /// any `Host` fields). Other targets are left alone.
 ///
-/// Errors: `Malformed` for an absolute form with an empty authority or
-/// one with userinfo (`user@host`, RFC 9110 §4.2.4).
+/// Errors: `Malformed` for an absolute form with an empty authority, one
+/// with userinfo (`user@host`, RFC 9110 §4.2.4), an authority that is not
+/// `host [ ":" port ]` ([`check_authority`]), or a path and query that are
+/// not RFC 3986's (a fragment included, [`check_origin_form`]). Nothing is
+/// changed before these checks pass.
 pub fn normalize_absolute_form(req: &mut RequestHead) -> Result<(), ParseError> {
     let Some(rest) = strip_scheme(&req.target) else {
         return Ok(());
@@ -32,7 +35,8 @@ pub fn normalize_absolute_form(req: &mut RequestHead) -> Result<(), ParseError> 
     if authority.contains('@') {
         return Err(ParseError::Malformed("userinfo in the request target"));
     }
-    let path = path.split('#').next().unwrap_or("");
+    check_authority(authority.as_bytes())?;
+    check_path_query(path.as_bytes())?;
     // RFC 9112 §3.2.4: `OPTIONS http://h` (no path) is `OPTIONS *` at the
     // origin.
     let options_star = path.is_empty() && req.method == "OPTIONS";
@@ -60,4 +64,123 @@ fn strip_scheme(target: &str) -> Option<&str> {
         }
     }
     None
+}
+
+/// Checks an origin-form target (RFC 9112 §3.2.1: `absolute-path [ "?"
+/// query ]`, RFC 3986 §3.3, §3.4): it starts with `/`, every byte is a
+/// `pchar`, `/` or (in the query) `?`, and every `%` starts a
+/// pct-encoded octet. A `#` (a fragment is never sent, RFC 9110 §7.1),
+/// a backslash, `<`, `>`, `|`, `{`, `}`, `^`, backtick, `"`, SP, CTLs and
+/// obs-text are all refused: another parser could read such a target
+/// differently from the path filter in front of it (the class of HAProxy's
+/// CVE-2023-45539).
+///
+/// Errors: `Malformed`, naming the rule broken.
+pub fn check_origin_form(target: &[u8]) -> Result<(), ParseError> {
+    if target.first() != Some(&b'/') {
+        return Err(ParseError::Malformed(
+            "origin-form target must start with /",
+        ));
+    }
+    check_path_query(target)
+}
+
+/// `path-abempty [ "?" query ]` (RFC 3986 §3.3, §3.4): see
+/// [`check_origin_form`].
+fn check_path_query(s: &[u8]) -> Result<(), ParseError> {
+    if s.contains(&b'#') {
+        return Err(ParseError::Malformed("fragment in the request target"));
+    }
+    if !all_chars(s, |b| is_pchar(b) || b == b'/' || b == b'?') {
+        return Err(ParseError::Malformed("invalid byte in the request target"));
+    }
+    Ok(())
+}
+
+/// Every byte of `s` passes `ok`, or is a `%` starting a pct-encoded
+/// octet (`%` HEXDIG HEXDIG, RFC 3986 §2.1).
+fn all_chars(s: &[u8], ok: impl Fn(u8) -> bool) -> bool {
+    let mut i = 0;
+    while let Some(&b) = s.get(i) {
+        if b == b'%' {
+            let pct = s.get(i + 1..i + 3).unwrap_or_default();
+            if pct.len() != 2 || !pct.iter().all(u8::is_ascii_hexdigit) {
+                return false;
+            }
+            i += 3;
+        } else if ok(b) {
+            i += 1;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// `unreserved / sub-delims / ":" / "@"` (RFC 3986 §3.3; pct-encoded is
+/// checked by the caller).
+fn is_pchar(b: u8) -> bool {
+    is_unreserved_or_sub_delim(b) || b == b':' || b == b'@'
+}
+
+/// `unreserved / sub-delims` (RFC 3986 §2.3, §2.2).
+fn is_unreserved_or_sub_delim(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b)
+}
+
+/// Checks a URI authority as `Host` carries it (RFC 9112 §3.2, RFC 3986
+/// §3.2.2, §3.2.3): `host [ ":" port ]` where host is an IP-literal in
+/// brackets (hex digits, `:` and `.`, or `v` IPvFuture), or a reg-name
+/// (unreserved, pct-encoded, sub-delims), and port is at most five digits
+/// up to 65535. No userinfo. An empty value is allowed (RFC 9112 §3.2: a
+/// request whose target has no authority may send an empty `Host`).
+///
+/// Errors: `Malformed("invalid Host")` or a more precise reason.
+pub fn check_authority(a: &[u8]) -> Result<(), ParseError> {
+    let bad = ParseError::Malformed("invalid Host");
+    let (host, port) = if a.first() == Some(&b'[') {
+        let close = a.iter().position(|&b| b == b']').ok_or(bad.clone())?;
+        let inside = a.get(1..close).unwrap_or_default();
+        let ip_ok = !inside.is_empty()
+            && (inside
+                .iter()
+                .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+                || (inside
+                    .first()
+                    .is_some_and(|b| b.eq_ignore_ascii_case(&b'v'))
+                    && inside
+                        .iter()
+                        .all(|&b| is_unreserved_or_sub_delim(b) || b == b':')));
+        if !ip_ok {
+            return Err(bad);
+        }
+        match a.get(close + 1..).unwrap_or_default() {
+            [] => (&[][..], None),
+            [b':', port @ ..] => (&[][..], Some(port)),
+            _ => return Err(bad),
+        }
+    } else {
+        match a.iter().rposition(|&b| b == b':') {
+            Some(colon) => (
+                a.get(..colon).unwrap_or_default(),
+                Some(a.get(colon + 1..).unwrap_or_default()),
+            ),
+            None => (a, None),
+        }
+    };
+    if !all_chars(host, is_unreserved_or_sub_delim) {
+        return Err(bad);
+    }
+    if let Some(port) = port
+        && !port.is_empty()
+        && (port.len() > 5
+            || !port.iter().all(u8::is_ascii_digit)
+            || std::str::from_utf8(port)
+                .ok()
+                .and_then(|p| p.parse::<u16>().ok())
+                .is_none())
+    {
+        return Err(ParseError::Malformed("invalid port in the authority"));
+    }
+    Ok(())
 }

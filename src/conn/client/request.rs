@@ -15,9 +15,11 @@ use crate::conn::access::{Access, Termination, sniff_request_line};
 use crate::conn::exchange::Exchange;
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Reply;
+use crate::http::request::ALLOW;
+use crate::http::sniff::check_request_start;
 use crate::http::{
-    Forwarding, Headers, ParseError, ParseHead, Refusal, RequestHead, ResponseHead, ensure_host,
-    plan_request,
+    BodyKind, Forwarding, Headers, ParseError, ParseHead, Refusal, RequestHead, ResponseHead,
+    ensure_host, plan_request,
 };
 use crate::stats::Stats;
 use log::{debug, warn};
@@ -34,6 +36,10 @@ impl ClientConn {
             }
             return Ok(false);
         };
+        // Bytes that are not HTTP/1.x at all (TLS, the HTTP/2 preface) are
+        // answered at once, not after the head timeout.
+        check_request_start(buf.as_slice())
+            .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
         let Some(len) = self.scanner.find_end(buf.as_slice()) else {
             if buf.room() == 0 {
                 let no_line_end = !buf.as_slice().contains(&b'\n');
@@ -82,18 +88,32 @@ impl ClientConn {
     pub(super) fn start_request(&mut self, mut ex: Box<Exchange>, sh: &mut Shared) -> Result<()> {
         let fwd = Forwarding {
             via: sh.cfg.add_via,
+            via_name: &sh.via_name,
             x_forwarded_for: sh.cfg.add_x_forwarded_for,
             x_forwarded_proto: sh.cfg.add_x_forwarded_proto,
         };
         let req = &mut ex.req;
         let plan = match plan_request(req, self.side.addr.ip(), fwd) {
             Ok(plan) => plan,
+            Err(Refusal::MaxForwards { status }) => {
+                // RFC 9110 §7.6.2: the proxy is the final recipient.
+                let has_body = req.body_kind().map_or(true, |k| {
+                    !matches!(k, BodyKind::Empty | BodyKind::Length(0))
+                });
+                let mut reply = Reply::new(status, "");
+                reply.headers.append("Allow", ALLOW.as_bytes());
+                self.answer_own(sh, ex, has_body, reply);
+                return Ok(());
+            }
             Err(refusal) => {
                 self.own_reply = Some(OwnReply::new(req, 0, sh.now, Termination::ProxyError));
                 sh.recycle_exchange(ex);
                 return Err(ProxyError::downstream(match refusal {
                     Refusal::Invalid(e) => ErrorKind::Parse(e),
-                    Refusal::NotImplemented => ErrorKind::NotImplemented,
+                    Refusal::LoopDetected => ErrorKind::LoopDetected,
+                    Refusal::NotImplemented | Refusal::MaxForwards { .. } => {
+                        ErrorKind::NotImplemented
+                    }
                 }));
             }
         };
@@ -145,8 +165,11 @@ impl ClientConn {
         self.attach_upstream(sh, false)
     }
 
-    /// Answers the request in `ex` with `reply` (the proxy's own: from
-    /// `request_filter`, or a 404 when no route matches).
+    /// Answers the request in `ex` with `reply`, the proxy's own, instead
+    /// of forwarding it (from `request_filter`, a 404 when no route
+    /// matches, `Max-Forwards: 0`). A request with a body closes the
+    /// connection afterwards: its body is never read, so it must not be
+    /// parsed as a request.
     fn answer_own(&mut self, sh: &mut Shared, ex: Box<Exchange>, has_body: bool, reply: Reply) {
         if has_body {
             // Its body is never read: it must not be parsed as a request.
@@ -191,8 +214,8 @@ impl ClientConn {
         Ok(())
     }
 
-    /// Queues a response the proxy makes: status line, `fields`,
-    /// `Content-Length`, `Connection: close` unless keep-alive, and `body`
+    /// Queues a response the proxy makes: status line, `fields`, `Date`
+    /// (unless `fields` has one), `Content-Length`, `Connection: close` unless keep-alive, and `body`
     /// (left out for a HEAD request). Returns the bytes queued.
     pub(super) fn queue_reply(
         &mut self,
@@ -209,6 +232,10 @@ impl ClientConn {
             {
                 head.headers.append(name, value);
             }
+        }
+        if !head.headers.contains("date") {
+            // RFC 9110 §6.6.1; a filter's own Date stays.
+            head.headers.append("Date", sh.date.value());
         }
         head.headers
             .append("Content-Length", body.len().to_string().as_bytes());

@@ -45,7 +45,14 @@ fn valid_bodies_end_exactly_after_the_final_crlf() {
             b"5 ; a = 1 ;\tb\r\nhello\r\n0\r\n\r\n",
             "BWS around ; and =",
         ),
-        (b"5 \r\nhello\r\n0\r\n\r\n", "BWS after the size"),
+        (
+            b"5 ;a\r\nhello\r\n0\r\n\r\n",
+            "BWS after the size, before ;",
+        ),
+        (
+            b"000000000000000a\r\n0123456789\r\n0\r\n\r\n",
+            "16 hex digits, leading zeros included",
+        ),
         (
             b"5;q=\"a;b=c\"\r\nhello\r\n0\r\n\r\n",
             "quoted value with ; and =",
@@ -158,10 +165,34 @@ fn bad_bodies_are_rejected_at_the_same_byte() {
             "chunk size is not HEXDIG",
             "whitespace before the size",
         ),
-        (b"10000000000000000\r\n", "chunk size overflows u64", "2^64"),
+        (
+            b"10000000000000000\r\n",
+            "chunk size has more than 16 hex digits",
+            "2^64",
+        ),
+        (
+            b"5 \r\nhello\r\n0\r\n\r\n",
+            "whitespace after the chunk size",
+            "BWS after the size without an extension (RFC 9112 §7.1.1)",
+        ),
+        (
+            b"5\t\r\nhello\r\n0\r\n\r\n",
+            "whitespace after the chunk size",
+            "HTAB after the size",
+        ),
+        (
+            b"5\r\nhello\r\n0 \r\n\r\n",
+            "whitespace after the chunk size",
+            "SP after the last-chunk",
+        ),
+        (
+            b"000000000000000000000000000000000ea\r\n",
+            "chunk size has more than 16 hex digits",
+            "33 leading zeros: a 16-digit parser would read 0",
+        ),
         (
             b"FFFFFFFFFFFFFFFFF\r\n",
-            "chunk size overflows u64",
+            "chunk size has more than 16 hex digits",
             "17 hex digits",
         ),
         (b"5 6\r\n", "invalid byte after chunk size", "two sizes"),
@@ -288,8 +319,8 @@ fn bad_bodies_are_rejected_at_the_same_byte() {
         ),
         (
             &long_zeros,
-            "chunk-size line too long",
-            "leading zeros over MAX_CHUNK_LINE",
+            "chunk size has more than 16 hex digits",
+            "leading zeros over MAX_CHUNK_LINE stop at the 17th digit",
         ),
         (
             &long_trailer,

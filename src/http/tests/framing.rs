@@ -82,9 +82,19 @@ fn design_5_request_content_length_values() {
             "same number, leading zero",
         ),
         (
+            &[(CL, "9223372036854775807")],
+            Ok(BodyKind::Length(i64::MAX as u64)),
+            "2^63 - 1, the largest the relay counts (nginx's off_t)",
+        ),
+        (
+            &[(CL, "9223372036854775808")],
+            framing_error("Content-Length over 2^63 - 1"),
+            "2^63",
+        ),
+        (
             &[(CL, "18446744073709551615")],
-            Ok(BodyKind::Length(u64::MAX)),
-            "u64::MAX",
+            framing_error("Content-Length over 2^63 - 1"),
+            "u64::MAX is refused too",
         ),
         (&[(CL, "5"), (CL, "6")], several.clone(), "differing fields"),
         (&[(CL, "5, 6")], several.clone(), "differing list"),

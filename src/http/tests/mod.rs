@@ -6,6 +6,7 @@
 mod chunked;
 mod decoder;
 mod framing;
+mod hardening;
 mod head;
 mod hop;
 mod plan_helpers;

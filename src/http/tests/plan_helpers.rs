@@ -29,8 +29,9 @@ pub(super) fn parse<H: ParseHead>(lines: &[&str]) -> H {
 const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
 
 /// No forwarding fields: the head's own fields only.
-pub(super) const NO_FWD: Forwarding = Forwarding {
+pub(super) const NO_FWD: Forwarding<'static> = Forwarding {
     via: false,
+    via_name: "sluice",
     x_forwarded_for: false,
     x_forwarded_proto: false,
 };
@@ -39,7 +40,7 @@ pub(super) const NO_FWD: Forwarding = Forwarding {
 #[track_caller]
 pub(super) fn plan_with(
     lines: &[&str],
-    fwd: Forwarding,
+    fwd: Forwarding<'_>,
 ) -> (RequestHead, Result<RequestPlan, Refusal>) {
     let mut head: RequestHead = parse(lines);
     let plan = plan_request(&mut head, CLIENT, fwd);
@@ -75,6 +76,8 @@ pub(super) fn kind(r: &Refusal) -> &'static str {
         Refusal::Invalid(ParseError::Malformed(_)) => "malformed",
         Refusal::Invalid(_) => "other invalid",
         Refusal::NotImplemented => "not implemented",
+        Refusal::MaxForwards { .. } => "max-forwards",
+        Refusal::LoopDetected => "loop",
     }
 }
 
@@ -86,9 +89,11 @@ pub(super) fn cx() -> ResponseContext<'static> {
         method: "GET",
         request_version: 1,
         upgrade_requested: false,
+        upgrade_offer: b"",
         request_body_done: true,
         request_write_failed: false,
-        interim_seen: 0,
+        interim_bytes: 0,
+        interim_budget: 64 * 1024,
     }
 }
 
@@ -104,6 +109,7 @@ pub(super) fn cx10() -> ResponseContext<'static> {
 pub(super) fn upgrade_cx() -> ResponseContext<'static> {
     ResponseContext {
         upgrade_requested: true,
+        upgrade_offer: b"websocket",
         ..cx()
     }
 }

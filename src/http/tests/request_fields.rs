@@ -91,7 +91,6 @@ fn upgrade_field_without_connection_upgrade_is_dropped() {
 }
 
 #[test]
-#[ignore = "plan_request honours Upgrade on an HTTP/1.0 request (RFC 9110 §7.8: a server MUST ignore it)"]
 fn http10_upgrade_is_ignored() {
     let (head, plan) = planned(&[
         "GET /ws HTTP/1.0",

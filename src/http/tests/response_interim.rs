@@ -5,7 +5,6 @@
 use super::plan_helpers::{
     SWITCH, cx, cx10, encoded, final_plan, plan, refused_response as refused, upgrade_cx,
 };
-use crate::http::response::MAX_INTERIM;
 use crate::http::{BodyKind, ResponseContext, ResponsePlan, ResponseRefusal, finish_response_head};
 
 // ---- Interim heads ---------------------------------------------------------
@@ -51,28 +50,46 @@ fn interim_hop_by_hop_fields_are_removed() {
 }
 
 #[test]
-fn seventeenth_interim_is_refused() {
-    assert_eq!(MAX_INTERIM, 16);
-    let ok = ResponseContext {
-        interim_seen: MAX_INTERIM - 1,
+fn interim_heads_are_bounded_by_bytes_not_by_count() {
+    // 17 × 103 then a 200 used to be a 502 (a count of 16); RFC 9110 §15.2
+    // makes a proxy forward every 1xx, so only their bytes are bounded.
+    let line = "HTTP/1.1 103 Early Hints";
+    for n in [1usize, 17, 1000] {
+        let seen = ResponseContext {
+            interim_bytes: n * (line.len() + 4),
+            ..cx()
+        };
+        let (_, p) = plan(&[line], &seen);
+        assert_eq!(p.unwrap(), ResponsePlan::Interim { forward: true }, "{n}");
+    }
+    let at = ResponseContext {
+        interim_bytes: 64 * 1024,
         ..cx()
     };
-    let (_, p) = plan(&["HTTP/1.1 100 Continue"], &ok);
-    assert_eq!(p.unwrap(), ResponsePlan::Interim { forward: true }, "16th");
+    assert!(plan(&[line], &at).1.is_ok(), "exactly the budget");
     let over = ResponseContext {
-        interim_seen: MAX_INTERIM,
+        interim_bytes: 64 * 1024 + 1,
         ..cx()
     };
-    let r = refused(&["HTTP/1.1 100 Continue"], &over);
+    let r = refused(&["HTTP/1.1 102 Processing"], &over);
     assert!(matches!(r, ResponseRefusal::Invalid(_)), "{r:?}");
-    let far = ResponseContext {
-        interim_seen: u32::MAX,
-        ..cx()
-    };
-    assert!(matches!(
-        refused(&["HTTP/1.1 103 Early Hints"], &far),
-        ResponseRefusal::Invalid(_)
-    ));
+}
+
+#[test]
+fn interim_heads_lose_framing_fields() {
+    let (head, _) = plan(
+        &[
+            "HTTP/1.1 103 Early Hints",
+            "Content-Length: 5",
+            "Transfer-Encoding: chunked",
+            "Link: </a>",
+        ],
+        &cx(),
+    );
+    assert_eq!(
+        encoded(&head),
+        "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+    );
 }
 
 // ---- 101 Switching Protocols -----------------------------------------------
@@ -110,7 +127,6 @@ fn switching_protocols_before_the_request_body_is_done_is_refused() {
 }
 
 #[test]
-#[ignore = "plan_response accepts a 101 without an Upgrade field (ARCHITECTURE.md §8: 502; RFC 9110 §15.2.2: MUST send Upgrade)"]
 fn switching_protocols_without_upgrade_field_is_refused() {
     let r = refused(
         &["HTTP/1.1 101 Switching Protocols", "Connection: upgrade"],
@@ -123,4 +139,28 @@ fn switching_protocols_without_upgrade_field_is_refused() {
         ),
         "{r:?}"
     );
+}
+
+#[test]
+fn switching_to_a_protocol_the_client_did_not_offer_is_refused() {
+    // RFC 9110 §7.8: a server MUST NOT switch to a protocol the client did
+    // not indicate.
+    let other = [
+        "HTTP/1.1 101 Switching Protocols",
+        "Upgrade: h2c",
+        "Connection: upgrade",
+    ];
+    assert_eq!(
+        refused(&other, &upgrade_cx()),
+        ResponseRefusal::UnexpectedUpgrade
+    );
+    let offered_several = ResponseContext {
+        upgrade_offer: b"h2c, WebSocket/13",
+        ..upgrade_cx()
+    };
+    assert!(
+        final_plan(SWITCH, &offered_several).1.tunnel,
+        "name matches, any case"
+    );
+    assert!(final_plan(&other, &offered_several).1.tunnel);
 }

@@ -53,13 +53,6 @@ fn absolute_form_becomes_origin_form_with_host_from_target() {
             Some("ex.com"),
             "query without path",
         ),
-        (
-            "http://ex.com/a#frag",
-            None,
-            "/a",
-            Some("ex.com"),
-            "fragment dropped",
-        ),
     ];
     for (target, host, want_target, want_host, why) in rows {
         let mut r = req(target, *host);
