@@ -55,6 +55,23 @@ fn early_upstream_answer_reaches_client_before_request_body_is_complete() {
     assert_eq!(resp.body, b"early");
 }
 
+/// An early answer from an upstream that keeps its connection: the client
+/// is told the connection closes after it (`Connection: close`, RFC 9112
+/// §9.6), and it does.
+#[test]
+fn early_answer_says_connection_close_and_the_connection_closes() {
+    let upstream = Upstream::start(answer_early(ok_response("early")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(
+        b"POST /early HTTP/1.1\r\nHost: example.test\r\nContent-Length: 1000000\r\n\r\n01234",
+    );
+    let resp = client.read_response();
+    assert_eq!(resp.body, b"early");
+    assert!(resp.says_close(), "{}", preview(&resp.raw()));
+    client.assert_closed();
+}
+
 #[test]
 fn rest_of_body_after_early_answer_is_never_parsed_as_a_request() {
     let upstream = Upstream::start(answer_early(ok_response("early")));

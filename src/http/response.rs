@@ -174,14 +174,14 @@ pub fn plan_response(
         head.headers.remove_all("trailer");
     }
     let abandon_request = cx.request_write_failed;
-    // An early answer from an upstream that will close: the rest of the
-    // request body cannot follow, so the client connection closes too.
-    let early_and_closing = !(abandon_request || cx.request_body_done || upstream_keep_alive);
-    let close_client = tunnel
-        || framing == BodyKind::UntilClose
-        || abandon_request
-        || early_and_closing
-        || dechunk;
+    // An early answer (final head before the request body was all read):
+    // the rest of the body is not worth reading (nginx and HAProxy close
+    // too), so the client connection closes after this response, and the
+    // head says so (RFC 9112 §9.6) — whether or not the upstream keeps its
+    // connection.
+    let early = !cx.request_body_done && !tunnel;
+    let close_client =
+        tunnel || framing == BodyKind::UntilClose || abandon_request || early || dechunk;
     remove_hop_by_hop(&mut head.headers, tunnel);
     Ok(ResponsePlan::Final(FinalPlan {
         framing,

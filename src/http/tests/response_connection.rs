@@ -1,6 +1,6 @@
 //! The response plan's connection verdicts: early answers, failed writes,
 //! and the `Connection` field the client gets, from byte strings alone
-//! (ARCHITECTURE/ARCHITECTURE.md §6, §8).
+//! (ARCHITECTURE.md §6, §8).
 
 use super::plan_helpers::{SWITCH, cx, cx10, encoded, final_plan, upgrade_cx};
 use crate::http::{BodyKind, ResponseContext, finish_response_head};
@@ -37,19 +37,28 @@ fn early_answer_from_a_closing_upstream_closes_the_client() {
 }
 
 #[test]
-fn early_answer_from_a_keep_alive_upstream_keeps_the_client() {
+fn early_answer_from_a_keep_alive_upstream_closes_the_client_and_says_so() {
+    // The rest of the request body is never read (nginx, HAProxy close
+    // too), so the client connection cannot carry another request: the
+    // head says `Connection: close` (RFC 9112 §9.6), while the upstream
+    // connection stays reusable as far as its head goes.
     let early = ResponseContext {
         method: "POST",
         request_body_done: false,
         ..cx()
     };
-    let (_, p) = final_plan(&["HTTP/1.1 200 OK", "Content-Length: 2"], &early);
+    let (mut head, p) = final_plan(
+        &["HTTP/1.1 413 Content Too Large", "Content-Length: 3"],
+        &early,
+    );
     assert!(p.upstream_keep_alive);
-    assert!(!p.close_client);
-    assert!(!p.abandon_request);
-    // ... unless the response is delimited by close anyway.
-    let (_, p) = final_plan(&["HTTP/1.1 200 OK"], &early);
     assert!(p.close_client);
+    assert!(!p.abandon_request);
+    finish_response_head(&mut head, p.tunnel, 1, !p.close_client);
+    assert_eq!(
+        encoded(&head),
+        "HTTP/1.1 413 Content Too Large\r\nContent-Length: 3\r\nConnection: close\r\n\r\n"
+    );
 }
 
 #[test]
