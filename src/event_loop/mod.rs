@@ -27,7 +27,7 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Waker};
 use slab::Slab;
 
-use crate::buffer::BufferPool;
+use crate::buffer::{BufferPool, TRIM_EVERY};
 use crate::config::Config;
 use crate::conn::Shared;
 use crate::conn::client::ClientConn;
@@ -87,6 +87,8 @@ pub struct Server {
     /// When the connection-cap warning was last logged (once per
     /// `CAP_WARN_EVERY`, not on every flap).
     cap_warned_at: Option<Instant>,
+    /// When the buffer free list is trimmed next (`BufferPool::trim`).
+    next_trim: Instant,
 }
 
 /// Stops a running [`Server`] from another thread (a signal handler
@@ -167,6 +169,7 @@ impl Server {
             accept_paused_until: None,
             at_capacity: false,
             cap_warned_at: None,
+            next_trim: Instant::now() + TRIM_EVERY,
         })
     }
 
@@ -204,6 +207,7 @@ impl Server {
                         self.sh.ups.next_deadline(),
                         self.accept_paused_until,
                         self.drain_deadline,
+                        self.sh.bufs.may_trim().then_some(self.next_trim),
                     ],
                 )
             } else {
@@ -228,6 +232,10 @@ impl Server {
             let now = self.sh.now;
             let sh = &mut self.sh;
             sh.ups.expire(now, &sh.stats);
+            if self.next_trim <= now {
+                self.next_trim = now + TRIM_EVERY;
+                self.sh.bufs.trim();
+            }
             if self.accept_paused_until.is_some_and(|t| t <= now) {
                 self.accept_paused_until = None;
                 self.accept();
