@@ -60,6 +60,10 @@ pub enum ErrorKind {
     /// The request asks for something a reverse proxy does not do
     /// (`CONNECT`): 501 (RFC 9110 §15.6.2).
     NotImplemented,
+    /// No descriptor for an upstream socket (`EMFILE`/`ENFILE`), even
+    /// after closing an idle pooled one: 503 with `Retry-After` (the
+    /// upstream is fine; the proxy is full), never retried.
+    NoDescriptor,
 }
 
 /// An error that ends one exchange (never the loop).
@@ -97,6 +101,7 @@ impl ProxyError {
             return Answer::Close;
         }
         match (self.side, &self.kind) {
+            (_, K::NoDescriptor) => Answer::Status(503),
             (Side::Downstream, K::Parse(e)) => Answer::Status(e.request_status()),
             (Side::Downstream, K::Timeout(Timeout::Head)) if head_bytes_seen => Answer::Status(408),
             (Side::Downstream, K::Timeout(Timeout::ClientBody)) => Answer::Status(408),
@@ -107,6 +112,10 @@ impl ProxyError {
         }
     }
 }
+
+/// Seconds a 503 for a spent descriptor budget asks the client to wait
+/// (`Retry-After`, RFC 9110 §10.2.3).
+pub const RETRY_AFTER_SECS: u32 = 1;
 
 /// The client's side of an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +140,7 @@ impl fmt::Display for ProxyError {
             ErrorKind::Timeout(t) => write!(f, "{side}: timeout: {t:?}"),
             ErrorKind::UnexpectedUpgrade => write!(f, "{side}: 101 without upgrade"),
             ErrorKind::NotImplemented => write!(f, "{side}: method not implemented"),
+            ErrorKind::NoDescriptor => write!(f, "{side}: no descriptor left (EMFILE)"),
         }
     }
 }

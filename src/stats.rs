@@ -71,8 +71,14 @@ stats! {
     status_501,
     /// 502 responses the proxy wrote (counter).
     status_502,
+    /// 503 responses the proxy wrote: no descriptor for an upstream socket
+    /// (counter).
+    status_503,
     /// 504 responses the proxy wrote (counter).
     status_504,
+    /// Idle keep-alive client connections closed to make room for a new
+    /// client at the connection cap (counter).
+    downstream_closed_for_room,
     /// Downstream connections closed at the keep-alive timeout (counter).
     timeouts_keepalive,
     /// Downstream connections closed at the request head timeout (counter).

@@ -381,6 +381,21 @@ impl Upstreams {
         self.sync_idle_gauge(stats);
     }
 
+    /// Parked connections now.
+    pub(crate) fn idle_count(&self) -> usize {
+        self.pool.len()
+    }
+
+    /// Closes the globally oldest parked connection to free its descriptor
+    /// (the descriptor budget). Returns false if none was parked.
+    pub(crate) fn evict_oldest_idle(&mut self, stats: &Stats) -> bool {
+        let Some(oldest) = self.pool.pop_oldest() else {
+            return false;
+        };
+        self.evict(oldest, Eviction::Cap(EvictReason::GlobalCap), stats);
+        true
+    }
+
     /// Closes every parked connection whose idle deadline passed.
     pub(crate) fn expire(&mut self, now: Instant, stats: &Stats) {
         while let Some(key) = self.pool.pop_expired(now) {

@@ -89,6 +89,8 @@ pub struct Server {
     cap_warned_at: Option<Instant>,
     /// When the buffer free list is trimmed next (`BufferPool::trim`).
     next_trim: Instant,
+    /// Descriptors for client and upstream sockets (`listen::FdBudget`).
+    fd_budget: usize,
 }
 
 /// Stops a running [`Server`] from another thread (a signal handler
@@ -129,7 +131,8 @@ impl Server {
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let mut config = config;
-        config.max_connections = fit_to_fd_limit(config.max_connections);
+        let budget = fit_to_fd_limit(config.max_connections);
+        config.max_connections = budget.max_connections;
         let poll = Poll::new()?;
         let mut listener = bind_listener(config.listen)?;
         let local_addr = listener.local_addr()?;
@@ -170,6 +173,7 @@ impl Server {
             at_capacity: false,
             cap_warned_at: None,
             next_trim: Instant::now() + TRIM_EVERY,
+            fd_budget: budget.descriptors,
         })
     }
 
@@ -332,6 +336,11 @@ impl Server {
             return;
         }
         loop {
+            if self.clients.len() >= self.sh.cfg.max_connections
+                && close_idle_client(&mut self.clients, &mut self.sh)
+            {
+                continue;
+            }
             if self.clients.len() >= self.sh.cfg.max_connections {
                 if !self.at_capacity
                     && self
@@ -347,6 +356,12 @@ impl Server {
                 self.at_capacity = true;
                 return;
             }
+            // Each client is budgeted two descriptors; pooled idle upstream
+            // sockets live on what is left and go first.
+            while self.clients.len().saturating_add(1).saturating_mul(2) + self.sh.ups.idle_count()
+                > self.fd_budget
+                && self.sh.ups.evict_oldest_idle(&self.sh.stats)
+            {}
             match listener.accept() {
                 Ok((stream, addr)) => {
                     let generation = self.generations.next();
@@ -440,7 +455,7 @@ impl Server {
              buffers_in_use={} pauses={} resumes={} upstream_connects={} reuses={} retries={} \
              evicted(peer_closed={} unexpected_data={} idle_timeout={} cap={}) \
              timeouts(keepalive={} head={} gap={} connect={}) \
-             status(400={} 408={} 431={} 501={} 502={} 504={}) upstream_open={}",
+             status(400={} 408={} 431={} 501={} 502={} 503={} 504={}) upstream_open={}",
             st.requests,
             st.downstream_accepted,
             st.downstream_active,
@@ -466,6 +481,7 @@ impl Server {
             st.status_431,
             st.status_501,
             st.status_502,
+            st.status_503,
             st.status_504,
             sh.ups.open_count()
         );
@@ -477,6 +493,27 @@ fn entry_mut(clients: &mut Slab<Entry>, id: ConnId) -> Option<&mut Entry> {
     clients
         .get_mut(id.key())
         .filter(|e| e.generation == id.generation())
+}
+
+/// At the connection cap: closes the client connection idle the longest
+/// (no byte of a request pending) to make room for a new one. One scan of
+/// the slab, only at the cap. Returns false if every connection is busy.
+fn close_idle_client(clients: &mut Slab<Entry>, sh: &mut Shared) -> bool {
+    let Some(key) = clients
+        .iter()
+        .filter_map(|(k, e)| e.conn.idle_since().map(|t| (t, k)))
+        .min()
+        .map(|(_, k)| k)
+    else {
+        return false;
+    };
+    let Some(e) = clients.try_remove(key) else {
+        return false;
+    };
+    let mut conn = e.conn;
+    conn.close_for_room(&sh.stats);
+    conn.close(sh);
+    true
 }
 
 /// Queues `e` (slot `id`) for a drive in this turn, once.

@@ -10,7 +10,7 @@ use std::net::Shutdown;
 use super::{ClientConn, LINGER, Result, State};
 use crate::conn::response_head::take_response_head;
 use crate::conn::{Shared, relay};
-use crate::error::{Answer, ErrorKind, ProxyError, Side, Timeout};
+use crate::error::{Answer, ErrorKind, ProxyError, RETRY_AFTER_SECS, Side, Timeout};
 use crate::http::{Headers, reason_phrase};
 use crate::stats::Stats;
 use log::{debug, info};
@@ -137,9 +137,14 @@ impl ClientConn {
 
     /// Ends the exchange after `err` (or retries it, ARCHITECTURE.md §7):
     /// the client gets what the error table says (ARCHITECTURE.md §8).
-    pub(super) fn fail(&mut self, err: ProxyError, sh: &mut Shared) {
-        if err.side == Side::Upstream && self.try_retry(&err, sh) {
-            return;
+    pub(super) fn fail(&mut self, mut err: ProxyError, sh: &mut Shared) {
+        if err.side == Side::Upstream {
+            match self.try_retry(&err, sh) {
+                Ok(true) => return,
+                Ok(false) => {}
+                // The retry found no descriptor: that is the answer (503).
+                Err(e) => err = e,
+            }
         }
         let started = self.exchange.as_ref().is_some_and(|e| e.resp_head_sent);
         let answer = err.answer(started, self.head_bytes_seen());
@@ -175,7 +180,11 @@ impl ClientConn {
                     out.clear();
                 }
                 let body = format!("{} {}\n", code, reason_phrase(code));
-                reply_len = self.queue_reply(sh, code, &Headers::new(), body.as_bytes(), false);
+                let mut fields = Headers::new();
+                if code == 503 {
+                    fields.append("Retry-After", RETRY_AFTER_SECS.to_string().as_bytes());
+                }
+                reply_len = self.queue_reply(sh, code, &fields, body.as_bytes(), false);
                 status = Some(code);
                 self.set_state(State::Closing { linger_until: None });
             }
@@ -198,15 +207,19 @@ impl ClientConn {
 
     /// Sends the request again on a new upstream connection if the retry
     /// rules allow it (ARCHITECTURE.md §7); `upstream_peer` is asked again.
-    pub(super) fn try_retry(&mut self, err: &ProxyError, sh: &mut Shared) -> bool {
-        if matches!(err.kind, ErrorKind::Timeout(_)) {
-            return false;
+    /// Timeouts and a spent descriptor budget are never retried (the same
+    /// `EMFILE` would come back at once).
+    ///
+    /// Errors: the retry's connect found no descriptor (`NoDescriptor`).
+    pub(super) fn try_retry(&mut self, err: &ProxyError, sh: &mut Shared) -> Result<bool> {
+        if matches!(err.kind, ErrorKind::Timeout(_) | ErrorKind::NoDescriptor) {
+            return Ok(false);
         }
         let Some(ex) = self.exchange.as_deref_mut() else {
-            return false;
+            return Ok(false);
         };
         if !ex.may_retry(sh.cfg.max_retries) {
-            return false;
+            return Ok(false);
         }
         if let Some(k) = ex.upstream.take() {
             sh.ups.close(k);
@@ -223,10 +236,11 @@ impl ClientConn {
         }
         ex.rewind();
         match self.attach_upstream(sh, true) {
-            Ok(()) => true,
+            Ok(()) => Ok(true),
+            Err(e) if e.kind == ErrorKind::NoDescriptor => Err(e),
             Err(e) => {
                 debug!("retry connect failed: {e}");
-                false
+                Ok(false)
             }
         }
     }
@@ -239,6 +253,7 @@ fn count_status(stats: &Stats, code: u16) {
         431 => &stats.status_431,
         501 => &stats.status_501,
         502 => &stats.status_502,
+        503 => &stats.status_503,
         504 => &stats.status_504,
         _ => return,
     };

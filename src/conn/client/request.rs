@@ -135,7 +135,11 @@ impl ClientConn {
             .map_err(|e| {
                 // The OS's words (e.g. "Too many open files"), not the kind.
                 info!("upstream {}: connect failed: {e}", ex.peer.addr);
-                ProxyError::upstream(ErrorKind::ConnectFailed(e.kind()))
+                if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                    ProxyError::upstream(ErrorKind::NoDescriptor)
+                } else {
+                    ProxyError::upstream(ErrorKind::ConnectFailed(e.kind()))
+                }
             })?;
         ex.upstream = Some(key);
         ex.reused = reused;
