@@ -25,6 +25,7 @@ mod error;
 mod event_loop;
 mod filter;
 mod http;
+mod idle_limit;
 mod pool;
 mod stats;
 

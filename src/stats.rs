@@ -59,6 +59,18 @@ stats! {
     pool_evicted_idle_timeout,
     /// Pooled connections closed to keep a per-peer or global cap (counter).
     pool_evicted_cap,
+    /// Requests that took the newest pooled connection their rule allowed
+    /// (`pool::IdlePool::choose`, counter).
+    pool_take_newest,
+    /// Non-idempotent requests that passed over connections parked a
+    /// moment ago and took an older one (counter).
+    pool_take_older,
+    /// Non-idempotent requests that opened a new connection although
+    /// pooled ones existed: none was safe to risk (counter).
+    pool_new_for_risk,
+    /// Pooled connections closed before use: idle too close to the
+    /// server's learned idle limit (counter).
+    pool_retired_near_limit,
     /// Requests sent again on a new upstream connection (counter).
     retries,
     /// 400 responses the proxy wrote (counter).

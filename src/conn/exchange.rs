@@ -117,6 +117,9 @@ pub(crate) struct Exchange {
     pub resp_keep_alive: bool,
     /// Bytes arrived after the response body: the upstream is not reused.
     pub extra_bytes: bool,
+    /// The response announced the server's idle limit (`Keep-Alive:
+    /// timeout=N`, in seconds): the pool learns it at park.
+    pub idle_hint: Option<u64>,
     /// Response bytes queued downstream (head and body).
     pub resp_bytes: u64,
     /// Retries made.
@@ -170,6 +173,7 @@ impl Exchange {
             status: 0,
             resp_keep_alive: false,
             extra_bytes: false,
+            idle_hint: None,
             resp_bytes: 0,
             retries: 0,
             write_failed: None,
@@ -302,9 +306,7 @@ impl Exchange {
     /// was reused, the method is idempotent (RFC 9110 §9.2.2) and no body
     /// byte was written.
     pub(crate) fn may_retry(&self, max_retries: u32) -> bool {
-        let no_response_byte = matches!(self.resp, Resp::AwaitHead)
-            && !self.interim_sent
-            && self.upin.as_ref().is_none_or(|b| b.is_empty());
+        let no_response_byte = self.no_response_byte();
         let head_len = self.head_bytes.len() as u64;
         let nothing_written = self.up_written == 0;
         let body_streamed = self.up_written > head_len;
@@ -312,6 +314,13 @@ impl Exchange {
             && no_response_byte
             && !self.request_abandoned()
             && (nothing_written || (self.reused && self.idempotent && !body_streamed))
+    }
+
+    /// Not a byte of a response (final or interim) arrived yet.
+    pub(crate) fn no_response_byte(&self) -> bool {
+        matches!(self.resp, Resp::AwaitHead)
+            && !self.interim_sent
+            && self.upin.as_ref().is_none_or(|b| b.is_empty())
     }
 
     /// Puts the head back in front of the request bytes not yet written, for

@@ -11,6 +11,7 @@ use super::exchange::{Exchange, Resp};
 use super::relay::{Env, move_body_after_head};
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Filter;
+use crate::http::hop::keep_alive_timeout;
 use crate::http::{
     BodyDecoder, BodyKind, ParseError, ParseHead, ResponseContext, ResponsePlan, ResponseRefusal,
     finish_response_head, plan_response,
@@ -58,6 +59,9 @@ pub(crate) fn take_response_head(
         .ok_or_else(|| upstream_parse(ParseError::Malformed("incomplete response head")))?;
     upin.consume(used);
     ex.resp_scanner.reset();
+    if let Some(secs) = keep_alive_timeout(&head.headers) {
+        ex.idle_hint = Some(secs);
+    }
     let cx = ResponseContext {
         method: &ex.req.method,
         request_version: ex.req.version,

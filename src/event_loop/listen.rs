@@ -30,6 +30,21 @@ pub(crate) fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(TcpListener::from_std(socket.into()))
 }
 
+/// True if a connection waits in `listener`'s accept queue (one `poll`
+/// with a zero timeout; asked only at the connection cap, before an idle
+/// client is closed to make room for it).
+pub(crate) fn has_pending(listener: &TcpListener) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut fds = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout.
+    let n = unsafe { libc::poll(&mut fds, 1, 0) };
+    n > 0 && fds.revents & libc::POLLIN != 0
+}
+
 /// The descriptor budget (README "Descriptor budget"): what the open-file
 /// limit leaves for connections, and how many clients fit in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

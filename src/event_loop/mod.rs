@@ -35,7 +35,7 @@ use crate::conn::upstream::Upstreams;
 use crate::filter::Filter;
 use crate::pool::IdlePool;
 use crate::stats::Stats;
-use listen::{bind_listener, fit_to_fd_limit};
+use listen::{bind_listener, fit_to_fd_limit, has_pending};
 use timer::{Timers, poll_timeout};
 use token::{ConnId, Generations, Kind};
 
@@ -258,7 +258,7 @@ impl Server {
         };
         let owner = match kind {
             Kind::Client => Some(id),
-            Kind::Upstream => self.sh.ups.on_event(id, event, &self.sh.stats),
+            Kind::Upstream => self.sh.ups.on_event(id, event, &self.sh.stats, self.sh.now),
         };
         let Some(owner) = owner else {
             return;
@@ -337,6 +337,7 @@ impl Server {
         }
         loop {
             if self.clients.len() >= self.sh.cfg.max_connections
+                && has_pending(listener)
                 && close_idle_client(&mut self.clients, &mut self.sh)
             {
                 continue;

@@ -2,4 +2,5 @@ mod buffer;
 mod error;
 mod exchange;
 mod pool;
+mod pool_choice;
 mod token;

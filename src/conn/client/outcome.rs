@@ -63,7 +63,8 @@ impl ClientConn {
         }
         ex.upstream = None;
         if ex.reusable() {
-            sh.ups.park(key, &sh.registry, &sh.stats, sh.now);
+            let hint = ex.idle_hint.map(std::time::Duration::from_secs);
+            sh.ups.park(key, hint, &sh.registry, &sh.stats, sh.now);
         } else {
             // Request bytes not yet written are not needed any more: the
             // answer is complete. If the client has not sent its whole
@@ -218,6 +219,14 @@ impl ClientConn {
         let Some(ex) = self.exchange.as_deref_mut() else {
             return Ok(false);
         };
+        if ex.reused
+            && matches!(err.kind, ErrorKind::Closed | ErrorKind::Io(_))
+            && ex.no_response_byte()
+            && let Some(k) = ex.upstream
+        {
+            // A pooled connection the server closed under the request.
+            sh.ups.observe_failed_reuse(k, sh.now);
+        }
         if !ex.may_retry(sh.cfg.max_retries) {
             return Ok(false);
         }

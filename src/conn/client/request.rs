@@ -131,7 +131,15 @@ impl ClientConn {
         };
         let (key, reused) = sh
             .ups
-            .acquire(ex.peer, self.id, fresh, &sh.registry, &sh.stats, sh.now)
+            .acquire(
+                ex.peer,
+                self.id,
+                fresh,
+                ex.idempotent,
+                &sh.registry,
+                &sh.stats,
+                sh.now,
+            )
             .map_err(|e| {
                 // The OS's words (e.g. "Too many open files"), not the kind.
                 info!("upstream {}: connect failed: {e}", ex.peer.addr);
