@@ -455,6 +455,7 @@ impl Server {
             "stopped: requests={} accepted={} active={} idle={} buffered={} peak_buffered={} \
              buffers_in_use={} pauses={} resumes={} upstream_connects={} reuses={} retries={} \
              evicted(peer_closed={} unexpected_data={} idle_timeout={} cap={}) \
+             choice(newest={} older={} new_for_risk={} retired={}) closed_for_room={} \
              timeouts(keepalive={} head={} gap={} connect={}) \
              status(400={} 408={} 431={} 501={} 502={} 503={} 504={}) upstream_open={}",
             st.requests,
@@ -473,6 +474,11 @@ impl Server {
             st.pool_evicted_unexpected_data,
             st.pool_evicted_idle_timeout,
             st.pool_evicted_cap,
+            st.pool_take_newest,
+            st.pool_take_older,
+            st.pool_new_for_risk,
+            st.pool_retired_near_limit,
+            st.downstream_closed_for_room,
             st.timeouts_keepalive,
             st.timeouts_head,
             st.timeouts_gap,
