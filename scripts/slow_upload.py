@@ -78,7 +78,10 @@ def upload(port, total, step, pause, stall, result):
         for _ in range(total // max(step, 1) + 1):
             if sent >= limit:
                 break
-            s.sendall(b"u" * min(step, limit - sent))
+            try:
+                s.sendall(b"u" * min(step, limit - sent))
+            except OSError:
+                break  # the proxy answered and closed: read its answer
             sent += min(step, limit - sent)
             if pause:
                 time.sleep(pause)

@@ -16,8 +16,10 @@
 //! - the smallest idle age of a close seen in the current and the previous
 //!   window of [`WINDOW`] (a close at an idle age of [`QUICK_CLOSE`] or
 //!   more: the server's idle limit);
-//! - the largest idle age of a close under [`QUICK_CLOSE`] (a close right
-//!   after a response) in the same two windows.
+//! - the idle ages of closes under [`QUICK_CLOSE`] (closes right after a
+//!   response) in the same two windows, as counts per power-of-two bucket
+//!   of milliseconds (the guard is their 90th percentile: one stalled
+//!   close must not make every just-parked connection unusable).
 //!
 //! What it must not know: sockets, HTTP, the clock (`now` comes in).
 
@@ -32,6 +34,10 @@ pub const QUICK_CLOSE: Duration = Duration::from_millis(100);
 /// Observations are remembered for one to two windows of this length.
 pub const WINDOW: Duration = Duration::from_secs(30);
 
+/// Least time a non-idempotent request keeps between a connection's idle
+/// age and the learned limit (its bytes must reach the server first).
+const RISKY_MARGIN: Duration = Duration::from_millis(100);
+
 /// Shortest guard against a close right after a response (loopback FINs
 /// arrive within microseconds; a busy loop sees them a few ms late).
 const MIN_FRESH_GUARD: Duration = Duration::from_millis(5);
@@ -44,16 +50,17 @@ const MAX_PEERS: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdleRule {
     /// Pooled connections idle this long are closed before use, whatever
-    /// the method: the learned limit minus a margin of an eighth (at least
-    /// 20 ms). `Duration::MAX` when nothing was learned.
+    /// the method: the learned limit minus a sixteenth (at least 20 ms).
+    /// `Duration::MAX` when nothing was learned.
     pub retire_after: Duration,
     /// A non-idempotent request takes no connection idle longer than this:
-    /// half the learned limit. `Duration::MAX` when nothing was learned.
+    /// three quarters of the learned limit, and at least 100 ms under it.
+    /// `Duration::MAX` when nothing was learned.
     pub risky_max_idle: Duration,
     /// A non-idempotent request takes no connection idle for less than
-    /// this (the server was seen closing right after responses): twice the
-    /// largest quick-close age seen, between 5 and 100 ms; zero when none
-    /// was seen.
+    /// this (the server was seen closing right after responses): the 90th
+    /// percentile of the quick-close ages seen, rounded up to a power of
+    /// two milliseconds, between 5 and 100 ms; zero when none was seen.
     pub risky_min_idle: Duration,
 }
 
@@ -86,14 +93,69 @@ impl Windows {
     }
 }
 
+/// Buckets of quick-close ages: bucket `i` holds ages below `2^i` ms (the
+/// last one everything up to [`QUICK_CLOSE`]).
+const QUICK_BUCKETS: usize = 8;
+
+/// Counts of quick-close ages per bucket, in two windows.
+#[derive(Debug, Default, Clone, Copy)]
+struct QuickAges {
+    cur: [u32; QUICK_BUCKETS],
+    prev: [u32; QUICK_BUCKETS],
+}
+
+impl QuickAges {
+    fn add(&mut self, age: Duration) {
+        let ms = age.as_millis();
+        let i = (0..QUICK_BUCKETS - 1)
+            .find(|&i| ms < (1u128 << i))
+            .unwrap_or(QUICK_BUCKETS - 1);
+        if let Some(c) = self.cur.get_mut(i) {
+            *c = c.saturating_add(1);
+        }
+    }
+
+    fn roll(&mut self, keep_cur: bool) {
+        self.prev = if keep_cur {
+            self.cur
+        } else {
+            [0; QUICK_BUCKETS]
+        };
+        self.cur = [0; QUICK_BUCKETS];
+    }
+
+    /// The upper bound of the bucket holding the 90th percentile, if any
+    /// age was seen.
+    fn p90(&self) -> Option<Duration> {
+        let counts: Vec<u64> = (0..QUICK_BUCKETS)
+            .map(|i| {
+                u64::from(self.cur.get(i).copied().unwrap_or(0))
+                    + u64::from(self.prev.get(i).copied().unwrap_or(0))
+            })
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen * 10 >= total * 9 {
+                return Some(Duration::from_millis(1 << i));
+            }
+        }
+        Some(QUICK_CLOSE)
+    }
+}
+
 /// What one peer showed.
 #[derive(Debug, Clone, Copy)]
 struct Learned {
     hint: Option<Duration>,
     /// Smallest idle age of a close at the idle limit.
     limit: Windows,
-    /// Largest idle age of a close right after a response.
-    quick: Windows,
+    /// Idle ages of closes right after a response.
+    quick: QuickAges,
     window_start: Instant,
 }
 
@@ -102,7 +164,7 @@ impl Learned {
         Learned {
             hint: None,
             limit: Windows::default(),
-            quick: Windows::default(),
+            quick: QuickAges::default(),
             window_start: now,
         }
     }
@@ -114,10 +176,9 @@ impl Learned {
             return;
         }
         let keep_cur = age < 2 * WINDOW;
-        for w in [&mut self.limit, &mut self.quick] {
-            w.prev = if keep_cur { w.cur } else { None };
-            w.cur = None;
-        }
+        self.limit.prev = if keep_cur { self.limit.cur } else { None };
+        self.limit.cur = None;
+        self.quick.roll(keep_cur);
         self.window_start = now;
     }
 }
@@ -160,7 +221,7 @@ impl<K: Clone + Eq + Hash> IdleLimits<K> {
     pub fn observe_close(&mut self, key: &K, idle: Duration, now: Instant) {
         let l = self.entry(key, now);
         if idle < QUICK_CLOSE {
-            l.quick.add(idle, Duration::max);
+            l.quick.add(idle);
         } else {
             l.limit.add(idle, Duration::min);
         }
@@ -181,15 +242,15 @@ impl<K: Clone + Eq + Hash> IdleLimits<K> {
         if !self.peers.contains_key(key) {
             return IdleRule::UNKNOWN;
         }
-        let quick = self.entry(key, now).quick.merged(Duration::max);
+        let quick = self.entry(key, now).quick.p90();
         let mut rule = IdleRule::UNKNOWN;
         if let Some(limit) = self.limit(key) {
-            let margin = (limit / 8).max(Duration::from_millis(20));
+            let margin = (limit / 16).max(Duration::from_millis(20));
             rule.retire_after = limit.saturating_sub(margin);
-            rule.risky_max_idle = limit / 2;
+            rule.risky_max_idle = (limit * 3 / 4).min(limit.saturating_sub(RISKY_MARGIN));
         }
         if let Some(q) = quick {
-            rule.risky_min_idle = (q * 2).clamp(MIN_FRESH_GUARD, QUICK_CLOSE);
+            rule.risky_min_idle = q.clamp(MIN_FRESH_GUARD, QUICK_CLOSE);
         }
         rule
     }

@@ -35,18 +35,19 @@
 //! connections) and whether the server closes right after responses (a
 //! close seen under 100 ms of idleness). Then, per request:
 //! 1. **Every method**: a connection idle for `retire_after` (the limit
-//!    minus an eighth, at least 20 ms) is closed, never used (oldest
+//!    minus a sixteenth, at least 20 ms) is closed, never used (oldest
 //!    first, counted in `pool_retired_near_limit`).
 //! 2. **Idempotent requests** (RFC 9110 §9.2.2) take the newest connection
 //!    (LIFO: the least likely to be at the limit); if it dies in flight,
 //!    the request is retried on a new connection (ARCHITECTURE.md §7).
 //!    Counted in `pool_take_newest`.
 //! 3. **Non-idempotent requests** cannot be retried, so they never gamble:
-//!    no connection idle longer than half the learned limit, and, if the
+//!    no connection idle longer than three quarters of the learned limit
+//!    (and at least 100 ms under it), and, if the
 //!    server was seen closing right after responses, none parked less
-//!    than `risky_min_idle` ago (twice the largest quick-close age seen,
-//!    5–100 ms: LIFO would pick exactly the connection most likely to be
-//!    doomed then). The newest connection that passes is taken
+//!    than `risky_min_idle` ago (the 90th percentile of the quick-close
+//!    ages seen, rounded up to a power of two ms, 5–100 ms: LIFO would
+//!    pick exactly the connection most likely to be doomed then). The newest connection that passes is taken
 //!    (`pool_take_newest`, or `pool_take_older` when a fresher one was
 //!    passed over); if none does, a new connection is opened
 //!    (`pool_new_for_risk`). A fresh connection passed over stays parked

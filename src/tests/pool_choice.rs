@@ -45,15 +45,15 @@ fn nothing_learned_is_plain_lifo_for_every_method() {
 #[test]
 fn closes_at_the_idle_limit_retire_connections_before_it_for_every_method() {
     let now = Instant::now() + Duration::from_secs(100);
-    let mut pool = pool_with(now, &[900, 600, 300]);
+    let mut pool = pool_with(now, &[950, 800, 300]);
     pool.observe_close(&PEER, ms(1000), now);
     let rule = pool.rule(&PEER, now);
-    assert_eq!(rule.retire_after, ms(875));
-    assert_eq!(rule.risky_max_idle, ms(500));
-    // The oldest (900 ms) is past 875 ms: retired first, whatever the method.
+    assert_eq!(rule.retire_after, ms(1000) - ms(1000) / 16);
+    assert_eq!(rule.risky_max_idle, ms(750));
+    // The oldest (950 ms) is past 937.5 ms: retired first, whatever the method.
     assert_eq!(pool.choose(&PEER, now, true), Choice::Retire(0));
     assert_eq!(take(pool.choose(&PEER, now, true)), Some((2, false)));
-    // A POST may not take one idle 600 ms (> half the limit).
+    // A POST may not take one idle 800 ms (> three quarters of the limit).
     assert_eq!(
         pool.choose(&PEER, now, false),
         Choice::Open { for_risk: true }
@@ -68,10 +68,11 @@ fn the_smallest_recent_close_is_the_limit_and_a_hint_counts_too() {
     pool.observe_close(&PEER, ms(3000), now);
     pool.observe_close(&PEER, ms(500), now);
     pool.observe_close(&PEER, ms(2000), now);
-    assert_eq!(pool.rule(&PEER, now).risky_max_idle, ms(250));
+    assert_eq!(pool.rule(&PEER, now).risky_max_idle, ms(375));
     pool.observe_hint(&PEER, ms(200), now);
+    // 150 ms would leave less than 100 ms before the limit.
     assert_eq!(pool.rule(&PEER, now).risky_max_idle, ms(100));
-    assert_eq!(pool.rule(&PEER, now).retire_after, ms(175));
+    assert_eq!(pool.rule(&PEER, now).retire_after, ms(180));
 }
 
 #[test]
@@ -80,7 +81,7 @@ fn closes_are_forgotten_after_two_windows_but_not_after_one() {
     let mut pool: IdlePool<&str> = IdlePool::new(4, 4, Duration::from_secs(60));
     pool.observe_close(&PEER, ms(500), t0);
     let t1 = t0 + WINDOW + ms(1);
-    assert_eq!(pool.rule(&PEER, t1).risky_max_idle, ms(250));
+    assert_eq!(pool.rule(&PEER, t1).risky_max_idle, ms(375));
     let t2 = t1 + WINDOW + ms(1);
     assert_eq!(pool.rule(&PEER, t2).risky_max_idle, Duration::MAX);
 }
@@ -92,7 +93,7 @@ fn after_closes_right_after_responses_a_post_skips_just_parked_connections() {
     pool.observe_close(&PEER, ms(3), now);
     assert!(ms(3) < QUICK_CLOSE);
     let rule = pool.rule(&PEER, now);
-    assert_eq!(rule.risky_min_idle, ms(6));
+    assert_eq!(rule.risky_min_idle, ms(5));
     // A quick close is not an idle limit: nothing is retired.
     assert_eq!(rule.retire_after, Duration::MAX);
     // GET: LIFO.
@@ -108,11 +109,19 @@ fn after_closes_right_after_responses_a_post_skips_just_parked_connections() {
 }
 
 #[test]
-fn the_fresh_guard_is_between_5_and_100_ms() {
+fn the_fresh_guard_is_the_90th_percentile_between_5_and_100_ms() {
     let now = Instant::now() + Duration::from_secs(100);
     let mut pool: IdlePool<&str> = IdlePool::new(4, 4, Duration::from_secs(60));
     pool.observe_close(&PEER, Duration::ZERO, now);
     assert_eq!(pool.rule(&PEER, now).risky_min_idle, ms(5));
+    // 19 closes at 10 ms and one stalled at 90 ms: the stall is the top 5 %.
+    for _ in 0..18 {
+        pool.observe_close(&PEER, ms(10), now);
+    }
     pool.observe_close(&PEER, ms(90), now);
+    assert_eq!(pool.rule(&PEER, now).risky_min_idle, ms(16));
+    for _ in 0..10 {
+        pool.observe_close(&PEER, ms(90), now);
+    }
     assert_eq!(pool.rule(&PEER, now).risky_min_idle, ms(100));
 }
