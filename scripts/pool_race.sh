@@ -6,9 +6,12 @@
 # closes idle connections after 0.5-3 s and 3 % right after a response.
 #
 # Usage: scripts/pool_race.sh [--quick] [--seconds 90] [--sluice-old PATH]
+#            [--pause-min 300] [--pause-max 3000] [--upstreams nginx,erratic]
 #   --quick: 12 s per proxy and upstream (a smoke run, about 1 minute).
 #   --sluice-old PATH: also run this older sluice; the reuse threshold
 #   (requests per upstream connection within 10 % of it) is checked then.
+#   --pause-min 950 --pause-max 1050 --upstreams nginx: every pause near
+#   nginx's 1 s idle limit (the adversarial case).
 # Prints per proxy and upstream: requests, proxy-made 5xx (502/503/504),
 # their rate, retries and evictions (sluice's counters), the pool's choice
 # paths, and requests per upstream connection (counted at the upstream).
@@ -20,7 +23,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-lib_help 2 20 "${1:-}"
+lib_help 2 23 "${1:-}"
 if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
     [[ $EUID -eq 0 ]] || die "needs nginx and wrk (apt-get install -y nginx wrk)"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx wrk >/dev/null

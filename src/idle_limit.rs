@@ -50,11 +50,11 @@ const MAX_PEERS: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdleRule {
     /// Pooled connections idle this long are closed before use, whatever
-    /// the method: the learned limit minus a sixteenth (at least 20 ms).
+    /// the method: the learned limit minus a 32nd (at least 20 ms).
     /// `Duration::MAX` when nothing was learned.
     pub retire_after: Duration,
     /// A non-idempotent request takes no connection idle longer than this:
-    /// three quarters of the learned limit, and at least 100 ms under it.
+    /// seven eighths of the learned limit, and at least 100 ms under it.
     /// `Duration::MAX` when nothing was learned.
     pub risky_max_idle: Duration,
     /// A non-idempotent request takes no connection idle for less than
@@ -245,9 +245,9 @@ impl<K: Clone + Eq + Hash> IdleLimits<K> {
         let quick = self.entry(key, now).quick.p90();
         let mut rule = IdleRule::UNKNOWN;
         if let Some(limit) = self.limit(key) {
-            let margin = (limit / 16).max(Duration::from_millis(20));
+            let margin = (limit / 32).max(Duration::from_millis(20));
             rule.retire_after = limit.saturating_sub(margin);
-            rule.risky_max_idle = (limit * 3 / 4).min(limit.saturating_sub(RISKY_MARGIN));
+            rule.risky_max_idle = (limit * 7 / 8).min(limit.saturating_sub(RISKY_MARGIN));
         }
         if let Some(q) = quick {
             rule.risky_min_idle = q.clamp(MIN_FRESH_GUARD, QUICK_CLOSE);

@@ -35,14 +35,14 @@
 //! connections) and whether the server closes right after responses (a
 //! close seen under 100 ms of idleness). Then, per request:
 //! 1. **Every method**: a connection idle for `retire_after` (the limit
-//!    minus a sixteenth, at least 20 ms) is closed, never used (oldest
+//!    minus a 32nd, at least 20 ms) is closed, never used (oldest
 //!    first, counted in `pool_retired_near_limit`).
 //! 2. **Idempotent requests** (RFC 9110 §9.2.2) take the newest connection
 //!    (LIFO: the least likely to be at the limit); if it dies in flight,
 //!    the request is retried on a new connection (ARCHITECTURE.md §7).
 //!    Counted in `pool_take_newest`.
 //! 3. **Non-idempotent requests** cannot be retried, so they never gamble:
-//!    no connection idle longer than three quarters of the learned limit
+//!    no connection idle longer than seven eighths of the learned limit
 //!    (and at least 100 ms under it), and, if the
 //!    server was seen closing right after responses, none parked less
 //!    than `risky_min_idle` ago (the 90th percentile of the quick-close

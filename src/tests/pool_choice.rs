@@ -45,15 +45,15 @@ fn nothing_learned_is_plain_lifo_for_every_method() {
 #[test]
 fn closes_at_the_idle_limit_retire_connections_before_it_for_every_method() {
     let now = Instant::now() + Duration::from_secs(100);
-    let mut pool = pool_with(now, &[950, 800, 300]);
+    let mut pool = pool_with(now, &[980, 900, 300]);
     pool.observe_close(&PEER, ms(1000), now);
     let rule = pool.rule(&PEER, now);
-    assert_eq!(rule.retire_after, ms(1000) - ms(1000) / 16);
-    assert_eq!(rule.risky_max_idle, ms(750));
-    // The oldest (950 ms) is past 937.5 ms: retired first, whatever the method.
+    assert_eq!(rule.retire_after, ms(1000) - ms(1000) / 32);
+    assert_eq!(rule.risky_max_idle, ms(875));
+    // The oldest (980 ms) is past 968.75 ms: retired first, whatever the method.
     assert_eq!(pool.choose(&PEER, now, true), Choice::Retire(0));
     assert_eq!(take(pool.choose(&PEER, now, true)), Some((2, false)));
-    // A POST may not take one idle 800 ms (> three quarters of the limit).
+    // A POST may not take one idle 900 ms (> seven eighths of the limit).
     assert_eq!(
         pool.choose(&PEER, now, false),
         Choice::Open { for_risk: true }
@@ -68,9 +68,9 @@ fn the_smallest_recent_close_is_the_limit_and_a_hint_counts_too() {
     pool.observe_close(&PEER, ms(3000), now);
     pool.observe_close(&PEER, ms(500), now);
     pool.observe_close(&PEER, ms(2000), now);
-    assert_eq!(pool.rule(&PEER, now).risky_max_idle, ms(375));
+    assert_eq!(pool.rule(&PEER, now).risky_max_idle, ms(400));
     pool.observe_hint(&PEER, ms(200), now);
-    // 150 ms would leave less than 100 ms before the limit.
+    // 175 ms would leave less than 100 ms before the limit.
     assert_eq!(pool.rule(&PEER, now).risky_max_idle, ms(100));
     assert_eq!(pool.rule(&PEER, now).retire_after, ms(180));
 }
@@ -81,7 +81,7 @@ fn closes_are_forgotten_after_two_windows_but_not_after_one() {
     let mut pool: IdlePool<&str> = IdlePool::new(4, 4, Duration::from_secs(60));
     pool.observe_close(&PEER, ms(500), t0);
     let t1 = t0 + WINDOW + ms(1);
-    assert_eq!(pool.rule(&PEER, t1).risky_max_idle, ms(375));
+    assert_eq!(pool.rule(&PEER, t1).risky_max_idle, ms(400));
     let t2 = t1 + WINDOW + ms(1);
     assert_eq!(pool.rule(&PEER, t2).risky_max_idle, Duration::MAX);
 }

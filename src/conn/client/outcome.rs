@@ -7,6 +7,8 @@
 
 use std::net::Shutdown;
 
+use std::time::Instant;
+
 use super::{ClientConn, LINGER, Result, State};
 use crate::conn::response_head::take_response_head;
 use crate::conn::{Shared, relay};
@@ -110,6 +112,26 @@ impl ClientConn {
         } else {
             self.set_state(State::Closing { linger_until: None });
         }
+    }
+
+    /// Since when the connection waits in keep-alive between requests with
+    /// no byte of the next one; `None` otherwise (a fresh connection's
+    /// first request may be on its way). The loop closes the longest-idle
+    /// one to make room at the connection cap.
+    pub(crate) fn idle_since(&self) -> Option<Instant> {
+        let idle = self.state == State::Head
+            && self.requests > 0
+            && self.side.inbuf.is_none()
+            && !self.draining;
+        idle.then_some(self.idle_since)
+    }
+
+    /// Closes an idle connection to make room for a new client (nginx
+    /// closes keep-alive connections when it runs out of connections).
+    pub(crate) fn close_for_room(&mut self, stats: &Stats) {
+        Stats::add(&stats.downstream_closed_for_room, 1);
+        debug!("client {}: closed to make room", self.side.addr);
+        self.set_state(State::Closed);
     }
 
     pub(super) fn advance_closing(&mut self, sh: &mut Shared) -> bool {
