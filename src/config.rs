@@ -222,8 +222,9 @@ settings! {
 
         /// Response head wait / body read gap.
         ///
-        /// Longest wait for the response head and longest gap between reads
-        /// of the response body (nginx: `proxy_read_timeout`).
+        /// Longest wait for the response head, counted from the last request
+        /// byte written, and longest gap between reads of the response body
+        /// (nginx: `proxy_read_timeout`).
         #[arg(long, value_name = "DUR", value_parser = parse_duration)]
         #[serde(with = "duration")]
         pub upstream_read_timeout: Duration = Duration::from_secs(60),
@@ -265,8 +266,10 @@ settings! {
 
         /// Open client connections.
         ///
-        /// Most downstream connections open at once; above it the listener
-        /// stops accepting until one closes.
+        /// Most downstream connections open at once (lowered to half of the
+        /// open-file limit minus 32: two descriptors per client); at it the
+        /// longest-idle keep-alive client is closed for a waiting one, else
+        /// the listener stops accepting until one closes.
         #[arg(long, value_name = "N", value_parser = whole::<usize>)]
         pub max_connections: usize = 10_000,
 

@@ -71,6 +71,10 @@ pub enum ErrorKind {
     NotImplemented,
     /// The request's `Via` already names this proxy: 508 (RFC 5842 §7.2).
     LoopDetected,
+    /// No descriptor for an upstream socket (`EMFILE`/`ENFILE`), even
+    /// after closing an idle pooled one: 503 with `Retry-After` (the
+    /// upstream is fine; the proxy is full), never retried.
+    NoDescriptor,
 }
 
 /// An error that ends one exchange (never the loop).
@@ -108,6 +112,7 @@ impl ProxyError {
             return Answer::Close;
         }
         match (self.side, &self.kind) {
+            (_, K::NoDescriptor) => Answer::Status(503),
             (Side::Downstream, K::Parse(e)) => Answer::Status(e.request_status()),
             (Side::Downstream, K::Timeout(Timeout::Head)) if head_bytes_seen => Answer::Status(408),
             (Side::Downstream, K::Timeout(Timeout::ClientBody)) => Answer::Status(408),
@@ -119,6 +124,10 @@ impl ProxyError {
         }
     }
 }
+
+/// Seconds a 503 for a spent descriptor budget asks the client to wait
+/// (`Retry-After`, RFC 9110 §10.2.3).
+pub const RETRY_AFTER_SECS: u32 = 1;
 
 /// The client's side of an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +154,7 @@ impl fmt::Display for ProxyError {
             ErrorKind::NotImplemented => write!(f, "{side}: method not implemented"),
             ErrorKind::NoServer => write!(f, "{side}: no server to send to"),
             ErrorKind::LoopDetected => write!(f, "{side}: loop detected (Via names this proxy)"),
+            ErrorKind::NoDescriptor => write!(f, "{side}: no descriptor left (EMFILE)"),
         }
     }
 }

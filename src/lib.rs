@@ -27,6 +27,7 @@ mod error;
 mod event_loop;
 mod filter;
 mod http;
+mod idle_limit;
 mod metrics;
 mod pool;
 mod stats;

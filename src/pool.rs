@@ -25,10 +25,42 @@
 //!
 //! Costs: `put`, `take`, `remove`, `pop_expired` are O(log n) plus
 //! O(per-peer cap) for a removal inside a peer's stack.
+//!
+//! # The choice rule ([`IdlePool::choose`], issue 14)
+//!
+//! Which connection a request gets depends on what it risks if the
+//! connection turns out closed by the server. The pool learns each peer's
+//! idle limit (`idle_limit`: `Keep-Alive: timeout=N`, and the smallest
+//! recent idle age at which the server was seen closing pooled
+//! connections) and whether the server closes right after responses (a
+//! close seen under 100 ms of idleness). Then, per request:
+//! 1. **Every method**: a connection idle for `retire_after` (the limit
+//!    minus a 32nd, at least 20 ms) is closed, never used (oldest
+//!    first, counted in `pool_retired_near_limit`).
+//! 2. **Idempotent requests** (RFC 9110 §9.2.2) take the newest connection
+//!    (LIFO: the least likely to be at the limit); if it dies in flight,
+//!    the request is retried on a new connection (ARCHITECTURE.md §7).
+//!    Counted in `pool_take_newest`.
+//! 3. **Non-idempotent requests** cannot be retried, so they never gamble:
+//!    no connection idle longer than seven eighths of the learned limit
+//!    (and at least 100 ms under it), and, if the
+//!    server was seen closing right after responses, none parked less
+//!    than `risky_min_idle` ago (the 90th percentile of the quick-close
+//!    ages seen, rounded up to a power of two ms, 5–100 ms: LIFO would
+//!    pick exactly the connection most likely to be doomed then). The newest connection that passes is taken
+//!    (`pool_take_newest`, or `pool_take_older` when a fresher one was
+//!    passed over); if none does, a new connection is opened
+//!    (`pool_new_for_risk`). A fresh connection passed over stays parked
+//!    and ages into a safe one, so the pool grows by what the guard needs
+//!    instead of never reusing.
+//!
+//! With nothing learned the rule is plain LIFO for every request.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
+
+use crate::idle_limit::IdleLimits;
 
 /// Why [`IdlePool::put`] evicted an id (for the caller's debug log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +108,26 @@ pub struct IdlePool<K> {
     parked: HashMap<usize, Parked<K>>,
     /// Sequence number for the next put.
     next_seq: u64,
+    /// What each peer showed of its idle limit.
+    limits: IdleLimits<K>,
+}
+
+/// What [`IdlePool::choose`] tells the caller to do for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// Use `id` (it left the pool; check it is alive first), idle for
+    /// `idle`; `older`: a fresher connection was passed over.
+    Take {
+        id: usize,
+        idle: Duration,
+        older: bool,
+    },
+    /// Close `id` (it left the pool): idle too close to the peer's learned
+    /// limit. Then ask again.
+    Retire(usize),
+    /// Open a new connection; `for_risk`: pooled ones exist, but none the
+    /// request may risk.
+    Open { for_risk: bool },
 }
 
 impl<K: Clone + Eq + Hash> IdlePool<K> {
@@ -91,7 +143,73 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
             order: BTreeMap::new(),
             parked: HashMap::new(),
             next_seq: 0,
+            limits: IdleLimits::default(),
         }
+    }
+
+    /// The choice rule (see the module doc): what a request to `key` that
+    /// is `idempotent` (RFC 9110 §9.2.2) or not gets at `now`. Call until
+    /// it returns `Take` (with a live connection) or `Open`.
+    pub fn choose(&mut self, key: &K, now: Instant, idempotent: bool) -> Choice {
+        let rule = self.limits.rule(key, now);
+        let Some(stack) = self.peers.get(key).filter(|s| !s.is_empty()) else {
+            return Choice::Open { for_risk: false };
+        };
+        let idle = |id: &usize, parked: &HashMap<usize, Parked<K>>| {
+            parked.get(id).map_or(Duration::MAX, |p| {
+                now.saturating_duration_since(p.parked_at)
+            })
+        };
+        // 1. Retire from the bottom of the stack (oldest first).
+        if let Some(&oldest) = stack.first()
+            && idle(&oldest, &self.parked) >= rule.retire_after
+        {
+            self.remove(oldest);
+            return Choice::Retire(oldest);
+        }
+        // 2. and 3. Newest first; risky requests skip the too fresh and
+        // stop at the too old (ages only grow down the stack).
+        let mut found = None;
+        for (depth, id) in stack.iter().rev().enumerate() {
+            let age = idle(id, &self.parked);
+            if !idempotent {
+                if age > rule.risky_max_idle {
+                    break;
+                }
+                if age < rule.risky_min_idle {
+                    continue;
+                }
+            }
+            found = Some((*id, age, depth > 0));
+            break;
+        }
+        match found {
+            Some((id, idle, older)) if self.remove(id) => Choice::Take { id, idle, older },
+            _ => Choice::Open { for_risk: true },
+        }
+    }
+
+    /// How long `id` has been parked at `now` (`None` if it is not).
+    pub fn idle_for(&self, id: usize, now: Instant) -> Option<Duration> {
+        let p = self.parked.get(&id)?;
+        Some(now.saturating_duration_since(p.parked_at))
+    }
+
+    /// A response of `key` said `Keep-Alive: timeout=N` (`hint`).
+    pub fn observe_hint(&mut self, key: &K, hint: Duration, now: Instant) {
+        self.limits.observe_hint(key, hint, now);
+    }
+
+    /// The server of `key` was seen closing a pooled connection after
+    /// `idle` of idleness (feeds the choice rule).
+    pub fn observe_close(&mut self, key: &K, idle: Duration, now: Instant) {
+        self.limits.observe_close(key, idle, now);
+    }
+
+    /// The rule `choose` applies to `key` now.
+    #[cfg(test)]
+    pub fn rule(&mut self, key: &K, now: Instant) -> crate::idle_limit::IdleRule {
+        self.limits.rule(key, now)
     }
 
     /// Parks `id` (unique; a `usize` the caller chose) under `key`, idle

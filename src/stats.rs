@@ -86,6 +86,18 @@ stats! {
     pool_evicted_idle_timeout,
     /// Pooled connections closed to keep a per-peer or global cap (counter).
     pool_evicted_cap,
+    /// Requests that took the newest pooled connection their rule allowed
+    /// (`pool::IdlePool::choose`, counter).
+    pool_take_newest,
+    /// Non-idempotent requests that passed over connections parked a
+    /// moment ago and took an older one (counter).
+    pool_take_older,
+    /// Non-idempotent requests that opened a new connection although
+    /// pooled ones existed: none was safe to risk (counter).
+    pool_new_for_risk,
+    /// Pooled connections closed before use: idle too close to the
+    /// server's learned idle limit (counter).
+    pool_retired_near_limit,
     /// Requests sent again on a new upstream connection (counter).
     retries,
     /// 400 responses the proxy wrote (counter).
@@ -98,8 +110,14 @@ stats! {
     status_501,
     /// 502 responses the proxy wrote (counter).
     status_502,
+    /// 503 responses the proxy wrote: no descriptor for an upstream socket
+    /// (counter).
+    status_503,
     /// 504 responses the proxy wrote (counter).
     status_504,
+    /// Idle keep-alive client connections closed to make room for a new
+    /// client at the connection cap (counter).
+    downstream_closed_for_room,
     /// Downstream connections closed at the keep-alive timeout (counter).
     timeouts_keepalive,
     /// Downstream connections closed at the request head timeout (counter).

@@ -574,12 +574,20 @@ fn connection_over_the_cap_waits_in_the_backlog_until_one_closes() {
         .map(|i| {
             let mut c = proxy.client();
             assert_eq!(c.round_trip(get("/first")).status, 200, "client {i}");
+            // Busy with a next head: not an idle keep-alive connection the
+            // proxy would close to make room (those are, see
+            // tests/descriptors.rs).
+            c.send(b"GET /again HTTP/1.1\r\n");
             c
         })
         .collect();
-    assert_eventually("the cap is reached", || {
-        proxy.stats.snapshot().downstream_active == CAP as u64
+    // Every partial head was read: no held connection is idle.
+    let sent = CAP * (get("/first").len() + b"GET /again HTTP/1.1\r\n".len());
+    let reached = wait_until(WAIT, || {
+        let s = proxy.stats.snapshot();
+        s.downstream_active == CAP as u64 && s.bytes_from_downstream == sent as u64
     });
+    assert!(reached, "{:?}", proxy.stats.snapshot());
 
     // The kernel completes the handshake; the proxy does not accept it.
     let mut waiting = proxy.client();
@@ -590,7 +598,8 @@ fn connection_over_the_cap_waits_in_the_backlog_until_one_closes() {
     assert_eq!(s.downstream_active, CAP as u64, "{s:?}");
 
     for (i, c) in held.iter_mut().enumerate() {
-        let resp = c.round_trip(get("/again"));
+        c.send(b"Host: example.test\r\n\r\n");
+        let resp = c.read_response();
         assert_eq!(resp.status, 200, "client {i} under the cap");
         assert_eq!(resp.body, b"hi");
     }

@@ -145,6 +145,9 @@ pub(crate) struct Exchange {
     pub connect_time: Option<std::time::Duration>,
     /// From `started` to the first response byte from the upstream.
     pub first_byte: Option<std::time::Duration>,
+    /// The response announced the server's idle limit (`Keep-Alive:
+    /// timeout=N`, in seconds): the pool learns it at park.
+    pub idle_hint: Option<u64>,
     /// Retries made.
     pub retries: u32,
     /// A write to the upstream failed before its response head came; what
@@ -159,7 +162,8 @@ pub(crate) struct Exchange {
     pub dechunk: bool,
     /// Scratch for the chunk-data ranges of one read (`dechunk` only).
     pub ranges: Vec<std::ops::Range<usize>>,
-    /// Last read from the upstream (or when waiting for it began).
+    /// Last read from the upstream, or when the whole request was written
+    /// (the wait for the response head starts there).
     pub up_read_at: Instant,
     /// Last write to the upstream (or when bytes for it appeared).
     pub up_write_at: Instant,
@@ -204,6 +208,7 @@ impl Exchange {
             connect_began: None,
             connect_time: None,
             first_byte: None,
+            idle_hint: None,
             retries: 0,
             write_failed: None,
             upgrade: false,
@@ -376,15 +381,29 @@ impl Exchange {
     }
 
     /// The earliest deadline the exchange's own timers set (the client's
-    /// send timeout is the client connection's): connect, upstream read and
-    /// write gaps, the client body gap. `client_out_paused`: the response
-    /// buffer toward the client is above its high watermark (the upstream
-    /// is then not expected to send).
+    /// send timeout is the client connection's); the README's timeout
+    /// table lists them. `client_out_paused`: the response buffer toward
+    /// the client is above its high watermark (the upstream is then not
+    /// expected to send); `client_write_at`: the last write to the client.
+    ///
+    /// Each timer measures only time in which the side it blames could
+    /// have moved bytes and none moved:
+    /// - connect: from the connect's start (alone while connecting);
+    /// - upstream read: the wait for the response head starts when the
+    ///   whole request was written (a body still flowing is guarded by the
+    ///   gap timers below, never by this one); in the response body, the
+    ///   gap since the last read from the upstream or the last write to a
+    ///   client whose buffer was full;
+    /// - upstream write: the gap since the upstream last accepted a byte,
+    ///   while bytes for it are pending;
+    /// - client body: the gap since the client last sent a body byte or the
+    ///   upstream last made room for one, while the body's buffer has room.
     pub(crate) fn deadline(
         &self,
         cfg: &Config,
         up: Option<&UpstreamConn>,
         client_out_paused: bool,
+        client_write_at: Instant,
     ) -> Option<(Instant, Timeout)> {
         let mut best: Option<(Instant, Timeout)> = None;
         let mut consider = |at: Instant, t: Timeout| {
@@ -392,17 +411,24 @@ impl Exchange {
                 best = Some((at, t));
             }
         };
+        let bytes_for_upstream = self.to_upstream.as_ref().is_some_and(|b| !b.is_empty());
         if let Some(up) = up {
             if let Some(d) = up.deadline(cfg.upstream_connect_timeout) {
                 return Some(d);
             }
-            if !self.response_done() && !client_out_paused {
-                consider(
-                    self.up_read_at + cfg.upstream_read_timeout,
-                    Timeout::UpstreamRead,
-                );
+            let request_unsent = !self.request_taken() || bytes_for_upstream;
+            let head_wait_before_sent = matches!(self.resp, Resp::AwaitHead)
+                && request_unsent
+                && self.write_failed.is_none();
+            if !self.response_done() && !client_out_paused && !head_wait_before_sent {
+                let since = if matches!(self.resp, Resp::Body(_)) {
+                    self.up_read_at.max(client_write_at)
+                } else {
+                    self.up_read_at
+                };
+                consider(since + cfg.upstream_read_timeout, Timeout::UpstreamRead);
             }
-            if self.to_upstream.as_ref().is_some_and(|b| !b.is_empty()) {
+            if bytes_for_upstream {
                 consider(
                     self.up_write_at + cfg.upstream_write_timeout,
                     Timeout::UpstreamWrite,
@@ -413,7 +439,7 @@ impl Exchange {
             !self.request_taken() && self.to_upstream.as_ref().is_none_or(|b| !b.is_paused());
         if wants_body && !self.tunnel {
             consider(
-                self.down_read_at + cfg.client_body_timeout,
+                self.down_read_at.max(self.up_write_at) + cfg.client_body_timeout,
                 Timeout::ClientBody,
             );
         }

@@ -12,6 +12,7 @@ use super::relay::{Env, move_body_after_head};
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Filter;
 use crate::http::date::add_date_if_missing;
+use crate::http::hop::keep_alive_timeout;
 use crate::http::{
     BodyDecoder, BodyKind, ParseError, ParseHead, ResponseContext, ResponsePlan, ResponseRefusal,
     finish_response_head, plan_response,
@@ -61,6 +62,9 @@ pub(crate) fn take_response_head(
     ex.resp_scanner.reset();
     if (100..200).contains(&head.status) {
         ex.interim_bytes = ex.interim_bytes.saturating_add(used);
+    }
+    if let Some(secs) = keep_alive_timeout(&head.headers) {
+        ex.idle_hint = Some(secs);
     }
     let cx = ResponseContext {
         method: &ex.req.method,

@@ -35,7 +35,7 @@ use crate::buffer::WatermarkBuffer;
 use crate::error::Timeout;
 use crate::event_loop::token::{ConnId, Generations, Kind};
 use crate::filter::Peer;
-use crate::pool::{EvictReason, IdlePool};
+use crate::pool::{Choice, EvictReason, IdlePool};
 use crate::stats::Stats;
 
 /// Where one upstream connection stands.
@@ -72,6 +72,8 @@ pub(crate) struct UpstreamConn {
     local_port: u16,
     /// Requests sent on it before the current one.
     uses: u64,
+    /// How long it had been idle in the pool when it was last taken.
+    taken_idle: Duration,
     /// The sending side was shut (a tunnel whose client sent EOF).
     write_shut: bool,
 }
@@ -242,46 +244,80 @@ impl Upstreams {
         self.slab.len()
     }
 
-    /// A connection to `peer` for client connection `owner`: the newest
-    /// live parked one (LIFO), else a new non-blocking connect; always a
-    /// new one if `fresh` (a retry, ARCHITECTURE.md §7). Returns its key
-    /// and whether it was reused.
+    /// A connection to `peer` for client connection `owner`: a live parked
+    /// one as the pool's choice rule allows for a request that is
+    /// `idempotent` or not (`IdlePool::choose`: learned idle limits, LIFO),
+    /// else a new non-blocking connect; always a new one if `fresh` (a
+    /// retry, ARCHITECTURE.md §7). Returns its key and whether it was
+    /// reused.
     ///
     /// Errors: the connect failed at once (e.g. `EMFILE` even after one
     /// idle pooled socket was closed to make room).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn acquire(
         &mut self,
         peer: Peer,
         owner: ConnId,
         fresh: bool,
+        idempotent: bool,
         registry: &Registry,
         stats: &Stats,
         now: Instant,
     ) -> io::Result<(UpKey, bool)> {
-        while let Some(key) = if fresh { None } else { self.pool.take(&peer) } {
-            let verdict = match self.slab.get(key) {
-                Some(s) => probe(&s.conn.stream),
-                None => continue,
-            };
-            match verdict {
-                None => {
-                    self.sync_idle_gauge(stats);
-                    if let Some(s) = self.slab.get_mut(key) {
-                        let up = &mut s.conn;
-                        up.owner = owner;
-                        up.set_state(UpState::Active { owner });
-                        up.uses += 1;
-                        // A parked socket is writable (nothing is pending).
-                        up.io.writable = true;
-                        Stats::add(&stats.upstream_reuses, 1);
-                        debug!(
-                            "pool take: peer={} port={} uses={}",
-                            peer.addr, up.local_port, up.uses
-                        );
+        // Bounded: every turn takes one connection out of the pool.
+        if !fresh {
+            loop {
+                let (key, idle, older) = match self.pool.choose(&peer, now, idempotent) {
+                    Choice::Open { for_risk } => {
+                        if for_risk {
+                            Stats::add(&stats.pool_new_for_risk, 1);
+                        }
+                        break;
                     }
-                    return Ok((key, true));
+                    Choice::Retire(key) => {
+                        Stats::add(&stats.pool_retired_near_limit, 1);
+                        debug!("pool retire: peer={} near its idle limit", peer.addr);
+                        self.close(key);
+                        self.sync_idle_gauge(stats);
+                        continue;
+                    }
+                    Choice::Take { id, idle, older } => (id, idle, older),
+                };
+                let verdict = match self.slab.get(key) {
+                    Some(s) => probe(&s.conn.stream),
+                    None => continue,
+                };
+                if let Some(why) = verdict {
+                    if why == Eviction::PeerClosed {
+                        self.pool.observe_close(&peer, idle, now);
+                    }
+                    self.evict(key, why, stats);
+                    continue;
                 }
-                Some(why) => self.evict(key, why, stats),
+                self.sync_idle_gauge(stats);
+                Stats::add(
+                    if older {
+                        &stats.pool_take_older
+                    } else {
+                        &stats.pool_take_newest
+                    },
+                    1,
+                );
+                if let Some(s) = self.slab.get_mut(key) {
+                    let up = &mut s.conn;
+                    up.owner = owner;
+                    up.set_state(UpState::Active { owner });
+                    up.uses += 1;
+                    up.taken_idle = idle;
+                    // A parked socket is writable (nothing is pending).
+                    up.io.writable = true;
+                    Stats::add(&stats.upstream_reuses, 1);
+                    debug!(
+                        "pool take: peer={} port={} uses={} idle={idle:?}",
+                        peer.addr, up.local_port, up.uses
+                    );
+                }
+                return Ok((key, true));
             }
         }
         let stream = match TcpStream::connect(peer.addr) {
@@ -315,6 +351,7 @@ impl Upstreams {
             owner,
             local_port: 0,
             uses: 0,
+            taken_idle: Duration::ZERO,
             write_shut: false,
         };
         conn.set_interest(registry, true, true)?;
@@ -332,6 +369,7 @@ impl Upstreams {
         id: ConnId,
         event: &mio::event::Event,
         stats: &Stats,
+        now: Instant,
     ) -> Option<ConnId> {
         let slot = self
             .slab
@@ -342,14 +380,46 @@ impl Upstreams {
             return Some(slot.conn.owner);
         }
         if let Some(why) = probe(&slot.conn.stream) {
+            let peer = slot.conn.peer;
+            if why == Eviction::PeerClosed
+                && let Some(idle) = self.pool.idle_for(id.key(), now)
+            {
+                self.pool.observe_close(&peer, idle, now);
+            }
             self.evict(id.key(), why, stats);
         }
         None
     }
 
+    /// The reused connection `key` failed before any response byte (the
+    /// server closed it as the request went out): the pool learns the
+    /// idle age it had when taken.
+    pub(crate) fn observe_failed_reuse(&mut self, key: UpKey, now: Instant) {
+        if let Some(up) = self.get(key) {
+            let (peer, idle) = (up.peer, up.taken_idle);
+            self.pool.observe_close(&peer, idle, now);
+        }
+    }
+
     /// Parks `key` (its exchange ended cleanly and nothing is unread). It
     /// stays registered for READABLE. A cap may evict another connection.
-    pub(crate) fn park(&mut self, key: UpKey, registry: &Registry, stats: &Stats, now: Instant) {
+    /// `hint`: the idle limit the response announced (`Keep-Alive:
+    /// timeout=N`), which the pool learns.
+    pub(crate) fn park(
+        &mut self,
+        key: UpKey,
+        hint: Option<Duration>,
+        registry: &Registry,
+        stats: &Stats,
+        now: Instant,
+    ) {
+        let Some(up) = self.get_mut(key) else {
+            return;
+        };
+        let peer = up.peer;
+        if let Some(h) = hint {
+            self.pool.observe_hint(&peer, h, now);
+        }
         let Some(up) = self.get_mut(key) else {
             return;
         };
@@ -364,6 +434,10 @@ impl Upstreams {
             None
         };
         if let Some(why) = verdict {
+            if why == Eviction::PeerClosed {
+                // Closed right after its response, without saying so.
+                self.pool.observe_close(&peer, Duration::ZERO, now);
+            }
             self.evict(key, why, stats);
             return;
         }
@@ -372,13 +446,27 @@ impl Upstreams {
             self.close(key);
             return;
         }
-        let peer = up.peer;
         debug!("pool put: peer={} port={}", peer.addr, up.local_port);
         Stats::add(&stats.pool_puts, 1);
         if let Some((evicted, reason)) = self.pool.put(peer, key, now) {
             self.evict(evicted, Eviction::Cap(reason), stats);
         }
         self.sync_idle_gauge(stats);
+    }
+
+    /// Parked connections now.
+    pub(crate) fn idle_count(&self) -> usize {
+        self.pool.len()
+    }
+
+    /// Closes the globally oldest parked connection to free its descriptor
+    /// (the descriptor budget). Returns false if none was parked.
+    pub(crate) fn evict_oldest_idle(&mut self, stats: &Stats) -> bool {
+        let Some(oldest) = self.pool.pop_oldest() else {
+            return false;
+        };
+        self.evict(oldest, Eviction::Cap(EvictReason::GlobalCap), stats);
+        true
     }
 
     /// Closes every parked connection whose idle deadline passed.

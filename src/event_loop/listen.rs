@@ -74,14 +74,41 @@ pub fn bind_error(addr: SocketAddr, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("bind() to {addr} failed: {e}"))
 }
 
+/// True if a connection waits in `listener`'s accept queue (one `poll`
+/// with a zero timeout; asked only at the connection cap, before an idle
+/// client is closed to make room for it).
+pub(crate) fn has_pending(listener: &TcpListener) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut fds = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout.
+    let n = unsafe { libc::poll(&mut fds, 1, 0) };
+    n > 0 && fds.revents & libc::POLLIN != 0
+}
+
+/// The descriptor budget (README "Descriptor budget"): what the open-file
+/// limit leaves for connections, and how many clients fit in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FdBudget {
+    /// Descriptors for client and upstream sockets: the soft limit minus
+    /// `FD_RESERVE`.
+    pub descriptors: usize,
+    /// Clients accepted at most: each is budgeted two descriptors, its own
+    /// and one upstream socket reserved for it, so a busy client never
+    /// finds none (HAProxy's rule: `maxconn` × 2 + reserve ≤ `ulimit -n`).
+    pub max_connections: usize,
+}
+
 /// Raises the soft `RLIMIT_NOFILE` to the hard one and fits
-/// `max_connections` to it: client sockets alone must fit (else it is
-/// lowered, with a warning, so a full house pauses accepting instead of
-/// failing on `EMFILE`), and a warning says when a client and its upstream
-/// socket each (2 per connection, HAProxy's rule) could exhaust the limit
-/// under full load. Idle keep-alive clients hold no upstream socket, so the
-/// limit is not halved up front.
-pub(crate) fn fit_to_fd_limit(max_connections: usize) -> usize {
+/// `max_connections` to it: every client is budgeted two descriptors (its
+/// socket and an upstream one), so the cap is lowered, with a warning, to
+/// half of what the limit leaves after `FD_RESERVE`. Pooled idle upstream
+/// sockets use what busy clients leave; the loop closes them first when
+/// a new client needs the room.
+pub(crate) fn fit_to_fd_limit(max_connections: usize) -> FdBudget {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -89,7 +116,10 @@ pub(crate) fn fit_to_fd_limit(max_connections: usize) -> usize {
     // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
     let soft = unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return max_connections;
+            return FdBudget {
+                descriptors: usize::MAX,
+                max_connections,
+            };
         }
         if lim.rlim_cur < lim.rlim_max {
             let raised = libc::rlimit {
@@ -103,23 +133,20 @@ pub(crate) fn fit_to_fd_limit(max_connections: usize) -> usize {
         lim.rlim_cur
     };
     let soft = usize::try_from(soft).unwrap_or(usize::MAX);
-    let clients_fit = soft.saturating_sub(FD_RESERVE).max(1);
+    let descriptors = soft.saturating_sub(FD_RESERVE).max(2);
+    let clients_fit = descriptors / 2;
     let max_connections = if clients_fit < max_connections {
         warn!(
             "max-connections {max_connections} lowered to {clients_fit}: the open-file limit is \
-             {soft}; raise it with ulimit -n"
+             {soft} and each client is budgeted 2 descriptors (its own and an upstream one); \
+             raise it with ulimit -n"
         );
         clients_fit
     } else {
         max_connections
     };
-    if max_connections.saturating_mul(2).saturating_add(FD_RESERVE) > soft {
-        warn!(
-            "max-connections {max_connections} with an open-file limit of {soft}: if every \
-             client is busy at once, upstream connects can fail (502); raise ulimit -n to \
-             {} or more",
-            max_connections.saturating_mul(2).saturating_add(FD_RESERVE)
-        );
+    FdBudget {
+        descriptors,
+        max_connections,
     }
-    max_connections
 }

@@ -28,6 +28,7 @@ use mio::{Events, Interest, Poll, Waker};
 use slab::Slab;
 
 use crate::access_log::AccessLog;
+use crate::buffer::TRIM_EVERY;
 use crate::config::Config;
 use crate::conn::Shared;
 use crate::conn::client::ClientConn;
@@ -37,7 +38,7 @@ use crate::pool::IdlePool;
 use crate::stats::Stats;
 use crate::upstreams::dns::{Resolver, ResolverThread, SystemResolver};
 use admin::Admin;
-use listen::{bind_listener, fit_to_fd_limit};
+use listen::{bind_listener, fit_to_fd_limit, has_pending};
 use timer::{Timers, poll_timeout};
 use token::{ConnId, Generations, Kind};
 use upstreams_setup::build_groups;
@@ -97,6 +98,10 @@ pub struct Server {
     admin: Option<Admin>,
     /// Where this loop publishes its numbers for the admin endpoints.
     obs: Option<Observer>,
+    /// When the buffer free list is trimmed next (`BufferPool::trim`).
+    next_trim: Instant,
+    /// Descriptors for client and upstream sockets (`listen::FdBudget`).
+    fd_budget: usize,
 }
 
 /// Stops a running [`Server`] from another thread (a signal handler
@@ -195,7 +200,8 @@ impl Server {
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let mut config = config;
-        config.max_connections = fit_to_fd_limit(config.max_connections);
+        let budget = fit_to_fd_limit(config.max_connections);
+        config.max_connections = budget.max_connections;
         let poll = Poll::new()?;
         let mut listener = bind_listener(config.listen, config.takeover)?;
         let local_addr = listener.local_addr()?;
@@ -239,6 +245,8 @@ impl Server {
             resolver,
             admin,
             obs,
+            next_trim: Instant::now() + TRIM_EVERY,
+            fd_budget: budget.descriptors,
         })
     }
 
@@ -288,6 +296,7 @@ impl Server {
                         self.drain_deadline,
                         self.sh.access.next_flush(),
                         self.admin.as_ref().and_then(Admin::next_deadline),
+                        self.sh.bufs.may_trim().then_some(self.next_trim),
                     ],
                 )
             } else {
@@ -336,6 +345,10 @@ impl Server {
                     sh.server_out(addr);
                 }
             }
+            if self.next_trim <= now {
+                self.next_trim = now + TRIM_EVERY;
+                self.sh.bufs.trim();
+            }
             if self.accept_paused_until.is_some_and(|t| t <= now) {
                 self.accept_paused_until = None;
                 self.accept();
@@ -365,7 +378,7 @@ impl Server {
         };
         let owner = match kind {
             Kind::Client => Some(id),
-            Kind::Upstream => self.sh.ups.on_event(id, event, &self.sh.stats),
+            Kind::Upstream => self.sh.ups.on_event(id, event, &self.sh.stats, self.sh.now),
             Kind::Check => {
                 let sh = &mut self.sh;
                 let out = sh.checks.on_event(id, sh.now, &mut sh.groups, &sh.stats);
@@ -473,6 +486,12 @@ impl Server {
             return;
         }
         loop {
+            if self.clients.len() >= self.sh.cfg.max_connections
+                && has_pending(listener)
+                && close_idle_client(&mut self.clients, &mut self.sh)
+            {
+                continue;
+            }
             if self.clients.len() >= self.sh.cfg.max_connections {
                 if !self.at_capacity
                     && self
@@ -488,6 +507,12 @@ impl Server {
                 self.at_capacity = true;
                 return;
             }
+            // Each client is budgeted two descriptors; pooled idle upstream
+            // sockets live on what is left and go first.
+            while self.clients.len().saturating_add(1).saturating_mul(2) + self.sh.ups.idle_count()
+                > self.fd_budget
+                && self.sh.ups.evict_oldest_idle(&self.sh.stats)
+            {}
             match listener.accept() {
                 Ok((stream, addr)) => {
                     let generation = self.generations.next();
@@ -586,8 +611,9 @@ impl Server {
             "stopped: requests={} accepted={} active={} idle={} buffered={} peak_buffered={} \
              buffers_in_use={} pauses={} resumes={} upstream_connects={} reuses={} retries={} \
              evicted(peer_closed={} unexpected_data={} idle_timeout={} cap={}) \
+             choice(newest={} older={} new_for_risk={} retired={}) closed_for_room={} \
              timeouts(keepalive={} head={} gap={} connect={}) \
-             status(400={} 408={} 431={} 501={} 502={} 504={}) upstream_open={} \
+             status(400={} 408={} 431={} 501={} 502={} 503={} 504={}) upstream_open={} \
              ejections={} checks={} checks_failed={} marked_down={}",
             st.requests,
             st.downstream_accepted,
@@ -605,6 +631,11 @@ impl Server {
             st.pool_evicted_unexpected_data,
             st.pool_evicted_idle_timeout,
             st.pool_evicted_cap,
+            st.pool_take_newest,
+            st.pool_take_older,
+            st.pool_new_for_risk,
+            st.pool_retired_near_limit,
+            st.downstream_closed_for_room,
             st.timeouts_keepalive,
             st.timeouts_head,
             st.timeouts_gap,
@@ -614,6 +645,7 @@ impl Server {
             st.status_431,
             st.status_501,
             st.status_502,
+            st.status_503,
             st.status_504,
             sh.ups.open_count(),
             st.ejections,
@@ -629,6 +661,27 @@ fn entry_mut(clients: &mut Slab<Entry>, id: ConnId) -> Option<&mut Entry> {
     clients
         .get_mut(id.key())
         .filter(|e| e.generation == id.generation())
+}
+
+/// At the connection cap: closes the client connection idle the longest
+/// (no byte of a request pending) to make room for a new one. One scan of
+/// the slab, only at the cap. Returns false if every connection is busy.
+fn close_idle_client(clients: &mut Slab<Entry>, sh: &mut Shared) -> bool {
+    let Some(key) = clients
+        .iter()
+        .filter_map(|(k, e)| e.conn.idle_since().map(|t| (t, k)))
+        .min()
+        .map(|(_, k)| k)
+    else {
+        return false;
+    };
+    let Some(e) = clients.try_remove(key) else {
+        return false;
+    };
+    let mut conn = e.conn;
+    conn.close_for_room(&sh.stats);
+    conn.close(sh, false);
+    true
 }
 
 /// Queues `e` (slot `id`) for a drive in this turn, once.

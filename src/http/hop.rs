@@ -131,6 +131,37 @@ pub fn via_names(headers: &Headers, pseudonym: &str) -> bool {
         .any(|by| by.eq_ignore_ascii_case(pseudonym.as_bytes()))
 }
 
+/// Longest `Keep-Alive: timeout=N` taken seriously (a day), in seconds.
+const MAX_KEEP_ALIVE_HINT: u64 = 86_400;
+
+/// The idle limit a response announces with `Keep-Alive: timeout=N`
+/// (RFC 2068 §19.7.1.1; Apache and nginx's `keepalive_timeout` second
+/// parameter send it): `N` seconds, from the first `timeout` parameter of
+/// any `Keep-Alive` field (name ignoring case, value 1*DIGIT, optionally
+/// quoted), at most a day. `None` if absent or malformed.
+pub fn keep_alive_timeout(headers: &Headers) -> Option<u64> {
+    headers
+        .get_all("keep-alive")
+        .flat_map(list_elements)
+        .find_map(|param| {
+            let eq = param.iter().position(|&b| b == b'=')?;
+            let (name, value) = (param.get(..eq)?, param.get(eq + 1..)?);
+            if !name.trim_ascii().eq_ignore_ascii_case(b"timeout") {
+                return None;
+            }
+            let value = value.trim_ascii();
+            let value = value
+                .strip_prefix(b"\"")
+                .and_then(|v| v.strip_suffix(b"\""))
+                .unwrap_or(value);
+            if value.is_empty() || value.len() > 9 || !value.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let n = std::str::from_utf8(value).ok()?.parse::<u64>().ok()?;
+            Some(n.min(MAX_KEEP_ALIVE_HINT))
+        })
+}
+
 /// Adds the proxy's own fields to a request going upstream (ARCHITECTURE.md §6).
 ///
 /// - `via`: with `Some(name)`, appends `Via: 1.1 <name>` as a new field at

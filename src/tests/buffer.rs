@@ -1,7 +1,7 @@
 //! Unit tests for `crate::buffer`: each watermark at -1, 0, +1 bytes,
 //! crossings counted, clamping, compaction, growth, the free list.
 
-use crate::buffer::{BufferPool, Crossing, WatermarkBuffer};
+use crate::buffer::{BufferPool, Crossing, HEAD_START, WatermarkBuffer};
 use std::io;
 
 const HIGH: usize = 16;
@@ -416,4 +416,66 @@ fn pool_drops_storage_a_buffer_grew() {
     let buf = WatermarkBuffer::new(pool.get(), 8, 2);
     pool.put(buf.into_storage());
     assert_eq!(pool.free_count(), 1);
+}
+
+#[test]
+fn head_buffer_starts_small_and_doubles_only_when_full() {
+    let mut pool = BufferPool::new(64 * 1024, 4, Default::default());
+    let mut head = pool.head(64 * 1024);
+    assert_eq!(head.capacity(), HEAD_START);
+    // A 37-byte partial head offered a 64 KiB read stays in the start size.
+    assert_eq!(fill(&mut head, 0, 37).0, 37);
+    assert_eq!(fill(&mut head, 0, 64 * 1024).0, HEAD_START - 37);
+    assert_eq!(head.capacity(), HEAD_START);
+    // Full: the next read doubles the storage, once.
+    assert_eq!(fill(&mut head, 0, 64 * 1024).0, HEAD_START);
+    assert_eq!(head.capacity(), 2 * HEAD_START);
+    assert_eq!(head.pending(), 2 * HEAD_START);
+}
+
+#[test]
+fn head_buffer_never_grows_past_the_head_limit() {
+    let mut pool = BufferPool::new(64, 4, Default::default());
+    let limit = 3 * HEAD_START / 2;
+    let mut head = pool.head(limit);
+    let mut total = 0;
+    for _ in 0..10 {
+        total += fill(&mut head, 0, usize::MAX).0;
+    }
+    assert_eq!(total, limit);
+    assert_eq!(head.room(), 0);
+    assert!(head.capacity() <= 2 * HEAD_START);
+}
+
+#[test]
+fn head_storage_returns_to_its_own_free_list_unless_it_grew() {
+    let mut pool = BufferPool::new(64, 4, Default::default());
+    let head = pool.head(4096);
+    pool.put_buffer(head);
+    assert_eq!(pool.free_count(), 1);
+    let mut grown = pool.head(4096);
+    fill(&mut grown, 0, 4096);
+    fill(&mut grown, 0, 4096);
+    pool.put_buffer(grown);
+    assert_eq!(pool.free_count(), 0);
+}
+
+#[test]
+fn trim_drops_only_storages_a_whole_period_never_took() {
+    let mut pool = BufferPool::new(32, 8, Default::default());
+    let peak: Vec<_> = (0..6).map(|_| pool.get()).collect();
+    for storage in peak {
+        pool.put(storage);
+    }
+    // The period of the peak: the list was empty at its low point.
+    assert_eq!(pool.trim(), 0);
+    assert_eq!(pool.free_count(), 6);
+    // One storage in use during the next period: five were never taken.
+    let one = pool.get();
+    pool.put(one);
+    assert_eq!(pool.trim(), 5);
+    assert_eq!(pool.free_count(), 1);
+    assert!(pool.may_trim());
+    assert_eq!(pool.trim(), 1);
+    assert!(!pool.may_trim());
 }

@@ -120,6 +120,11 @@ fn rows() -> Vec<Row> {
             Status(408),
         ),
         down("CONNECT", K::NotImplemented, true, Status(501)),
+        up(
+            "no descriptor for an upstream socket (EMFILE): the proxy is full, not the upstream",
+            K::NoDescriptor,
+            Status(503),
+        ),
         down("client closed early", K::Closed, true, Close),
         down(
             "client connection reset",

@@ -3,4 +3,5 @@ mod error;
 mod exchange;
 mod listen;
 mod pool;
+mod pool_choice;
 mod token;

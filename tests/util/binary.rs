@@ -84,15 +84,60 @@ impl SluiceProcess {
     /// Starts the binary with `args` and the environment variables `env`.
     #[track_caller]
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> SluiceProcess {
-        let mut child = Command::new(SLUICE)
-            .args(args)
+        SluiceProcess::start_full(args, env, None, 0)
+    }
+
+    /// Starts the binary with `args` (`RUST_LOG=info`) and, if given, its
+    /// `RLIMIT_NOFILE` (soft and hard) set to `nofile` before it runs, with
+    /// `eaten` extra descriptors (`/dev/null`) open in it that it does not
+    /// know about.
+    #[track_caller]
+    pub fn start_with_nofile(args: &[&str], nofile: Option<u64>, eaten: usize) -> SluiceProcess {
+        SluiceProcess::start_full(args, &[("RUST_LOG", "info")], nofile, eaten)
+    }
+
+    #[track_caller]
+    fn start_full(
+        args: &[&str],
+        env: &[(&str, &str)],
+        nofile: Option<u64>,
+        eaten: usize,
+    ) -> SluiceProcess {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(SLUICE);
+        cmd.args(args)
             .envs(env.iter().copied())
             .env_remove("SLUICE_WORKER")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start sluice");
+            .stderr(Stdio::piped());
+        if let Some(n) = nofile {
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: setrlimit is async-signal-safe; only the child runs it.
+            unsafe {
+                cmd.pre_exec(move || {
+                    // The limit bounds descriptor numbers, not counts: the
+                    // eaten ones take the highest numbers under it (a CLOEXEC
+                    // descriptor of the parent there is replaced).
+                    let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+                    for k in 0..eaten as i32 {
+                        libc::dup2(null, n as i32 - 1 - k);
+                    }
+                    if null >= 0 && null < n as i32 - eaten as i32 {
+                        libc::close(null);
+                    }
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let mut child = cmd.spawn().expect("start sluice");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let stderr = child.stderr.take().expect("stderr");
         let sink = lines.clone();

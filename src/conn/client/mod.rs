@@ -348,7 +348,7 @@ impl ClientConn {
                 }
                 let up = ex.upstream.and_then(|k| sh.ups.get(k));
                 let out_paused = self.side.out.as_ref().is_some_and(|b| b.is_paused());
-                let ex_deadline = ex.deadline(cfg, up, out_paused);
+                let ex_deadline = ex.deadline(cfg, up, out_paused, self.side.write_at);
                 // While connecting, only the connect timeout applies.
                 if up.is_some_and(|u| u.is_connecting()) {
                     return ex_deadline;

@@ -7,11 +7,13 @@
 
 use std::net::Shutdown;
 
+use std::time::Instant;
+
 use super::{ClientConn, LINGER, OwnReply, Result, State, choose};
 use crate::conn::access::Termination;
 use crate::conn::response_head::take_response_head;
 use crate::conn::{Shared, relay};
-use crate::error::{Answer, ErrorKind, ProxyError, Side, Timeout};
+use crate::error::{Answer, ErrorKind, ProxyError, RETRY_AFTER_SECS, Side, Timeout};
 use crate::http::{Headers, reason_phrase};
 use crate::stats::Stats;
 use log::{debug, info, warn};
@@ -70,7 +72,8 @@ impl ClientConn {
             .and_then(|g| sh.groups.get(g))
             .is_none_or(|gr| gr.addrs().any(|a| a == ex.peer.addr));
         if ex.reusable() && member {
-            sh.ups.park(key, &sh.registry, &sh.stats, sh.now);
+            let hint = ex.idle_hint.map(std::time::Duration::from_secs);
+            sh.ups.park(key, hint, &sh.registry, &sh.stats, sh.now);
         } else {
             // Request bytes not yet written are not needed any more: the
             // answer is complete. If the client has not sent its whole
@@ -118,6 +121,26 @@ impl ClientConn {
         }
     }
 
+    /// Since when the connection waits in keep-alive between requests with
+    /// no byte of the next one; `None` otherwise (a fresh connection's
+    /// first request may be on its way). The loop closes the longest-idle
+    /// one to make room at the connection cap.
+    pub(crate) fn idle_since(&self) -> Option<Instant> {
+        let idle = self.state == State::Head
+            && self.requests > 0
+            && self.side.inbuf.is_none()
+            && !self.draining;
+        idle.then_some(self.idle_since)
+    }
+
+    /// Closes an idle connection to make room for a new client (nginx
+    /// closes keep-alive connections when it runs out of connections).
+    pub(crate) fn close_for_room(&mut self, stats: &Stats) {
+        Stats::add(&stats.downstream_closed_for_room, 1);
+        debug!("client {}: closed to make room", self.side.addr);
+        self.set_state(State::Closed);
+    }
+
     pub(super) fn advance_closing(&mut self, sh: &mut Shared) -> bool {
         let State::Closing { linger_until } = self.state else {
             return false;
@@ -144,13 +167,16 @@ impl ClientConn {
 
     /// Ends the exchange after `err` (or retries it, ARCHITECTURE.md §7):
     /// the client gets what the error table says (ARCHITECTURE.md §8).
-    pub(super) fn fail(&mut self, err: ProxyError, sh: &mut Shared) {
+    pub(super) fn fail(&mut self, mut err: ProxyError, sh: &mut Shared) {
         if err.side == Side::Upstream {
             if let Some(ex) = self.exchange.as_deref_mut() {
                 choose::count_failure(ex, &err, sh);
             }
-            if self.try_retry(&err, sh) {
-                return;
+            match self.try_retry(&err, sh) {
+                Ok(true) => return,
+                Ok(false) => {}
+                // The retry found no descriptor: that is the answer (503).
+                Err(e) => err = e,
             }
         }
         let started = self.exchange.as_ref().is_some_and(|e| e.resp_head_sent);
@@ -201,7 +227,11 @@ impl ClientConn {
                     out.clear();
                 }
                 let body = format!("{} {}\n", code, reason_phrase(code));
-                self.queue_reply(sh, code, &Headers::new(), body.as_bytes(), false);
+                let mut fields = Headers::new();
+                if code == 503 {
+                    fields.append("Retry-After", RETRY_AFTER_SECS.to_string().as_bytes());
+                }
+                self.queue_reply(sh, code, &fields, body.as_bytes(), false);
                 reply_len = body.len() as u64;
                 status = Some(code);
                 self.set_state(State::Closing { linger_until: None });
@@ -239,15 +269,27 @@ impl ClientConn {
 
     /// Sends the request again on a new upstream connection if the retry
     /// rules allow it (ARCHITECTURE.md §7); `upstream_peer` is asked again.
-    pub(super) fn try_retry(&mut self, err: &ProxyError, sh: &mut Shared) -> bool {
-        if matches!(err.kind, ErrorKind::Timeout(_)) {
-            return false;
+    /// Timeouts and a spent descriptor budget are never retried (the same
+    /// `EMFILE` would come back at once).
+    ///
+    /// Errors: the retry's connect found no descriptor (`NoDescriptor`).
+    pub(super) fn try_retry(&mut self, err: &ProxyError, sh: &mut Shared) -> Result<bool> {
+        if matches!(err.kind, ErrorKind::Timeout(_) | ErrorKind::NoDescriptor) {
+            return Ok(false);
         }
         let Some(ex) = self.exchange.as_deref_mut() else {
-            return false;
+            return Ok(false);
         };
+        if ex.reused
+            && matches!(err.kind, ErrorKind::Closed | ErrorKind::Io(_))
+            && ex.no_response_byte()
+            && let Some(k) = ex.upstream
+        {
+            // A pooled connection the server closed under the request.
+            sh.ups.observe_failed_reuse(k, sh.now);
+        }
         if !ex.may_retry(choose::retry_limit(ex, sh)) {
-            return false;
+            return Ok(false);
         }
         if let Some(k) = ex.upstream.take() {
             sh.ups.close(k);
@@ -263,7 +305,7 @@ impl ClientConn {
             ex.tries() + 1
         );
         let Some(peer) = choose::next(ex, sh) else {
-            return false;
+            return Ok(false);
         };
         ex.peer = peer;
         if ex.to_upstream.is_none() {
@@ -271,13 +313,14 @@ impl ClientConn {
         }
         ex.rewind();
         match self.attach_upstream(sh, true) {
-            Ok(()) => true,
+            Ok(()) => Ok(true),
+            Err(e) if e.kind == ErrorKind::NoDescriptor => Err(e),
             Err(e) => {
                 debug!("retry connect failed: {e}");
                 if let Some(ex) = self.exchange.as_deref_mut() {
                     choose::count_failure(ex, &e, sh);
                 }
-                false
+                Ok(false)
             }
         }
     }
@@ -290,6 +333,7 @@ fn count_status(stats: &Stats, code: u16) {
         431 => &stats.status_431,
         501 => &stats.status_501,
         502 => &stats.status_502,
+        503 => &stats.status_503,
         504 => &stats.status_504,
         _ => return,
     };

@@ -196,13 +196,25 @@ impl ClientConn {
         };
         let (key, reused) = sh
             .ups
-            .acquire(ex.peer, self.id, fresh, &sh.registry, &sh.stats, sh.now)
+            .acquire(
+                ex.peer,
+                self.id,
+                fresh,
+                ex.idempotent,
+                &sh.registry,
+                &sh.stats,
+                sh.now,
+            )
             .map_err(|e| {
                 // The OS's words (e.g. "Too many open files"), not the kind.
                 if let Some(more) = sh.warn_limit.allow(sh.now) {
                     warn!("upstream {}: connect failed: {e}{more}", ex.peer.addr);
                 }
-                ProxyError::upstream(ErrorKind::ConnectFailed(e.kind()))
+                if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                    ProxyError::upstream(ErrorKind::NoDescriptor)
+                } else {
+                    ProxyError::upstream(ErrorKind::ConnectFailed(e.kind()))
+                }
             })?;
         ex.upstream = Some(key);
         ex.reused = reused;

@@ -193,3 +193,25 @@ fn forwarded_proto_is_replaced_and_switches_are_honoured() {
     add_forwarding_fields(&mut h, ip("192.0.2.7"), None, false, false);
     assert_eq!(h, before, "all switches off changes nothing");
 }
+
+#[test]
+fn keep_alive_timeout_is_read_from_the_timeout_parameter() {
+    use crate::http::hop::keep_alive_timeout;
+    let t = |v: &str| keep_alive_timeout(&headers(&[("Keep-Alive", v)]));
+    assert_eq!(t("timeout=5, max=100"), Some(5));
+    assert_eq!(t("max=100, TIMEOUT = 15"), Some(15));
+    assert_eq!(t("timeout=\"7\""), Some(7));
+    assert_eq!(t("timeout=0"), Some(0));
+    assert_eq!(t("timeout=99999999"), Some(86_400));
+    assert_eq!(t("max=100"), None);
+    assert_eq!(t("timeout="), None);
+    assert_eq!(t("timeout=5s"), None);
+    assert_eq!(t("timeout=-1"), None);
+    assert_eq!(t("timeout=1234567890123"), None);
+    assert_eq!(
+        keep_alive_timeout(&headers(&[("Connection", "keep-alive")])),
+        None
+    );
+    let two = headers(&[("keep-alive", "max=5"), ("Keep-Alive", "timeout=2")]);
+    assert_eq!(keep_alive_timeout(&two), Some(2));
+}

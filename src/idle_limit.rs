@@ -1,0 +1,257 @@
+//! What the proxy learned of each upstream server's idle limit, and the
+//! ages it derives from it for the pool's choice rule (`pool::IdlePool::
+//! choose`, issue 14, ARCHITECTURE.md §7).
+//!
+//! Why: a pooled connection the server is closing at the moment it is
+//! taken turns a request into a 502 when the request cannot be retried (a
+//! POST). Servers close idle keep-alive connections after their own limit
+//! (nginx `keepalive_timeout`, 75 s by default), and some close right after
+//! a response without saying so. Both leave traces: `Keep-Alive:
+//! timeout=N` on responses (RFC 9112 §9 does not define it; RFC 2068
+//! §19.7.1.1 did, and Apache sends it), and the idle age at which pooled
+//! connections were seen closed.
+//!
+//! Per peer it keeps:
+//! - the last `Keep-Alive: timeout=N`;
+//! - the smallest idle age of a close seen in the current and the previous
+//!   window of [`WINDOW`] (a close at an idle age of [`QUICK_CLOSE`] or
+//!   more: the server's idle limit);
+//! - the idle ages of closes under [`QUICK_CLOSE`] (closes right after a
+//!   response) in the same two windows, as counts per power-of-two bucket
+//!   of milliseconds (the guard is their 90th percentile: one stalled
+//!   close must not make every just-parked connection unusable).
+//!
+//! What it must not know: sockets, HTTP, the clock (`now` comes in).
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::time::{Duration, Instant};
+
+/// A close at a smaller idle age came right after a response, not at the
+/// server's idle limit.
+pub const QUICK_CLOSE: Duration = Duration::from_millis(100);
+
+/// Observations are remembered for one to two windows of this length.
+pub const WINDOW: Duration = Duration::from_secs(30);
+
+/// Least time a non-idempotent request keeps between a connection's idle
+/// age and the learned limit (its bytes must reach the server first).
+const RISKY_MARGIN: Duration = Duration::from_millis(100);
+
+/// Shortest guard against a close right after a response (loopback FINs
+/// arrive within microseconds; a busy loop sees them a few ms late).
+const MIN_FRESH_GUARD: Duration = Duration::from_millis(5);
+
+/// Most peers remembered; past it, everything learned is forgotten (peers
+/// that come and go cannot grow the map without bound).
+const MAX_PEERS: usize = 4096;
+
+/// The ages the pool's choice rule uses for one peer now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdleRule {
+    /// Pooled connections idle this long are closed before use, whatever
+    /// the method: the learned limit minus a 32nd (at least 20 ms).
+    /// `Duration::MAX` when nothing was learned.
+    pub retire_after: Duration,
+    /// A non-idempotent request takes no connection idle longer than this:
+    /// seven eighths of the learned limit, and at least 100 ms under it.
+    /// `Duration::MAX` when nothing was learned.
+    pub risky_max_idle: Duration,
+    /// A non-idempotent request takes no connection idle for less than
+    /// this (the server was seen closing right after responses): the 90th
+    /// percentile of the quick-close ages seen, rounded up to a power of
+    /// two milliseconds, between 5 and 100 ms; zero when none was seen.
+    pub risky_min_idle: Duration,
+}
+
+impl IdleRule {
+    /// The rule when nothing is known: plain LIFO for every request.
+    pub const UNKNOWN: IdleRule = IdleRule {
+        retire_after: Duration::MAX,
+        risky_max_idle: Duration::MAX,
+        risky_min_idle: Duration::ZERO,
+    };
+}
+
+/// Two windows of a statistic: the current one and the one before.
+#[derive(Debug, Default, Clone, Copy)]
+struct Windows {
+    cur: Option<Duration>,
+    prev: Option<Duration>,
+}
+
+impl Windows {
+    fn merged(&self, pick: fn(Duration, Duration) -> Duration) -> Option<Duration> {
+        match (self.cur, self.prev) {
+            (Some(a), Some(b)) => Some(pick(a, b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn add(&mut self, v: Duration, pick: fn(Duration, Duration) -> Duration) {
+        self.cur = Some(self.cur.map_or(v, |c| pick(c, v)));
+    }
+}
+
+/// Buckets of quick-close ages: bucket `i` holds ages below `2^i` ms (the
+/// last one everything up to [`QUICK_CLOSE`]).
+const QUICK_BUCKETS: usize = 8;
+
+/// Counts of quick-close ages per bucket, in two windows.
+#[derive(Debug, Default, Clone, Copy)]
+struct QuickAges {
+    cur: [u32; QUICK_BUCKETS],
+    prev: [u32; QUICK_BUCKETS],
+}
+
+impl QuickAges {
+    fn add(&mut self, age: Duration) {
+        let ms = age.as_millis();
+        let i = (0..QUICK_BUCKETS - 1)
+            .find(|&i| ms < (1u128 << i))
+            .unwrap_or(QUICK_BUCKETS - 1);
+        if let Some(c) = self.cur.get_mut(i) {
+            *c = c.saturating_add(1);
+        }
+    }
+
+    fn roll(&mut self, keep_cur: bool) {
+        self.prev = if keep_cur {
+            self.cur
+        } else {
+            [0; QUICK_BUCKETS]
+        };
+        self.cur = [0; QUICK_BUCKETS];
+    }
+
+    /// The upper bound of the bucket holding the 90th percentile, if any
+    /// age was seen.
+    fn p90(&self) -> Option<Duration> {
+        let counts: Vec<u64> = (0..QUICK_BUCKETS)
+            .map(|i| {
+                u64::from(self.cur.get(i).copied().unwrap_or(0))
+                    + u64::from(self.prev.get(i).copied().unwrap_or(0))
+            })
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen * 10 >= total * 9 {
+                return Some(Duration::from_millis(1 << i));
+            }
+        }
+        Some(QUICK_CLOSE)
+    }
+}
+
+/// What one peer showed.
+#[derive(Debug, Clone, Copy)]
+struct Learned {
+    hint: Option<Duration>,
+    /// Smallest idle age of a close at the idle limit.
+    limit: Windows,
+    /// Idle ages of closes right after a response.
+    quick: QuickAges,
+    window_start: Instant,
+}
+
+impl Learned {
+    fn new(now: Instant) -> Self {
+        Learned {
+            hint: None,
+            limit: Windows::default(),
+            quick: QuickAges::default(),
+            window_start: now,
+        }
+    }
+
+    /// Moves the windows on to `now`.
+    fn roll(&mut self, now: Instant) {
+        let age = now.saturating_duration_since(self.window_start);
+        if age < WINDOW {
+            return;
+        }
+        let keep_cur = age < 2 * WINDOW;
+        self.limit.prev = if keep_cur { self.limit.cur } else { None };
+        self.limit.cur = None;
+        self.quick.roll(keep_cur);
+        self.window_start = now;
+    }
+}
+
+/// Learned idle limits by peer key `K`.
+#[derive(Debug)]
+pub struct IdleLimits<K> {
+    peers: HashMap<K, Learned>,
+}
+
+impl<K: Clone + Eq + Hash> Default for IdleLimits<K> {
+    fn default() -> Self {
+        IdleLimits {
+            peers: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash> IdleLimits<K> {
+    fn entry(&mut self, key: &K, now: Instant) -> &mut Learned {
+        if self.peers.len() >= MAX_PEERS && !self.peers.contains_key(key) {
+            self.peers.clear();
+        }
+        let l = self
+            .peers
+            .entry(key.clone())
+            .or_insert_with(|| Learned::new(now));
+        l.roll(now);
+        l
+    }
+
+    /// A response of `key` said `Keep-Alive: timeout=N` (`hint` = N s).
+    pub fn observe_hint(&mut self, key: &K, hint: Duration, now: Instant) {
+        self.entry(key, now).hint = Some(hint);
+    }
+
+    /// A pooled connection of `key` was seen closed by the server after
+    /// `idle` of idleness (an eviction by FIN, a dead one found at take, a
+    /// reused one that failed before any response byte).
+    pub fn observe_close(&mut self, key: &K, idle: Duration, now: Instant) {
+        let l = self.entry(key, now);
+        if idle < QUICK_CLOSE {
+            l.quick.add(idle);
+        } else {
+            l.limit.add(idle, Duration::min);
+        }
+    }
+
+    /// The learned limit of `key`: the smaller of its hint and the smallest
+    /// recent close age; `None` if neither is known.
+    pub fn limit(&self, key: &K) -> Option<Duration> {
+        let l = self.peers.get(key)?;
+        match (l.hint, l.limit.merged(Duration::min)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The ages the choice rule uses for `key` now (see [`IdleRule`]).
+    pub fn rule(&mut self, key: &K, now: Instant) -> IdleRule {
+        if !self.peers.contains_key(key) {
+            return IdleRule::UNKNOWN;
+        }
+        let quick = self.entry(key, now).quick.p90();
+        let mut rule = IdleRule::UNKNOWN;
+        if let Some(limit) = self.limit(key) {
+            let margin = (limit / 32).max(Duration::from_millis(20));
+            rule.retire_after = limit.saturating_sub(margin);
+            rule.risky_max_idle = (limit * 7 / 8).min(limit.saturating_sub(RISKY_MARGIN));
+        }
+        if let Some(q) = quick {
+            rule.risky_min_idle = q.clamp(MIN_FRESH_GUARD, QUICK_CLOSE);
+        }
+        rule
+    }
+}

@@ -1,0 +1,127 @@
+//! Unit tests for the pool's choice rule (`IdlePool::choose`,
+//! `idle_limit`): plain LIFO when nothing is known, retirement before a
+//! learned idle limit, and what a non-idempotent request may not risk.
+
+use crate::idle_limit::{IdleRule, QUICK_CLOSE, WINDOW};
+use crate::pool::{Choice, IdlePool};
+use std::time::{Duration, Instant};
+
+const PEER: &str = "p";
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A pool with ids parked at `base + ages[i]` before `now`... given as
+/// idle ages at `now`, oldest first.
+fn pool_with(now: Instant, idle_ms: &[u64]) -> IdlePool<&'static str> {
+    let mut pool = IdlePool::new(16, 16, Duration::from_secs(60));
+    for (id, age) in idle_ms.iter().enumerate() {
+        assert!(pool.put(PEER, id, now - ms(*age)).is_none());
+    }
+    pool
+}
+
+fn take(choice: Choice) -> Option<(usize, bool)> {
+    match choice {
+        Choice::Take { id, older, .. } => Some((id, older)),
+        _ => None,
+    }
+}
+
+#[test]
+fn nothing_learned_is_plain_lifo_for_every_method() {
+    let now = Instant::now() + Duration::from_secs(100);
+    let mut pool = pool_with(now, &[5000, 10, 0]);
+    assert_eq!(pool.rule(&PEER, now), IdleRule::UNKNOWN);
+    assert_eq!(take(pool.choose(&PEER, now, false)), Some((2, false)));
+    assert_eq!(take(pool.choose(&PEER, now, true)), Some((1, false)));
+    assert_eq!(
+        pool.choose(&"other", now, false),
+        Choice::Open { for_risk: false }
+    );
+}
+
+#[test]
+fn closes_at_the_idle_limit_retire_connections_before_it_for_every_method() {
+    let now = Instant::now() + Duration::from_secs(100);
+    let mut pool = pool_with(now, &[980, 900, 300]);
+    pool.observe_close(&PEER, ms(1000), now);
+    let rule = pool.rule(&PEER, now);
+    assert_eq!(rule.retire_after, ms(1000) - ms(1000) / 32);
+    assert_eq!(rule.risky_max_idle, ms(875));
+    // The oldest (980 ms) is past 968.75 ms: retired first, whatever the method.
+    assert_eq!(pool.choose(&PEER, now, true), Choice::Retire(0));
+    assert_eq!(take(pool.choose(&PEER, now, true)), Some((2, false)));
+    // A POST may not take one idle 900 ms (> seven eighths of the limit).
+    assert_eq!(
+        pool.choose(&PEER, now, false),
+        Choice::Open { for_risk: true }
+    );
+    assert_eq!(take(pool.choose(&PEER, now, true)), Some((1, false)));
+}
+
+#[test]
+fn the_smallest_recent_close_is_the_limit_and_a_hint_counts_too() {
+    let now = Instant::now() + Duration::from_secs(100);
+    let mut pool: IdlePool<&str> = IdlePool::new(4, 4, Duration::from_secs(60));
+    pool.observe_close(&PEER, ms(3000), now);
+    pool.observe_close(&PEER, ms(500), now);
+    pool.observe_close(&PEER, ms(2000), now);
+    assert_eq!(pool.rule(&PEER, now).risky_max_idle, ms(400));
+    pool.observe_hint(&PEER, ms(200), now);
+    // 175 ms would leave less than 100 ms before the limit.
+    assert_eq!(pool.rule(&PEER, now).risky_max_idle, ms(100));
+    assert_eq!(pool.rule(&PEER, now).retire_after, ms(180));
+}
+
+#[test]
+fn closes_are_forgotten_after_two_windows_but_not_after_one() {
+    let t0 = Instant::now() + Duration::from_secs(100);
+    let mut pool: IdlePool<&str> = IdlePool::new(4, 4, Duration::from_secs(60));
+    pool.observe_close(&PEER, ms(500), t0);
+    let t1 = t0 + WINDOW + ms(1);
+    assert_eq!(pool.rule(&PEER, t1).risky_max_idle, ms(400));
+    let t2 = t1 + WINDOW + ms(1);
+    assert_eq!(pool.rule(&PEER, t2).risky_max_idle, Duration::MAX);
+}
+
+#[test]
+fn after_closes_right_after_responses_a_post_skips_just_parked_connections() {
+    let now = Instant::now() + Duration::from_secs(100);
+    let mut pool = pool_with(now, &[40, 2, 0]);
+    pool.observe_close(&PEER, ms(3), now);
+    assert!(ms(3) < QUICK_CLOSE);
+    let rule = pool.rule(&PEER, now);
+    assert_eq!(rule.risky_min_idle, ms(5));
+    // A quick close is not an idle limit: nothing is retired.
+    assert_eq!(rule.retire_after, Duration::MAX);
+    // GET: LIFO.
+    assert_eq!(take(pool.choose(&PEER, now, true)), Some((2, false)));
+    // POST: the 2 ms one is passed over, the 40 ms one taken.
+    assert_eq!(take(pool.choose(&PEER, now, false)), Some((0, true)));
+    // Only a fresh one left: a new connection rather than a gamble.
+    assert_eq!(
+        pool.choose(&PEER, now, false),
+        Choice::Open { for_risk: true }
+    );
+    assert_eq!(pool.len(), 1);
+}
+
+#[test]
+fn the_fresh_guard_is_the_90th_percentile_between_5_and_100_ms() {
+    let now = Instant::now() + Duration::from_secs(100);
+    let mut pool: IdlePool<&str> = IdlePool::new(4, 4, Duration::from_secs(60));
+    pool.observe_close(&PEER, Duration::ZERO, now);
+    assert_eq!(pool.rule(&PEER, now).risky_min_idle, ms(5));
+    // 19 closes at 10 ms and one stalled at 90 ms: the stall is the top 5 %.
+    for _ in 0..18 {
+        pool.observe_close(&PEER, ms(10), now);
+    }
+    pool.observe_close(&PEER, ms(90), now);
+    assert_eq!(pool.rule(&PEER, now).risky_min_idle, ms(16));
+    for _ in 0..10 {
+        pool.observe_close(&PEER, ms(90), now);
+    }
+    assert_eq!(pool.rule(&PEER, now).risky_min_idle, ms(100));
+}

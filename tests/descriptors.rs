@@ -1,0 +1,130 @@
+//! The descriptor budget (issue 14, README "Descriptor budget"): every
+//! client is budgeted two descriptors, clients beyond the budget wait in
+//! the accept queue instead of getting 502s, a request that truly finds no
+//! descriptor gets 503 with `Retry-After` (never a retry into the same
+//! `EMFILE`), and at the connection cap the longest-idle keep-alive client
+//! makes room for a new one. The proxy runs as the built binary with a low
+//! `RLIMIT_NOFILE`.
+
+mod util;
+
+use std::thread;
+use std::time::Duration;
+
+use util::*;
+
+/// An upstream answering each request after `delay` (keep-alive).
+fn slow_upstream(delay: Duration) -> Upstream {
+    Upstream::start(serve(move |_| {
+        // Pacing, not synchronisation: requests overlap on purpose.
+        thread::sleep(delay);
+        ok_response("ok")
+    }))
+}
+
+/// Starts the binary in front of `upstream` with `RLIMIT_NOFILE = nofile`
+/// and `eaten` descriptors it does not know about.
+fn sluice_with_nofile(upstream: &Upstream, nofile: u64, eaten: usize) -> (SluiceProcess, u16) {
+    let port = free_port();
+    let listen = loopback(port).to_string();
+    let up = upstream.addr.to_string();
+    let p = SluiceProcess::start_with_nofile(
+        &["--listen", &listen, "--upstream", &up],
+        Some(nofile),
+        eaten,
+    );
+    p.wait_line(STARTUP, |l| l.contains("listening on"));
+    (p, port)
+}
+
+/// `n` clients at once, one GET each; their statuses (0: no answer) and
+/// whether each 503 carried `Retry-After`.
+fn get_concurrently(port: u16, n: usize) -> Vec<(u16, bool)> {
+    let threads: Vec<_> = (0..n)
+        .map(|_| {
+            thread::spawn(move || {
+                let Ok(mut c) = Client::try_connect(loopback(port)) else {
+                    return (0, false);
+                };
+                c.send_lossy(get("/"));
+                match c.try_read_response(false) {
+                    Ok(r) => (r.status, r.header("retry-after").is_some()),
+                    Err(_) => (0, false),
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+#[test]
+fn clients_beyond_the_descriptor_budget_wait_and_all_get_200() {
+    let upstream = slow_upstream(Duration::from_millis(50));
+    // 64 descriptors: 32 for sockets, 16 clients at once; 48 clients come.
+    let (p, port) = sluice_with_nofile(&upstream, 64, 0);
+    assert!(p.log().contains("lowered to 16"), "{}", p.log());
+    let got = get_concurrently(port, 48);
+    let not_ok: Vec<_> = got.iter().filter(|(s, _)| *s != 200).collect();
+    assert!(not_ok.is_empty(), "statuses other than 200: {not_ok:?}");
+    assert_eq!(p.count(|l| l.contains("Too many open files")), 0);
+}
+
+/// Descriptors the process `pid` has open.
+fn open_fds(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+#[test]
+fn request_finding_no_descriptor_gets_503_with_retry_after_and_the_proxy_recovers() {
+    let upstream = slow_upstream(Duration::from_millis(100));
+    // The budget says 16 clients, but 46 descriptors are taken behind the
+    // proxy's back: fewer than 16 clients fill the limit, and their
+    // upstream connects find no descriptor.
+    let (p, port) = sluice_with_nofile(&upstream, 64, 46);
+    let mut clients: Vec<Client> = (0..16).map(|_| Client::connect(loopback(port))).collect();
+    let full = wait_until(WAIT, || open_fds(p.pid()) >= 64);
+    assert!(full, "{} fds open", open_fds(p.pid()));
+    for c in clients.iter_mut() {
+        c.send(get("/"));
+    }
+    let got: Vec<(u16, bool)> = clients
+        .iter_mut()
+        .map(|c| match c.try_read_response(false) {
+            Ok(r) => (r.status, r.header("retry-after") == Some("1")),
+            Err(_) => (0, false),
+        })
+        .collect();
+    let statuses: Vec<u16> = got.iter().map(|(s, _)| *s).collect();
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 503),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.contains(&503),
+        "{statuses:?} fds={}\n{}",
+        open_fds(p.pid()),
+        p.log()
+    );
+    assert!(got.iter().filter(|(s, _)| *s == 503).all(|(_, ra)| *ra));
+    // Never retried into the same EMFILE.
+    assert_eq!(p.count(|l| l.contains("retry ")), 0, "{}", p.log());
+    // Afterwards the descriptors are back.
+    drop(clients);
+    let mut c = Client::connect(loopback(port));
+    assert_eq!(c.round_trip(get("/")).status, 200);
+}
+
+#[test]
+fn at_the_connection_cap_the_longest_idle_keepalive_client_makes_room() {
+    let upstream = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_forward_proxy(upstream.addr, |c| c.max_connections = 1);
+    let mut idle = proxy.client();
+    assert_eq!(idle.round_trip(get("/")).status, 200);
+    assert_eventually("the first client idle", || {
+        proxy.stats.snapshot().downstream_idle == 1
+    });
+    let mut fresh = proxy.client();
+    assert_eq!(fresh.round_trip(get("/")).status, 200);
+    assert!(idle.read_until_closed(WAIT).is_empty());
+    assert_eq!(proxy.stats.snapshot().downstream_closed_for_room, 1);
+}
