@@ -43,10 +43,15 @@ use timer::{Timers, poll_timeout};
 use token::{ConnId, Generations, Kind};
 use upstreams_setup::build_groups;
 
+mod accept;
 mod admin;
+mod drain;
+mod handle;
 pub(crate) mod listen;
 mod timer;
 pub(crate) mod token;
+
+pub use handle::ServerHandle;
 mod upstreams_setup;
 
 /// How long accepting pauses after `EMFILE`/`ENFILE` (out of descriptors),
@@ -102,50 +107,6 @@ pub struct Server {
     next_trim: Instant,
     /// Descriptors for client and upstream sockets (`listen::FdBudget`).
     fd_budget: usize,
-}
-
-/// Stops a running [`Server`] from another thread (a signal handler
-/// thread, a test).
-#[derive(Clone)]
-pub struct ServerHandle {
-    shutdown: Arc<AtomicBool>,
-    drain: Arc<AtomicBool>,
-    reopen: Arc<AtomicBool>,
-    waker: Arc<Waker>,
-}
-
-impl ServerHandle {
-    /// Asks the loop to stop now: open connections are closed, `run`
-    /// returns soon after.
-    pub fn shutdown(&self) {
-        self.shutdown.store(true, Ordering::SeqCst);
-        let _ = self.waker.wake();
-    }
-
-    /// Asks for a graceful drain: the listener closes (connections already
-    /// queued on it are accepted first), idle keep-alive clients are
-    /// closed, in-flight exchanges finish with `Connection: close`, pooled
-    /// upstream connections are closed, and `run` returns when no client
-    /// connection is left or after `drain_timeout`.
-    pub fn drain(&self) {
-        self.drain.store(true, Ordering::SeqCst);
-        let _ = self.waker.wake();
-    }
-
-    /// Asks the loop to write out its buffered access records and reopen
-    /// the access log file (SIGUSR1, after logrotate moved it). A failed
-    /// reopen is logged and the old file kept.
-    pub fn reopen_access_log(&self) {
-        self.reopen.store(true, Ordering::SeqCst);
-        let _ = self.waker.wake();
-    }
-
-    /// Reopens the log files (SIGUSR1): the access log file, if there is
-    /// one ([`ServerHandle::reopen_access_log`]); diagnostics go to stderr.
-    pub fn reopen_logs(&self) {
-        info!("reopening logs");
-        self.reopen_access_log();
-    }
 }
 
 impl Server {
@@ -477,183 +438,6 @@ impl Server {
             self.after_drive(id, false);
         }
     }
-
-    fn accept(&mut self) {
-        let Some(listener) = self.listener.as_ref() else {
-            return;
-        };
-        if self.accept_paused_until.is_some() {
-            return;
-        }
-        loop {
-            if self.clients.len() >= self.sh.cfg.max_connections
-                && has_pending(listener)
-                && close_idle_client(&mut self.clients, &mut self.sh)
-            {
-                continue;
-            }
-            if self.clients.len() >= self.sh.cfg.max_connections {
-                if !self.at_capacity
-                    && self
-                        .cap_warned_at
-                        .is_none_or(|t| self.sh.now.saturating_duration_since(t) >= CAP_WARN_EVERY)
-                {
-                    self.cap_warned_at = Some(self.sh.now);
-                    warn!(
-                        "connection cap {} reached: accepting paused",
-                        self.sh.cfg.max_connections
-                    );
-                }
-                self.at_capacity = true;
-                return;
-            }
-            // Each client is budgeted two descriptors; pooled idle upstream
-            // sockets live on what is left and go first.
-            while self.clients.len().saturating_add(1).saturating_mul(2) + self.sh.ups.idle_count()
-                > self.fd_budget
-                && self.sh.ups.evict_oldest_idle(&self.sh.stats)
-            {}
-            match listener.accept() {
-                Ok((stream, addr)) => {
-                    let generation = self.generations.next();
-                    let entry = self.clients.vacant_entry();
-                    let id = ConnId::new(entry.key(), generation);
-                    match ClientConn::new(id, stream, addr, &mut self.sh) {
-                        Ok(conn) => {
-                            let armed = conn.deadline(&self.sh).map(|(at, _)| at);
-                            if let Some(at) = armed {
-                                self.timers.push(at, id.key(), generation);
-                            }
-                            entry.insert(Entry {
-                                conn,
-                                generation,
-                                queued: false,
-                                armed,
-                            });
-                            Stats::add(&self.sh.stats.downstream_accepted, 1);
-                            Stats::add(&self.sh.stats.downstream_active, 1);
-                        }
-                        Err(e) => debug!("register of {addr} failed: {e}"),
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                    warn!("accept: {e}: pausing accepts for {ACCEPT_BACKOFF:?}");
-                    self.accept_paused_until = Some(self.sh.now + ACCEPT_BACKOFF);
-                    return;
-                }
-                Err(e) => debug!("accept: {e}"),
-            }
-        }
-    }
-
-    /// One turn of a graceful drain; true when the loop may return.
-    fn drain_step(&mut self) -> bool {
-        let now = self.sh.now;
-        if self.drain_deadline.is_none() {
-            let timeout = self.sh.cfg.drain_timeout;
-            self.drain_deadline = Some(now + timeout);
-            // Serve what is already queued on the listener, then close it
-            // so new connections go to the other processes on the port.
-            // The log line comes after: once it is out, no new connection
-            // is served here.
-            self.accept_paused_until = None;
-            self.at_capacity = false;
-            self.accept();
-            if let Some(mut l) = self.listener.take() {
-                let _ = self.sh.registry.deregister(&mut l);
-            }
-            info!(
-                "draining: {} client connections, up to {timeout:?}",
-                self.clients.len()
-            );
-            for (key, e) in self.clients.iter_mut() {
-                e.conn.begin_drain();
-                queue(&mut self.runnable, ConnId::new(key, e.generation), e);
-            }
-            self.drive_runnable();
-            self.sh.access.flush();
-        }
-        let sh = &mut self.sh;
-        sh.ups.close_idle(&sh.stats);
-        sh.checks.close_all();
-        if self.clients.is_empty() {
-            info!("drained");
-            return true;
-        }
-        if self.drain_deadline.is_some_and(|t| t <= now) {
-            warn!(
-                "drain timeout: closing {} client connections",
-                self.clients.len()
-            );
-            return true;
-        }
-        false
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut l) = self.listener.take() {
-            let _ = self.sh.registry.deregister(&mut l);
-        }
-        let keys: Vec<usize> = self.clients.iter().map(|(k, _)| k).collect();
-        for key in keys {
-            if let Some(e) = self.clients.try_remove(key) {
-                e.conn.close(&mut self.sh, true);
-            }
-        }
-        let sh = &mut self.sh;
-        sh.ups.close_idle(&sh.stats);
-        sh.checks.close_all();
-        self.resolver = None;
-        let st = sh.stats.snapshot();
-        info!(
-            "stopped: requests={} accepted={} active={} idle={} buffered={} peak_buffered={} \
-             buffers_in_use={} pauses={} resumes={} upstream_connects={} reuses={} retries={} \
-             evicted(peer_closed={} unexpected_data={} idle_timeout={} cap={}) \
-             choice(newest={} older={} new_for_risk={} retired={}) closed_for_room={} \
-             timeouts(keepalive={} head={} gap={} connect={}) \
-             status(400={} 408={} 431={} 501={} 502={} 503={} 504={}) upstream_open={} \
-             ejections={} checks={} checks_failed={} marked_down={}",
-            st.requests,
-            st.downstream_accepted,
-            st.downstream_active,
-            st.downstream_idle,
-            st.buffered_bytes,
-            st.buffered_bytes_peak,
-            st.buffers_in_use,
-            st.read_pauses,
-            st.read_resumes,
-            st.upstream_connects,
-            st.upstream_reuses,
-            st.retries,
-            st.pool_evicted_peer_closed,
-            st.pool_evicted_unexpected_data,
-            st.pool_evicted_idle_timeout,
-            st.pool_evicted_cap,
-            st.pool_take_newest,
-            st.pool_take_older,
-            st.pool_new_for_risk,
-            st.pool_retired_near_limit,
-            st.downstream_closed_for_room,
-            st.timeouts_keepalive,
-            st.timeouts_head,
-            st.timeouts_gap,
-            st.timeouts_connect,
-            st.status_400,
-            st.status_408,
-            st.status_431,
-            st.status_501,
-            st.status_502,
-            st.status_503,
-            st.status_504,
-            sh.ups.open_count(),
-            st.ejections,
-            st.health_checks,
-            st.health_checks_failed,
-            st.servers_marked_down
-        );
-    }
 }
 
 /// The entry `id` names, if the slot still holds that generation.
@@ -661,27 +445,6 @@ fn entry_mut(clients: &mut Slab<Entry>, id: ConnId) -> Option<&mut Entry> {
     clients
         .get_mut(id.key())
         .filter(|e| e.generation == id.generation())
-}
-
-/// At the connection cap: closes the client connection idle the longest
-/// (no byte of a request pending) to make room for a new one. One scan of
-/// the slab, only at the cap. Returns false if every connection is busy.
-fn close_idle_client(clients: &mut Slab<Entry>, sh: &mut Shared) -> bool {
-    let Some(key) = clients
-        .iter()
-        .filter_map(|(k, e)| e.conn.idle_since().map(|t| (t, k)))
-        .min()
-        .map(|(_, k)| k)
-    else {
-        return false;
-    };
-    let Some(e) = clients.try_remove(key) else {
-        return false;
-    };
-    let mut conn = e.conn;
-    conn.close_for_room(&sh.stats);
-    conn.close(sh, false);
-    true
 }
 
 /// Queues `e` (slot `id`) for a drive in this turn, once.

@@ -73,7 +73,7 @@ unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
 impl Region {
-    /// Creates a region of `slots` slots (1..=[`MAX_SLOTS`]) for a group
+    /// Creates a region of `slots` slots (1..=`MAX_SLOTS`) for a group
     /// started now. Its descriptor is close-on-exec; see
     /// [`Region::raw_fd`] to pass it on.
     ///

@@ -1,0 +1,165 @@
+//! `Config::validate` and its error: the bounds and relations every knob
+//! must keep (ARCHITECTURE.md §9), checked once the file and the flags
+//! were laid over the defaults.
+//!
+//! What it must not know: where a value came from (file or flag), sockets,
+//! HTTP.
+
+use std::fmt;
+
+use super::*;
+
+/// A setting that does not fit: the knob's name and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Name of the knob, as spelled on the command line without `--`.
+    pub key: &'static str,
+    /// What is wrong with its value.
+    pub reason: String,
+    /// Where the value is in the config file (byte range), when known.
+    pub span: Option<std::ops::Range<usize>>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid {}: {}", self.key, self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Checks that the values fit together.
+    ///
+    /// Errors: `low-watermark` not below `high-watermark`, a zero size or
+    /// count where one is needed, a zero timeout.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |key, reason: &str| {
+            Err(ConfigError {
+                key,
+                reason: reason.to_string(),
+                span: None,
+            })
+        };
+        if self.high_watermark == 0 {
+            return err("high-watermark", "must be at least 1 byte");
+        }
+        if self.low_watermark >= self.high_watermark {
+            return err("low-watermark", "must be below high-watermark");
+        }
+        if self.max_head_size < 64 {
+            return err("max-head-size", "must be at least 64 bytes");
+        }
+        if self.max_header_count == 0 {
+            return err("max-header-count", "must be at least 1");
+        }
+        if self.max_response_head_size < 64 {
+            return err("max-response-head-size", "must be at least 64 bytes");
+        }
+        if self.max_response_header_count == 0 {
+            return err("max-response-header-count", "must be at least 1");
+        }
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if self.via_name.len() > 64 || !self.via_name.bytes().all(token) {
+            return err(
+                "via-name",
+                "must be a token (letters, digits, -._~ ...) of at most 64 bytes",
+            );
+        }
+        if self.max_connections == 0 {
+            return err("max-connections", "must be at least 1");
+        }
+        if self
+            .upstream
+            .iter()
+            .flat_map(|g| g.servers.get_ref().iter())
+            .any(|srv| srv.port == 0)
+        {
+            return err("upstream", "port 0 is not a port a peer listens on");
+        }
+        // Upper bounds: each is allocated or repeated per connection or per
+        // request, so a typo must not become an abort or a busy loop.
+        let caps: [(&'static str, usize, usize, &str); 9] = [
+            (
+                "high-watermark",
+                self.high_watermark,
+                MAX_WATERMARK,
+                "64 MiB (a buffer of this size per direction of each busy connection)",
+            ),
+            ("max-head-size", self.max_head_size, MAX_HEAD_SIZE, "1 MiB"),
+            (
+                "max-header-count",
+                self.max_header_count,
+                MAX_HEADER_COUNT,
+                "10000",
+            ),
+            (
+                "max-response-head-size",
+                self.max_response_head_size,
+                MAX_HEAD_SIZE,
+                "1 MiB",
+            ),
+            (
+                "max-response-header-count",
+                self.max_response_header_count,
+                MAX_HEADER_COUNT,
+                "10000",
+            ),
+            ("max-retries", self.max_retries as usize, MAX_RETRIES, "10"),
+            (
+                "max-connections",
+                self.max_connections,
+                MAX_CONNECTIONS,
+                "1000000",
+            ),
+            (
+                "pool-max-idle-per-peer",
+                self.pool_max_idle_per_peer,
+                MAX_CONNECTIONS,
+                "1000000",
+            ),
+            (
+                "pool-max-idle-total",
+                self.pool_max_idle_total,
+                MAX_CONNECTIONS,
+                "1000000",
+            ),
+        ];
+        for (key, value, max, text) in caps {
+            if value > max {
+                return err(key, &format!("must be at most {text}"));
+            }
+        }
+        if let Some(a) = self.admin
+            && !a.ip().is_loopback()
+            && !self.admin_public
+        {
+            return err(
+                "admin",
+                "is not a loopback address (the admin endpoints have no authentication); \
+                 add --admin-public to serve them there anyway",
+            );
+        }
+        if self.workers > MAX_WORKERS {
+            return err("workers", "must be at most 1024 (or \"auto\": one per CPU)");
+        }
+        let timeouts = [
+            ("keepalive-timeout", self.keepalive_timeout),
+            ("request-head-timeout", self.request_head_timeout),
+            ("client-body-timeout", self.client_body_timeout),
+            ("client-send-timeout", self.client_send_timeout),
+            ("upstream-connect-timeout", self.upstream_connect_timeout),
+            ("upstream-read-timeout", self.upstream_read_timeout),
+            ("upstream-write-timeout", self.upstream_write_timeout),
+            ("pool-idle-timeout", self.pool_idle_timeout),
+            ("drain-timeout", self.drain_timeout),
+            ("tunnel-idle-timeout", self.tunnel_idle_timeout),
+        ];
+        for (key, value) in timeouts {
+            if value.is_zero() {
+                return err(key, "must be longer than 0 ms");
+            }
+        }
+        crate::upstreams::spec::check(&self.upstream, &self.route)
+    }
+}

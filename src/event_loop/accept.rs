@@ -1,0 +1,100 @@
+//! Accepting client connections: the connection cap and the descriptor
+//! budget (ARCHITECTURE.md §4), the accept pause on `EMFILE`, and closing
+//! the longest-idle keep-alive client to make room.
+//!
+//! What it must not know: HTTP.
+
+use super::*;
+
+impl Server {
+    pub(super) fn accept(&mut self) {
+        let Some(listener) = self.listener.as_ref() else {
+            return;
+        };
+        if self.accept_paused_until.is_some() {
+            return;
+        }
+        loop {
+            if self.clients.len() >= self.sh.cfg.max_connections
+                && has_pending(listener)
+                && close_idle_client(&mut self.clients, &mut self.sh)
+            {
+                continue;
+            }
+            if self.clients.len() >= self.sh.cfg.max_connections {
+                if !self.at_capacity
+                    && self
+                        .cap_warned_at
+                        .is_none_or(|t| self.sh.now.saturating_duration_since(t) >= CAP_WARN_EVERY)
+                {
+                    self.cap_warned_at = Some(self.sh.now);
+                    warn!(
+                        "connection cap {} reached: accepting paused",
+                        self.sh.cfg.max_connections
+                    );
+                }
+                self.at_capacity = true;
+                return;
+            }
+            // Each client is budgeted two descriptors; pooled idle upstream
+            // sockets live on what is left and go first.
+            while self.clients.len().saturating_add(1).saturating_mul(2) + self.sh.ups.idle_count()
+                > self.fd_budget
+                && self.sh.ups.evict_oldest_idle(&self.sh.stats)
+            {}
+            match listener.accept() {
+                Ok((stream, addr)) => {
+                    let generation = self.generations.next();
+                    let entry = self.clients.vacant_entry();
+                    let id = ConnId::new(entry.key(), generation);
+                    match ClientConn::new(id, stream, addr, &mut self.sh) {
+                        Ok(conn) => {
+                            let armed = conn.deadline(&self.sh).map(|(at, _)| at);
+                            if let Some(at) = armed {
+                                self.timers.push(at, id.key(), generation);
+                            }
+                            entry.insert(Entry {
+                                conn,
+                                generation,
+                                queued: false,
+                                armed,
+                            });
+                            Stats::add(&self.sh.stats.downstream_accepted, 1);
+                            Stats::add(&self.sh.stats.downstream_active, 1);
+                        }
+                        Err(e) => debug!("register of {addr} failed: {e}"),
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    warn!("accept: {e}: pausing accepts for {ACCEPT_BACKOFF:?}");
+                    self.accept_paused_until = Some(self.sh.now + ACCEPT_BACKOFF);
+                    return;
+                }
+                Err(e) => debug!("accept: {e}"),
+            }
+        }
+    }
+}
+
+/// At the connection cap: closes the client connection idle the longest
+/// (no byte of a request pending) to make room for a new one. One scan of
+/// the slab, only at the cap. Returns false if every connection is busy.
+fn close_idle_client(clients: &mut Slab<Entry>, sh: &mut Shared) -> bool {
+    let Some(key) = clients
+        .iter()
+        .filter_map(|(k, e)| e.conn.idle_since().map(|t| (t, k)))
+        .min()
+        .map(|(_, k)| k)
+    else {
+        return false;
+    };
+    let Some(e) = clients.try_remove(key) else {
+        return false;
+    };
+    let mut conn = e.conn;
+    conn.close_for_room(&sh.stats);
+    conn.close(sh, false);
+    true
+}

@@ -1,0 +1,115 @@
+//! The end of a loop: a graceful drain (ARCHITECTURE.md §12) one turn at
+//! a time, and the stop that closes what is left and logs the counters.
+//!
+//! What it must not know: HTTP.
+
+use super::*;
+
+impl Server {
+    /// One turn of a graceful drain; true when the loop may return.
+    pub(super) fn drain_step(&mut self) -> bool {
+        let now = self.sh.now;
+        if self.drain_deadline.is_none() {
+            let timeout = self.sh.cfg.drain_timeout;
+            self.drain_deadline = Some(now + timeout);
+            // Serve what is already queued on the listener, then close it
+            // so new connections go to the other processes on the port.
+            // The log line comes after: once it is out, no new connection
+            // is served here.
+            self.accept_paused_until = None;
+            self.at_capacity = false;
+            self.accept();
+            if let Some(mut l) = self.listener.take() {
+                let _ = self.sh.registry.deregister(&mut l);
+            }
+            info!(
+                "draining: {} client connections, up to {timeout:?}",
+                self.clients.len()
+            );
+            for (key, e) in self.clients.iter_mut() {
+                e.conn.begin_drain();
+                queue(&mut self.runnable, ConnId::new(key, e.generation), e);
+            }
+            self.drive_runnable();
+            self.sh.access.flush();
+        }
+        let sh = &mut self.sh;
+        sh.ups.close_idle(&sh.stats);
+        sh.checks.close_all();
+        if self.clients.is_empty() {
+            info!("drained");
+            return true;
+        }
+        if self.drain_deadline.is_some_and(|t| t <= now) {
+            warn!(
+                "drain timeout: closing {} client connections",
+                self.clients.len()
+            );
+            return true;
+        }
+        false
+    }
+
+    pub(super) fn stop(&mut self) {
+        if let Some(mut l) = self.listener.take() {
+            let _ = self.sh.registry.deregister(&mut l);
+        }
+        let keys: Vec<usize> = self.clients.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            if let Some(e) = self.clients.try_remove(key) {
+                e.conn.close(&mut self.sh, true);
+            }
+        }
+        let sh = &mut self.sh;
+        sh.ups.close_idle(&sh.stats);
+        sh.checks.close_all();
+        self.resolver = None;
+        let st = sh.stats.snapshot();
+        info!(
+            "stopped: requests={} accepted={} active={} idle={} buffered={} peak_buffered={} \
+             buffers_in_use={} pauses={} resumes={} upstream_connects={} reuses={} retries={} \
+             evicted(peer_closed={} unexpected_data={} idle_timeout={} cap={}) \
+             choice(newest={} older={} new_for_risk={} retired={}) closed_for_room={} \
+             timeouts(keepalive={} head={} gap={} connect={}) \
+             status(400={} 408={} 431={} 501={} 502={} 503={} 504={}) upstream_open={} \
+             ejections={} checks={} checks_failed={} marked_down={}",
+            st.requests,
+            st.downstream_accepted,
+            st.downstream_active,
+            st.downstream_idle,
+            st.buffered_bytes,
+            st.buffered_bytes_peak,
+            st.buffers_in_use,
+            st.read_pauses,
+            st.read_resumes,
+            st.upstream_connects,
+            st.upstream_reuses,
+            st.retries,
+            st.pool_evicted_peer_closed,
+            st.pool_evicted_unexpected_data,
+            st.pool_evicted_idle_timeout,
+            st.pool_evicted_cap,
+            st.pool_take_newest,
+            st.pool_take_older,
+            st.pool_new_for_risk,
+            st.pool_retired_near_limit,
+            st.downstream_closed_for_room,
+            st.timeouts_keepalive,
+            st.timeouts_head,
+            st.timeouts_gap,
+            st.timeouts_connect,
+            st.status_400,
+            st.status_408,
+            st.status_431,
+            st.status_501,
+            st.status_502,
+            st.status_503,
+            st.status_504,
+            sh.ups.open_count(),
+            st.ejections,
+            st.health_checks,
+            st.health_checks_failed,
+            st.servers_marked_down
+        );
+    }
+}

@@ -1,0 +1,55 @@
+//! [`ServerHandle`]: how another thread (the signal thread, a test) asks
+//! the loop to stop, drain or reopen its access log: each sets a flag and
+//! wakes the loop through its `mio::Waker`.
+//!
+//! What it must not know: the loop's state beyond those flags.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use log::info;
+use mio::Waker;
+
+/// Stops a running [`Server`](super::Server) from another thread (a signal handler
+/// thread, a test).
+#[derive(Clone)]
+pub struct ServerHandle {
+    pub(super) shutdown: Arc<AtomicBool>,
+    pub(super) drain: Arc<AtomicBool>,
+    pub(super) reopen: Arc<AtomicBool>,
+    pub(super) waker: Arc<Waker>,
+}
+
+impl ServerHandle {
+    /// Asks the loop to stop now: open connections are closed, `run`
+    /// returns soon after.
+    pub fn shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
+    }
+
+    /// Asks for a graceful drain: the listener closes (connections already
+    /// queued on it are accepted first), idle keep-alive clients are
+    /// closed, in-flight exchanges finish with `Connection: close`, pooled
+    /// upstream connections are closed, and `run` returns when no client
+    /// connection is left or after `drain_timeout`.
+    pub fn drain(&self) {
+        self.drain.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
+    }
+
+    /// Asks the loop to write out its buffered access records and reopen
+    /// the access log file (SIGUSR1, after logrotate moved it). A failed
+    /// reopen is logged and the old file kept.
+    pub fn reopen_access_log(&self) {
+        self.reopen.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
+    }
+
+    /// Reopens the log files (SIGUSR1): the access log file, if there is
+    /// one ([`ServerHandle::reopen_access_log`]); diagnostics go to stderr.
+    pub fn reopen_logs(&self) {
+        info!("reopening logs");
+        self.reopen_access_log();
+    }
+}
