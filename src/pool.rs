@@ -89,6 +89,14 @@ struct Parked<K> {
 /// grow the map without bound.
 const KEEP_EMPTY_STACKS: usize = 1024;
 
+/// A pooled connection idle less than this (and less than a quarter of its
+/// server's learned idle limit) is taken without a liveness check: parked
+/// sockets stay registered, so a FIN that came before this loop turn's
+/// poll already evicted it; only the instant since that poll is not
+/// covered, and at such idle ages the server is far from its own timeout
+/// (issue 11: the `MSG_PEEK` cost one syscall per request).
+pub const HOT_IDLE: Duration = Duration::from_secs(1);
+
 /// Idle upstream connection ids by peer key `K`: LIFO per peer, per-peer and
 /// global caps, idle deadlines.
 #[derive(Debug)]
@@ -204,6 +212,20 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
     /// `idle` of idleness (feeds the choice rule).
     pub fn observe_close(&mut self, key: &K, idle: Duration, now: Instant) {
         self.limits.observe_close(key, idle, now);
+    }
+
+    /// Whether a connection of `key` idle for `idle` must be checked for
+    /// liveness before it is used: unless it is hot (idle less than
+    /// [`HOT_IDLE`] and than a quarter of the learned limit), or it was
+    /// parked so recently that a server seen closing right after responses
+    /// may be closing it now (the rule's quick-close guard).
+    pub fn needs_check(&mut self, key: &K, idle: Duration, now: Instant) -> bool {
+        let hot = self
+            .limits
+            .limit(key)
+            .map_or(HOT_IDLE, |l| HOT_IDLE.min(l / 4));
+        let quick = self.limits.rule(key, now).risky_min_idle;
+        idle >= hot || idle < quick
     }
 
     /// The rule `choose` applies to `key` now.

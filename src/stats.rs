@@ -92,6 +92,9 @@ stats! {
     /// Non-idempotent requests that passed over connections parked a
     /// moment ago and took an older one (counter).
     pool_take_older,
+    /// Pooled connections taken without a liveness check (`MSG_PEEK`):
+    /// hot, and no event since they were parked (counter).
+    pool_take_unchecked,
     /// Non-idempotent requests that opened a new connection although
     /// pooled ones existed: none was safe to risk (counter).
     pool_new_for_risk,

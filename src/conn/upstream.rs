@@ -283,7 +283,13 @@ impl Upstreams {
                     }
                     Choice::Take { id, idle, older } => (id, idle, older),
                 };
+                let check = self.pool.needs_check(&peer, idle, now);
                 let verdict = match self.slab.get(key) {
+                    // Hot and no event since it was parked: no syscall.
+                    Some(s) if !check && !s.conn.io.readable => {
+                        Stats::add(&stats.pool_take_unchecked, 1);
+                        None
+                    }
                     Some(s) => probe(&s.conn.stream),
                     None => continue,
                 };
