@@ -306,3 +306,42 @@ fn own_replies_get_date_unless_the_filter_set_one() {
         vec!["Sun, 06 Nov 1994 08:49:37 GMT"]
     );
 }
+
+/// Odd spellings of the framing fields (TE list tricks, a Content-Length
+/// with leading zeros) reach the upstream in the one spelling every parser
+/// reads alike, with the body byte for byte.
+#[test]
+fn framing_fields_reach_the_upstream_in_canonical_form() {
+    let up = Upstream::start(respond_forever(ok_response("ok")));
+    let rows: [(&[u8], &str, &str, &[u8]); 3] = [
+        (
+            b"POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: ,chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            "transfer-encoding",
+            "chunked",
+            b"3\r\nabc\r\n0\r\n\r\n",
+        ),
+        (
+            b"POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: CHUNKED\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            "transfer-encoding",
+            "chunked",
+            b"3\r\nabc\r\n0\r\n\r\n",
+        ),
+        (
+            b"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 0003\r\n\r\nabc",
+            "content-length",
+            "3",
+            b"abc",
+        ),
+    ];
+    for (n, (request, field, value, body)) in rows.into_iter().enumerate() {
+        assert_eq!(one_exchange(&up, request).status, 200);
+        let got = up.wait_requests(n + 1).pop().unwrap();
+        assert_eq!(
+            got.header_all(field),
+            vec![value.to_string()],
+            "{}",
+            preview(&got.head)
+        );
+        assert_eq!(got.body, body);
+    }
+}

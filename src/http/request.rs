@@ -18,6 +18,7 @@ use std::net::IpAddr;
 use super::error::ParseError;
 use super::framing::BodyKind;
 use super::head::RequestHead;
+use super::headers::{Headers, list_elements};
 use super::hop::{
     add_forwarding_fields, is_upgrade_request, remove_hop_by_hop, request_keep_alive, via_names,
 };
@@ -149,6 +150,7 @@ pub fn plan_request(
         let status = if req.is_method("OPTIONS") { 200 } else { 405 };
         return Err(Refusal::MaxForwards { status });
     }
+    normalize_framing_fields(&mut req.headers, framing);
     let keep_alive = request_keep_alive(req.version, &req.headers);
     // RFC 9110 §7.8: a server MUST ignore Upgrade in an HTTP/1.0 request.
     let upgrade = req.version >= 1 && is_upgrade_request(&req.headers);
@@ -166,6 +168,66 @@ pub fn plan_request(
         upgrade,
         idempotent: is_idempotent(&req.method),
     })
+}
+
+/// Rewrites the framing field the upstream will read into the one
+/// spelling no parser reads differently (RFC 9112 §6.1, §6.3 steps 4–6):
+/// a chunked request's `Transfer-Encoding` fields become one field listing
+/// its codings in lower case, `", "`-separated, empty list elements
+/// dropped (`,chunked`, `CHUNKED`, `gzip` + `chunked` on two lines →
+/// `chunked`, `gzip, chunked`); a `Content-Length` becomes its value in
+/// decimal without leading zeros (`0003` → `3`). A field already in that
+/// form is left where it is (the usual case: nothing is allocated); a
+/// rewritten one goes to the end of the head.
+pub fn normalize_framing_fields(headers: &mut Headers, framing: BodyKind) {
+    match framing {
+        BodyKind::Chunked => {
+            let canonical = {
+                let mut fields = headers.get_all("transfer-encoding");
+                fields.next().is_some_and(|v| v == b"chunked") && fields.next().is_none()
+            };
+            if canonical {
+                return;
+            }
+            let codings: Vec<Vec<u8>> = headers
+                .get_all("transfer-encoding")
+                .flat_map(list_elements)
+                .map(<[u8]>::to_ascii_lowercase)
+                .collect();
+            headers.remove_all("transfer-encoding");
+            headers.append("Transfer-Encoding", &codings.join(&b", "[..]));
+        }
+        BodyKind::Length(n) => {
+            let mut digits = [0u8; 20];
+            let text = decimal(n, &mut digits);
+            let canonical = {
+                let mut fields = headers.get_all("content-length");
+                fields.next() == Some(text) && fields.next().is_none()
+            };
+            if !canonical {
+                let text = text.to_vec();
+                headers.remove_all("content-length");
+                headers.append("Content-Length", &text);
+            }
+        }
+        BodyKind::Empty | BodyKind::UntilClose => {}
+    }
+}
+
+/// `n` in decimal, written into the end of `buf`.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i = i.saturating_sub(1);
+        if let Some(d) = buf.get_mut(i) {
+            *d = b'0' + (n % 10) as u8;
+        }
+        n /= 10;
+        if n == 0 || i == 0 {
+            break;
+        }
+    }
+    buf.get(i..).unwrap_or_default()
 }
 
 /// Gives an HTTP/1.0 request without `Host` one naming `authority` (the

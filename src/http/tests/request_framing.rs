@@ -327,3 +327,60 @@ fn absolute_form_with_invalid_authority_bytes_gets_400() {
     let r = refused(&["GET http://a<b>/ HTTP/1.1", "Host: h"]);
     assert_eq!(r.status(), 400);
 }
+
+#[test]
+fn framing_fields_go_upstream_in_the_one_spelling_every_parser_reads_alike() {
+    // (fields as sent, what the upstream gets, why)
+    let rows: [(&[&str], &str, &str); 7] = [
+        (
+            &["Transfer-Encoding: chunked"],
+            "Transfer-Encoding: chunked\r\n",
+            "already canonical: left in place",
+        ),
+        (
+            &["Transfer-Encoding: ,chunked"],
+            "Transfer-Encoding: chunked\r\n",
+            "an empty list element another parser may count",
+        ),
+        (
+            &["Transfer-Encoding: CHUNKED"],
+            "Transfer-Encoding: chunked\r\n",
+            "codings are case-insensitive; send one case",
+        ),
+        (
+            &["Transfer-Encoding: gzip", "Transfer-Encoding: chunked"],
+            "Transfer-Encoding: gzip, chunked\r\n",
+            "two fields become one list, order kept",
+        ),
+        (
+            &["Transfer-Encoding: gzip ,  chunked"],
+            "Transfer-Encoding: gzip, chunked\r\n",
+            "odd whitespace around list separators",
+        ),
+        (
+            &["Content-Length: 0003"],
+            "Content-Length: 3\r\n",
+            "leading zeros a 32-bit or octal parser may misread",
+        ),
+        (
+            &["Content-Length: 3"],
+            "Content-Length: 3\r\n",
+            "already canonical",
+        ),
+    ];
+    for (fields, want, why) in rows {
+        let mut lines = vec!["POST /a HTTP/1.1", "Host: h"];
+        lines.extend_from_slice(fields);
+        let (head, _) = planned(&lines);
+        let text = upstream(&head);
+        assert!(text.contains(want), "{why}: {text:?}");
+        let framing_lines = text
+            .lines()
+            .filter(|l| {
+                let l = l.to_ascii_lowercase();
+                l.starts_with("transfer-encoding:") || l.starts_with("content-length:")
+            })
+            .count();
+        assert_eq!(framing_lines, 1, "{why}: one framing field: {text:?}");
+    }
+}
