@@ -61,6 +61,8 @@ pub fn pid_after(line: &str, marker: &str) -> i32 {
 pub struct SluiceProcess {
     pub child: Child,
     lines: Arc<Mutex<Vec<String>>>,
+    /// The stderr reader reached EOF: every line is in `lines`.
+    eof: Arc<std::sync::atomic::AtomicBool>,
     /// Other pids to kill on drop (a supervisor's workers).
     adopted: Vec<i32>,
 }
@@ -142,15 +144,19 @@ impl SluiceProcess {
         let stderr = child.stderr.take().expect("stderr");
         let sink = lines.clone();
         // Keeps the pipe drained to the end.
+        let eof = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = eof.clone();
         thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 sink.lock().unwrap().push(line);
             }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
         });
         SluiceProcess {
             child,
             lines,
+            eof,
             adopted: Vec::new(),
         }
     }
@@ -217,12 +223,19 @@ impl SluiceProcess {
             status = self.child.try_wait().expect("try_wait");
             status.is_some()
         });
-        status.unwrap_or_else(|| {
+        let status = status.unwrap_or_else(|| {
             panic!(
                 "sluice still running after {within:?}; log:\n{}",
                 self.log()
             )
-        })
+        });
+        // Its last lines may still be in the pipe: wait (bounded) until the
+        // reader saw EOF, so `log()` and `count()` see them. (A worker that
+        // outlives it keeps the pipe open: then the bound ends the wait.)
+        wait_until(Duration::from_secs(2), || {
+            self.eof.load(std::sync::atomic::Ordering::SeqCst)
+        });
+        status
     }
 }
 
