@@ -977,8 +977,12 @@ def main():
     scenarios = [s for s in scenarios if s not in skipped]
 
     nofile = raise_nofile()
-    if nofile < ctx.idle_n + 2000:
-        ctx.idle_n = max(100, nofile - 2000)
+    # sluice budgets 2 descriptors per client (its own and an upstream one) and
+    # caps clients at half the open-file limit minus 32, closing the longest-idle
+    # one beyond that: S6 stays below that cap, for every peer alike
+    budget = nofile // 2 - 100 if set(SLUICES) & set(peers) else nofile - 2000
+    if budget < ctx.idle_n:
+        ctx.idle_n = max(100, budget)
         notes.append("RLIMIT_NOFILE is %d: S6 uses %d connections" % (nofile, ctx.idle_n))
 
     sources = {}
