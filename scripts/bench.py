@@ -8,6 +8,7 @@ Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S3] [--peers sluice,ngi
                         [--upstream nginx|python]
                         [--sluice-args '--high-watermark 262144 ...']
                         [--keep-tmp] [--no-build] [--no-install]
+                        [--no-s1-extras] [--strace-secs N]
 Exit status 1 when any run had a problem (errors, non-2xx, a crash): the
 report ends with each one's exact command and output.
 
@@ -26,6 +27,20 @@ Scenarios:
   S5  200 slow readers (curl --limit-rate 100k) for 10 s: peak RSS growth
   S6  10,000 idle keep-alive client connections: RSS per connection
 
+With S1, two more measurements (both skipped by --no-s1-extras):
+  S1 with the access log on: an extra S1 64-connection run for each sluice
+      peer, logging every request (sluice: --access-log FILE in the temp dir,
+      text format; a sluice without that flag, e.g. an older build: RUST_LOG=info,
+      its access lines on stderr, to a file). In every other run each sluice
+      peer logs nothing (--access-log off, or RUST_LOG=warn for an old build),
+      like nginx and HAProxy (access_log off / no log): like with like.
+  Syscalls per request: after the timed runs, one separate short run per
+      proxy peer (and for sluice with the access log on) with
+      `strace -c -f -p PID...` attached to the proxy's processes during a
+      `wrk -c64` run of --strace-secs; the calls in strace's summary divided by
+      wrk's request count: the total and each call. strace never runs during
+      a timed run (it slows the traced proxy many times over).
+
 Old vs new: `--sluice-old PATH` (or SLUICE_OLD=PATH) adds the peer
 "sluice-old", run exactly like "sluice" (same flags, pinning, RUST_LOG and
 logging), and the report gains a new/old table: CPU µs/request (S1), MiB/s
@@ -33,8 +48,8 @@ and CPU ms/MiB (S3), RSS growth per slow reader (S5) and the other sluice
 rows, each as sluice/sluice-old. For a quick comparison:
   scripts/bench.sh --quick --sluice-old PATH --scenarios S1,S3,S5 --peers sluice,sluice-old
 
-Python 3 stdlib and scripts/sluicebench/. Needs wrk (S1, S2) and curl
-(S3-S5); nginx and haproxy are peers (and nginx is the upstream) when
+Python 3 stdlib and scripts/sluicebench/. Needs wrk (S1, S2), strace (the
+syscall rows of S1) and curl (S3-S5); nginx and haproxy are peers (and nginx is the upstream) when
 present. As root on Debian, what the chosen peers and scenarios need is
 installed with apt-get (nginx also when --upstream nginx); otherwise the
 peer or scenario is skipped with a printed reason.
@@ -58,8 +73,8 @@ import tempfile
 import time
 
 from sluicebench.net import free_port, http_get, read_response, still_open
-from sluicebench.procfs import CPU_SOURCE, busy_pct, cpu_busy_ticks, cpu_model, cpu_seconds, rss_kib
-from sluicebench.procs import Proc, run_cmd
+from sluicebench.procfs import CPU_SOURCE, busy_pct, cpu_busy_ticks, cpu_model, cpu_seconds, rss_kib, tracer_pid
+from sluicebench.procs import Proc, run_cmd, wait_for
 from sluicebench.stats import median, ratio, spread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -162,6 +177,8 @@ def needed_tools(args, peers, scenarios):
     tools = ["taskset"]
     if {"S1", "S2"} & set(scenarios):
         tools.append("wrk")
+    if "S1" in scenarios and not args.no_s1_extras:
+        tools.append("strace")
     if {"S3", "S4", "S5"} & set(scenarios):
         tools.append("curl")
     if {"nginx", "nginx-nobuf"} & set(peers) or args.upstream == "nginx":
@@ -175,7 +192,7 @@ def ensure_tools(args, tools):
     """Installs what of TOOLS is missing where it can; returns {tool: reason}
     for what is still missing (its peer or scenario is then skipped)."""
     packages = {"wrk": ["wrk"], "curl": ["curl"], "nginx": ["nginx-light"], "haproxy": ["haproxy"],
-                "taskset": ["util-linux"]}
+                "taskset": ["util-linux"], "strace": ["strace"]}
     missing = [t for t in packages if t in tools and not find_tool(t)]
     if not missing:
         return {}
@@ -320,8 +337,30 @@ class PyUpstream:
 # proxies under test
 
 
+def has_access_log_flag(binary):
+    """True when sluice BINARY takes --access-log (older builds log access
+    lines at RUST_LOG=info instead)."""
+    rc, out = run_cmd([binary, "--help"], 10)
+    return rc == 0 and "--access-log" in out
+
+
+def sluice_log_args(name, access_log, d):
+    """(extra flags, RUST_LOG) for sluice peer NAME: access log off, or
+    with ACCESS_LOG on into a file in D (text format) -- or, for a build
+    without --access-log, its access lines at RUST_LOG=info on stderr (the
+    peer's log file)."""
+    if ACCESS_LOG_FLAG.get(name):
+        if access_log:
+            return ["--access-log", os.path.join(d, "access.log"), "--access-log-format", "text"], "warn"
+        return ["--access-log", "off"], "warn"
+    return [], "info" if access_log else "warn"
+
+
+ACCESS_LOG_FLAG = {}  # sluice peer name -> its binary takes --access-log
+
+
 class Peer:
-    def __init__(self, name, tmp, bins, upstream_port, run_id):
+    def __init__(self, name, tmp, bins, upstream_port, run_id, access_log=False):
         self.name = name
         self.proc = None
         if name == "direct":
@@ -332,9 +371,10 @@ class Peer:
         os.makedirs(d)
         log = os.path.join(d, "stderr.log")
         if name in SLUICES:
+            log_args, level = sluice_log_args(name, access_log, d)
             argv = [bins[name], "--listen", "127.0.0.1:%d" % self.port, "--upstream", "127.0.0.1:%d" % upstream_port,
-                    "--max-connections", str(MAX_CONNS)] + SLUICE_ARGS
-            env = dict(os.environ, RUST_LOG="warn")
+                    "--max-connections", str(MAX_CONNS)] + log_args + SLUICE_ARGS
+            env = dict(os.environ, RUST_LOG=level)
             self.proc = Proc(name, pinned(PROXY_CPU, argv), log, env=env)
         elif name in ("nginx", "nginx-nobuf"):
             conf = os.path.join(d, "nginx.conf")
@@ -439,6 +479,51 @@ def s1(ctx, peer, where, conns):
         res["cpu_pct"] = 100.0 * cpu / wall
     res["reuse"] = reqs / upconns if upconns else None
     res["load_busy"] = load_busy
+    return res
+
+
+def parse_strace_c(text):
+    """{syscall: calls} from the summary table of `strace -c` (columns
+    % time, seconds, usecs/call, calls, [errors], syscall; the total line is
+    left out)."""
+    calls = {}
+    for line in text.splitlines():
+        t = line.split()
+        if len(t) < 5 or not re.match(r"^[\d.]+$", t[0]) or t[-1] == "total":
+            continue
+        try:
+            calls[t[-1]] = calls.get(t[-1], 0) + int(t[3])
+        except ValueError:
+            continue
+    return calls
+
+
+def s1_syscalls(ctx, peer, where):
+    """Syscalls per request: `strace -c -f -p` on every process of the proxy
+    during one `wrk -c64` run of ctx.strace_secs (never a timed run);
+    {"sc_total": calls/request, "sc_NAME": calls of NAME/request}."""
+    pids = peer.pids()
+    if not pids:
+        return {}
+    out = os.path.join(ctx.tmp, "strace-%s.txt" % re.sub(r"\W+", "-", where))
+    argv = pinned(PROXY_CPU, [tool_path("strace"), "-c", "-f", "-o", out] + sum((["-p", str(p)] for p in pids), []))
+    st = Proc("strace", argv, out + ".log")
+    try:
+        if not wait_for(lambda: all(tracer_pid(p) == st.pid for p in pids) or not st.alive(), 10.0) or not st.alive():
+            raise RuntimeError("strace did not attach to %s within 10 s:\n%s" % (pids, st.log_tail()))
+        r = run_wrk(where, peer.port, 64, ctx.strace_secs)
+    finally:
+        st.stop()  # SIGTERM: strace detaches and writes its summary
+    try:
+        with open(out) as f:
+            calls = parse_strace_c(f.read())
+    except OSError:
+        calls = {}
+    if not calls or not r["requests"]:
+        raise RuntimeError("no strace summary or no requests (%d):\n%s" % (r["requests"], st.log_tail()))
+    res = {"sc_total": sum(calls.values()) / r["requests"], "strace_requests": r["requests"]}
+    for name, n in calls.items():
+        res["sc_" + name] = n / r["requests"]
     return res
 
 
@@ -621,6 +706,67 @@ ROWS = [  # (scenario, run key, metric key, label, better, format)
 ]
 
 
+# S1 with sluice's access log on (sluice peers only), and each sluice peer's
+# on/off ratio within a repetition (median over repetitions)
+LOG_ROWS = [
+    ("S1", "S1c64log", "rps", "S1 64 conns, sluice access log on: req/s", "higher", "%.0f"),
+    ("S1", "S1c64log", "p99", "S1 64 conns, sluice access log on: latency p99 ms", "lower", "%.2f"),
+    ("S1", "S1c64log", "cpu_us_req", "S1 64 conns, sluice access log on: proxy CPU µs/req", "lower", "%.1f"),
+    ("S1", "S1c64log", "cpu_on_off", "S1 64 conns: sluice CPU/req, access log on ÷ off", "", "%.3f"),
+    ("S1", "S1c64log", "p99_on_off", "S1 64 conns: sluice p99, access log on ÷ off", "", "%.3f"),
+]
+BEST_OF = ("nginx", "nginx-nobuf", "haproxy")  # the peers "best peer" is chosen from
+SYSCALLS_SHOWN = ("recvfrom", "sendto", "readv", "writev", "read", "write", "epoll_wait")  # rows even when rare
+
+
+def on_off_ratios(results, peers):
+    """Adds cpu_on_off and p99_on_off to each S1c64log result: the ratio to
+    the S1c64 (access log off) run of the same peer and repetition."""
+    for name in peers:
+        for on, off in zip(results.get(("S1c64log", name), []), results.get(("S1c64", name), [])):
+            on["cpu_on_off"] = ratio(on.get("cpu_us_req"), off.get("cpu_us_req"))
+            on["p99_on_off"] = ratio(on.get("p99"), off.get("p99"))
+
+
+def syscall_rows(results):
+    """Rows for the strace runs: the total, then each call made at least
+    0.05 times per request by some peer, or one of SYSCALLS_SHOWN that some
+    peer made (most first); 0 where a peer made
+    none. For the access-log-on run only the calls that differ from the
+    log-off run by 0.05 per request or more."""
+    keys = ("S1c64sys", "S1c64logsys")
+    names = {}
+    for (k, _), rs in results.items():
+        for r in rs if k in keys else []:
+            for m, v in r.items():
+                if m.startswith("sc_") and m != "sc_total":
+                    names.setdefault(k, {})[m] = max(names.get(k, {}).get(m, 0.0), v)
+    for (k, _), rs in results.items():
+        for r in rs if k in keys else []:
+            for m in names.get(k, {}) if r else []:
+                r.setdefault(m, 0.0)
+    rows = []
+    for key, what in zip(keys, ("S1 64 conns", "S1 64 conns, sluice access log on")):
+        if key not in names:
+            continue
+        rows.append(("S1", key, "sc_total", "%s: syscalls/req (strace -c, separate run)" % what, "lower", "%.2f"))
+        for m in sorted(names[key], key=lambda m: -names[key][m]):
+            if names[key][m] < 0.05 and not (m[3:] in SYSCALLS_SHOWN and names[key][m] > 0):
+                continue
+            if key == "S1c64logsys" and all(
+                    abs(r.get(m, 0.0) - o.get(m, 0.0)) < 0.05
+                    for p in SLUICES for r in results.get((key, p), []) for o in results.get(("S1c64sys", p), [])):
+                continue
+            rows.append(("S1", key, m, "%s: syscalls/req: %s" % (what, m[3:]), "lower", "%.2f"))
+    return rows
+
+
+def report_rows(results):
+    """ROWS with the S1 extras (access log on, syscalls) after the S1 rows."""
+    s1 = [r for r in ROWS if r[0] == "S1"]
+    return s1 + LOG_ROWS + syscall_rows(results) + [r for r in ROWS if r[0] != "S1"]
+
+
 def row_label(sc, label, ctx):
     if sc == "S5":
         return label.replace("200", str(ctx.slow_n))
@@ -633,14 +779,17 @@ def medians(results, key, metric, cols):
     return {p: median([r.get(metric) for r in results.get((key, p), [])]) for p in cols}
 
 
-def table(results, peers, scenarios, ctx):
+def table(results, peers, scenarios, ctx, rows=ROWS):
+    """The main table; "sluice/best peer" divides by the best of BEST_OF in
+    the row (lowest for "lower" rows, highest for "higher" ones)."""
     cols = [p for p in PEERS if p in peers]
     others = [p for p in cols if p != "sluice"]
+    best_of = [p for p in BEST_OF if p in cols]
     head = (["scenario / metric", "better"] + cols + (["sluice/" + p for p in others] if "sluice" in cols else [])
-            + ["spread"])
+            + (["sluice/best peer"] if "sluice" in cols and best_of else []) + ["spread"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for sc, key, metric, label, better, fmt in ROWS:
-        if sc not in scenarios:
+    for sc, key, metric, label, better, fmt in rows:
+        if sc not in scenarios or not any((key, p) in results for p in cols):
             continue
         meds = medians(results, key, metric, cols)
         cells = [row_label(sc, label, ctx), better or "-"]
@@ -649,6 +798,11 @@ def table(results, peers, scenarios, ctx):
         if "sluice" in cols:
             for p in others:
                 r = ratio(meds["sluice"], meds[p]) if better else None
+                cells.append("%.2f" % r if r is not None else "-")
+            if best_of:
+                vals = [meds[p] for p in best_of if meds[p] is not None]
+                best = (min(vals) if better == "lower" else max(vals)) if vals and better else None
+                r = ratio(meds["sluice"], best)
                 cells.append("%.2f" % r if r is not None else "-")
         spreads = [spread([r.get(metric) for r in results.get((key, p), [])]) for p in cols]
         spreads = [x for x in spreads if x is not None]
@@ -662,12 +816,12 @@ NEW_OLD_FIRST = [("S1c64", "cpu_us_req"), ("S1c512", "cpu_us_req"), ("S3", "mibs
                  ("S5", "rss_kib_conn")]
 
 
-def new_old_table(results, scenarios, ctx):
+def new_old_table(results, scenarios, ctx, rows=ROWS):
     """sluice vs sluice-old: medians and new/old for every sluice row (the
     NEW_OLD_FIRST rows first). new/old < 1 is better for 'lower' rows, > 1
     for 'higher' rows; 'verdict' says which, by more than 3% and more than
     the spread of either peer's repetitions."""
-    rows = [r for r in ROWS if r[0] in scenarios and r[4]]
+    rows = [r for r in rows if r[0] in scenarios and r[4] and any((r[1], p) in results for p in SLUICES)]
     first = [r for k in NEW_OLD_FIRST for r in rows if (r[1], r[2]) == k]
     rows = first + [r for r in rows if r not in first]
     lines = ["| scenario / metric | better | sluice (new) | sluice-old | new/old | verdict |",
@@ -716,6 +870,29 @@ def raise_nofile():
     return NOFILE
 
 
+def measure(ctx, where, make_peer, fn):
+    """Starts a fresh proxy (make_peer()), waits until it answers, runs
+    fn(ctx, peer, where), checks the proxy survived, stops it by its PID;
+    the result dict ({} after a problem, which is recorded)."""
+    peer = None
+    try:
+        peer = make_peer()
+        peer.ready("/small")
+        t0 = time.time()
+        res = fn(ctx, peer, where)
+        peer.check(where)
+        say("%-22s %s (%.1f s)" % (where, " ".join("%s=%.4g" % (k, v) for k, v in sorted(res.items())
+                                                   if v is not None and not (k.startswith("sc_") and v < 0.05)),
+                                   time.time() - t0))
+        return res
+    except RuntimeError as e:
+        problem(where, shlex.join(peer.proc.argv) if peer and peer.proc else where, str(e))
+        return {}
+    finally:
+        if peer:
+            peer.stop()
+
+
 def main():
     global PIN, SLUICE_ARGS
     ap = argparse.ArgumentParser(prog="scripts/bench.sh", description=__doc__.split("\n\n")[0],
@@ -737,6 +914,10 @@ def main():
     ap.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (configs, logs) for inspection")
     ap.add_argument("--no-build", action="store_true", help="use target/release/sluice (or $SLUICE_BIN) as is")
     ap.add_argument("--no-install", action="store_true", help="never run apt-get; skip what is missing")
+    ap.add_argument("--no-s1-extras", action="store_true",
+                    help="S1 without the access-log-on row and the strace syscall rows")
+    ap.add_argument("--strace-secs", type=int, default=None,
+                    help="length of each strace'd wrk -c64 run (default 4, or 2 with --quick)")
     args = ap.parse_args()
 
     SLUICE_ARGS = shlex.split(args.sluice_args)
@@ -766,6 +947,7 @@ def main():
     ctx.slow_n = 200
     ctx.transfers = 1 if args.quick else 3
     ctx.idle_n = 10000
+    ctx.strace_secs = args.strace_secs or (2 if args.quick else 4)
 
     # --- tools and CPUs -------------------------------------------------
     notes = []
@@ -785,6 +967,9 @@ def main():
     for sc, tool in (("S1", "wrk"), ("S2", "wrk"), ("S3", "curl"), ("S4", "curl"), ("S5", "curl")):
         if sc in scenarios and tool in missing:
             skipped[sc] = missing[tool]
+    extras = "S1" in scenarios and not args.no_s1_extras
+    if extras and "strace" in missing:
+        skipped["S1 syscalls per request"] = missing["strace"]
     for what, why in skipped.items():
         say("SKIPPING %s: %s" % (what, why))
         notes.append("Skipped %s: %s" % (what, why))
@@ -792,8 +977,12 @@ def main():
     scenarios = [s for s in scenarios if s not in skipped]
 
     nofile = raise_nofile()
-    if nofile < ctx.idle_n + 2000:
-        ctx.idle_n = max(100, nofile - 2000)
+    # sluice budgets 2 descriptors per client (its own and an upstream one) and
+    # caps clients at half the open-file limit minus 32, closing the longest-idle
+    # one beyond that: S6 stays below that cap, for every peer alike
+    budget = nofile // 2 - 100 if set(SLUICES) & set(peers) else nofile - 2000
+    if budget < ctx.idle_n:
+        ctx.idle_n = max(100, budget)
         notes.append("RLIMIT_NOFILE is %d: S6 uses %d connections" % (nofile, ctx.idle_n))
 
     sources = {}
@@ -807,6 +996,8 @@ def main():
     if not args.keep_tmp:
         atexit.register(lambda: shutil.rmtree(tmp, ignore_errors=True))
     bins = {name: copy_bin(path, tmp, name) for name, path in sources.items()}
+    for name, path in bins.items():
+        ACCESS_LOG_FLAG[name] = has_access_log_flag(path)
     for name, path in sources.items():
         notes.append("%s: %s" % (name, path))
     atexit.register(stop_all)
@@ -857,6 +1048,8 @@ def main():
         if sc == "S1":
             runs.append(("S1c64", sc, lambda c, p, w: s1(c, p, w, 64)))
             runs.append(("S1c512", sc, lambda c, p, w: s1(c, p, w, 512)))
+            if extras and set(SLUICES) & set(peers):
+                runs.append(("S1c64log", sc, lambda c, p, w: s1(c, p, w, 64)))
         else:
             runs.append((sc, sc, {"S2": s2, "S3": s3, "S4": s4, "S5": s5, "S6": s6}[sc]))
 
@@ -869,29 +1062,31 @@ def main():
             for name in peers:
                 if name == "direct" and sc in ("S5", "S6"):
                     continue  # nothing between client and upstream to measure
+                if key == "S1c64log" and name not in SLUICES:
+                    continue  # the access-log-on row is sluice's own
                 run_id += 1
                 where = "%s %s rep %d" % (key, name, rep)
                 upstream_port = sink.port if sc == "S4" else up.port
-                path = "/small"
-                peer = None
-                try:
-                    peer = Peer(name, tmp, bins, upstream_port, run_id)
-                    peer.ready(path)
-                    t0 = time.time()
-                    res = fn(ctx, peer, where)
-                    peer.check(where)
-                    say("%-22s %s (%.1f s)" % (where, " ".join("%s=%.4g" % (k, v) for k, v in res.items() if v is not None),
-                                               time.time() - t0))
-                except RuntimeError as e:
-                    problem(where, shlex.join(peer.proc.argv) if peer and peer.proc else name, str(e))
-                    res = {}
-                finally:
-                    if peer:
-                        peer.stop()
+                res = measure(ctx, where, lambda: Peer(name, tmp, bins, upstream_port, run_id,
+                                                       access_log=key == "S1c64log"), fn)
                 results.setdefault((key, name), []).append(res)
                 raw.append({"run": key, "peer": name, "rep": rep, **res})
                 if not up.proc.alive():
                     sys.exit("bench: the upstream died:\n" + up.proc.log_tail())
+
+    if extras:
+        on_off_ratios(results, peers)
+    if extras and "strace" not in missing:
+        for key, log_on in (("S1c64sys", False), ("S1c64logsys", True)):
+            for name in peers:
+                if name == "direct" or (log_on and name not in SLUICES):
+                    continue
+                run_id += 1
+                where = "%s %s" % (key, name)
+                res = measure(ctx, where, lambda: Peer(name, tmp, bins, up.port, run_id, access_log=log_on),
+                              s1_syscalls)
+                results[(key, name)] = [res]
+                raw.append({"run": key, "peer": name, "rep": 1, **res})
 
     elapsed = time.time() - t_start
     stop_all()
@@ -917,8 +1112,18 @@ def main():
                "1000000; nginx-nobuf = proxy_buffering off + proxy_request_buffering off; sluice RUST_LOG=warn%s."
                % ("/proc/PID/task/*/schedstat" if CPU_SOURCE == "schedstat" else "/proc/PID/stat",
                   (" " + shlex.join(SLUICE_ARGS)) if SLUICE_ARGS else ""))
+    out.append("- access logs: off for every peer (nginx access_log off, HAProxy no log; sluice %s), except the "
+               "'sluice access log on' rows (%s). Syscall rows: `strace -c -f -p` on the proxy's processes "
+               "during a separate `wrk -c64 -d%ds` run per peer after the timed runs; calls / wrk's requests."
+               % ("; ".join("%s %s" % (n, "--access-log off" if ACCESS_LOG_FLAG.get(n) else "RUST_LOG=warn")
+                            for n in SLUICES if n in ACCESS_LOG_FLAG) or "-",
+                  "; ".join("%s %s" % (n, "--access-log FILE --access-log-format text" if ACCESS_LOG_FLAG.get(n)
+                                       else "RUST_LOG=info, access lines on stderr to a file")
+                            for n in SLUICES if n in ACCESS_LOG_FLAG) or "-",
+                  ctx.strace_secs))
     out.append("")
-    out.append(table(results, peers, scenarios, ctx))
+    rows = report_rows(results)
+    out.append(table(results, peers, scenarios, ctx, rows))
     out.append("")
     if "sluice" in peers and "sluice-old" in peers:
         out.append("### sluice new/old")
@@ -926,7 +1131,7 @@ def main():
         out.append("new = %s, old = %s; medians as above; new/old = sluice / sluice-old (below 1 is better for "
                    "'lower' rows, above 1 for 'higher' rows)." % (sources["sluice"], sources["sluice-old"]))
         out.append("")
-        out.append(new_old_table(results, scenarios, ctx))
+        out.append(new_old_table(results, scenarios, ctx, rows))
         out.append("")
     if PROBLEMS:
         out.append("### problems (%d)" % len(PROBLEMS))

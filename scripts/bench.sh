@@ -4,6 +4,9 @@
 #
 # Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S3] [--peers sluice,nginx] [--help]
 #                         [--sluice-old PATH] [--reps N] [--json FILE] [--no-build] [--no-install]
+#                         [--no-s1-extras] [--strace-secs N]
+# S1 also runs sluice with its access log on, and (after the timed runs) one
+# strace'd wrk -c64 run per proxy for the syscalls-per-request rows.
 # Env:   SLUICE_BIN=path   skip the build and benchmark this binary
 #        SLUICE_OLD=path   also run this (older) sluice as the peer sluice-old, with a new/old table
 # Old vs new, quickly (about 2 minutes): scripts/bench.sh --quick --sluice-old PATH \

@@ -21,6 +21,18 @@ def status(pid, names=("VmRSS", "VmHWM")):
     return out
 
 
+def tracer_pid(pid):
+    """The PID tracing PID (ptrace, e.g. strace), 0 if none, None if PID is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("TracerPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return 0
+
+
 def rss(pid):
     """VmRSS of PID in bytes (KeyError if the kernel shows none)."""
     return status(pid, ("VmRSS",))["VmRSS"]
