@@ -279,34 +279,14 @@ pub(crate) fn rfc3339_ms(time: Option<SystemTime>) -> String {
         .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
         .unwrap_or_default();
     let secs = since.as_secs();
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
     let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d) = crate::http::date::civil_from_days(secs / 86_400);
     format!(
         "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
         rem / 3600,
         rem % 3600 / 60,
         rem % 60,
         since.subsec_millis()
-    )
-}
-
-/// Year, month, day of `days` after 1970-01-01 (proleptic Gregorian; H.
-/// Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (
-        y,
-        u32::try_from(m).unwrap_or(1),
-        u32::try_from(d).unwrap_or(1),
     )
 }
 

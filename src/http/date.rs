@@ -101,7 +101,7 @@ pub fn imf_fixdate(secs: u64) -> [u8; IMF_FIXDATE_LEN] {
 
 /// (year, month 1-12, day 1-31) of `days` since 1970-01-01 (Howard
 /// Hinnant's `civil_from_days`, for days >= 0).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
+pub(crate) fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let z = days + 719_468;
     let era = z / 146_097;
     let doe = z - era * 146_097;
