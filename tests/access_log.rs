@@ -93,6 +93,25 @@ fn heads_the_proxy_cannot_read_get_a_record_with_their_status() {
     assert_eq!(recs[3]["target"], "/partial");
 }
 
+/// Bytes that are not HTTP/1.x (an HTTP/2 preface, a TLS ClientHello) get
+/// their answer at once, and a record with it.
+#[test]
+fn http2_and_tls_bytes_get_a_record() {
+    let up = Upstream::start(respond_forever(ok_response("x")));
+    let (proxy, log) = logged_proxy(up.addr, AccessLogFormat::Json);
+    for (bytes, status) in [
+        (&b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..], 505),
+        (&b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"[..], 400),
+    ] {
+        let mut c = proxy.client();
+        c.send(bytes);
+        assert_eq!(c.read_response().status, status);
+    }
+    let recs = json_records(&log, 2);
+    assert_eq!(recs[0]["status"], 505, "{}", recs[0]);
+    assert_eq!(recs[1]["status"], 400, "{}", recs[1]);
+}
+
 #[test]
 fn json_records_have_every_field_named_in_the_issue() {
     let up = Upstream::start(respond_forever(ok_response("hello")));
@@ -185,6 +204,20 @@ fn a_client_leaving_before_the_answer_is_logged_499_client_aborted() {
     drop(c);
     let rec = &json_records(&log, 1)[0];
     assert_eq!(rec["status"], 499);
+    assert_eq!(rec["termination"], "client_aborted", "{rec}");
+}
+
+/// A client that closes (FIN) in the middle of its request body, before
+/// any answer: 499 and `client_aborted`, as with a reset.
+#[test]
+fn a_client_closing_mid_body_is_logged_499_client_aborted() {
+    let up = Upstream::start(never_answer());
+    let (proxy, log) = logged_proxy(up.addr, AccessLogFormat::Json);
+    let mut c = proxy.client();
+    c.send(b"POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\nabc");
+    c.shutdown_write();
+    let rec = &json_records(&log, 1)[0];
+    assert_eq!(rec["status"], 499, "{rec}");
     assert_eq!(rec["termination"], "client_aborted", "{rec}");
 }
 

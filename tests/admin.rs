@@ -142,3 +142,24 @@ fn metrics_show_each_upstream_servers_health() {
         sample(&text, &series(&dead_s)) == Some(0.0) && sample(&text, &series(&live_s)) == Some(1.0)
     });
 }
+
+/// A flood of connections that never send anything (a port scan, a stuck
+/// scraper) fills the admin side's slots and its accept queue; a health
+/// probe must still be answered (the oldest idle connection makes room),
+/// while they are open and after they close.
+#[test]
+fn idle_admin_connections_cannot_shut_out_healthz() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let (_proxy, admin) = admin_proxy(up.addr);
+    let idle: Vec<std::net::TcpStream> = (0..250)
+        .filter_map(|_| std::net::TcpStream::connect(admin).ok())
+        .collect();
+    assert!(idle.len() > 200, "only {} connections", idle.len());
+    assert_eventually("healthz answers during the flood", || {
+        http_get(admin, "/healthz").0 == 200
+    });
+    drop(idle);
+    assert_eventually("healthz answers after the flood", || {
+        http_get(admin, "/healthz").0 == 200
+    });
+}

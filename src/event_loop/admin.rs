@@ -7,7 +7,8 @@
 //! microseconds. It never blocks the loop: sockets are non-blocking, a
 //! request head is at most [`MAX_HEAD`] bytes, and a connection has
 //! [`TIMEOUT`] to send its head and take its answer. At most
-//! [`MAX_CONNS`] are open at once (further ones wait in the accept queue).
+//! [`MAX_CONNS`] are open at once (at the cap, the one closest to its
+//! deadline that is not being answered is closed to make room).
 //! Heads are parsed by the proxy's own codec (`http`).
 //!
 //! What it must not know: the proxy's connections; it answers from the
@@ -89,11 +90,19 @@ impl Admin {
         self.listener.local_addr().ok()
     }
 
-    /// Accepts what is queued (up to the connection cap).
+    /// Accepts everything queued (until `WouldBlock`: the listener is
+    /// edge-triggered, so stopping early would leave the queue unannounced
+    /// for good). At the connection cap, the connection closest to its
+    /// deadline that is not being answered makes room (a flood of idle
+    /// connections cannot shut out a health probe); if every one is being
+    /// answered, the new connection is closed at once.
     pub(crate) fn accept(&mut self, registry: &Registry, now: Instant) {
-        while self.conns.len() < MAX_CONNS {
+        loop {
             match self.listener.accept() {
                 Ok((mut stream, _)) => {
+                    if self.conns.len() >= MAX_CONNS && !self.evict_oldest(registry) {
+                        continue;
+                    }
                     let entry = self.conns.vacant_entry();
                     let t = token::admin(entry.key());
                     if registry
@@ -119,6 +128,23 @@ impl Admin {
                 }
             }
         }
+    }
+
+    /// Closes the idle or reading connection with the earliest deadline;
+    /// false if every connection is writing its answer.
+    fn evict_oldest(&mut self, registry: &Registry) -> bool {
+        let Some(key) = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.writing)
+            .min_by_key(|(_, c)| c.deadline)
+            .map(|(k, _)| k)
+        else {
+            return false;
+        };
+        let mut c = self.conns.remove(key);
+        let _ = registry.deregister(&mut c.stream);
+        true
     }
 
     /// An event on admin connection `key`: read its head, answer, write.
@@ -154,13 +180,11 @@ impl Admin {
         self.conns.iter().map(|(_, c)| c.deadline).min()
     }
 
-    /// Closes connections past their deadline, then accepts again if the
-    /// cap had stopped accepting.
+    /// Closes connections past their deadline.
     pub(crate) fn expire(&mut self, now: Instant, registry: &Registry) {
         if self.conns.is_empty() {
             return;
         }
-        let full = self.conns.len() >= MAX_CONNS;
         let late: Vec<usize> = self
             .conns
             .iter()
@@ -170,9 +194,6 @@ impl Admin {
         for key in late {
             let mut c = self.conns.remove(key);
             let _ = registry.deregister(&mut c.stream);
-        }
-        if full {
-            self.accept(registry, now);
         }
     }
 }

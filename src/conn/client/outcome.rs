@@ -240,6 +240,11 @@ impl ClientConn {
                 // Pending bytes are whole parts of the response; flush them,
                 // then close: a chunked body never gets its last chunk.
                 self.set_state(State::Closing { linger_until: None });
+                if !started && err.side == Side::Downstream {
+                    // The client closed before any answer (mid-body, say):
+                    // logged as 499, as a reset is.
+                    status = Some(499);
+                }
             }
         }
         let how = termination(&err);
@@ -254,11 +259,12 @@ impl ClientConn {
                 r.termination = how;
             }
             r.log(self.side.addr, sh);
-        } else if let (Some(code @ 400..=498), Some(head)) =
+        } else if let (Some(code @ (400..=498 | 500..=599)), Some(head)) =
             (status, self.side.inbuf.as_ref().filter(|b| !b.is_empty()))
         {
-            // A head that could not be read (400/414/431, or 408 for part
-            // of one): its answer gets a record too.
+            // A head that could not be read (400/414/431, 505 for an
+            // HTTP/2 preface, or 408 for part of one): its answer gets a
+            // record too.
             let started = self.head_started.unwrap_or(sh.now);
             let mut r = OwnReply::unreadable(head.as_slice(), code, started);
             r.termination = how;
