@@ -76,14 +76,11 @@ def upstream_main(args):
                 if head is None:
                     count("closed_by_proxy")
                     return
-                need = upstream.content_length(head)
-                while len(buf) < need:
-                    data = sock.recv(65536)
-                    if not data:
-                        count("closed_by_proxy")
-                        return
-                    buf += data
-                buf = buf[need:]
+                got = upstream.read_body(sock, head, buf)
+                if got is None:
+                    count("closed_by_proxy")
+                    return
+                buf = got[1]
                 target = head.split(b" ", 2)[1]
                 count("requests")
                 r = rnd.random() * 100

@@ -75,13 +75,10 @@ def upstream_main(stats_path):
                 if head is None:
                     return
                 conn.settimeout(10)
-                need = upstream.content_length(head)
-                while len(buf) < need:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buf += data
-                buf = buf[need:]
+                got = upstream.read_body(conn, head, buf)
+                if got is None:
+                    return
+                buf = got[1]
                 conn.sendall(RESPONSE)
                 with lock:
                     c["requests"] += 1

@@ -40,14 +40,11 @@ def upstream_main():
                 head, buf = read_head(conn, buf)
                 if head is None:
                     return
-                need = upstream.content_length(head)
-                while len(buf) < need:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buf += data
-                buf = buf[need:]
-                upstream.reply(conn, 200, b"got %d\n" % need)
+                got = upstream.read_body(conn, head, buf)
+                if got is None:
+                    return
+                body, buf = got
+                upstream.reply(conn, 200, b"got %d\n" % len(body))
         except OSError:
             return
         finally:

@@ -75,8 +75,9 @@ fn idle_tunnel_is_closed_at_the_tunnel_idle_timeout() {
     assert!(started.elapsed() >= Duration::from_millis(150));
 }
 
-#[test]
-fn drain_answers_the_next_request_with_connection_close() {
+/// A proxy (drain deadline 10 s) whose client connection served one
+/// request and stays open when the drain begins.
+fn drain_after_one_request() -> (Upstream, Proxy, Client) {
     let upstream = Upstream::start(respond_forever(ok_response("hello")));
     let proxy = start_forward_proxy(upstream.addr, |c| {
         c.drain_timeout = Duration::from_secs(10);
@@ -84,6 +85,12 @@ fn drain_answers_the_next_request_with_connection_close() {
     let mut client = proxy.client();
     assert_eq!(client.round_trip(get("/1")).status, 200);
     proxy.handle.drain();
+    (upstream, proxy, client)
+}
+
+#[test]
+fn drain_answers_the_next_request_with_connection_close() {
+    let (_upstream, _proxy, mut client) = drain_after_one_request();
     // The client, unaware, sends its next request on the kept connection
     // right away: it is served, and told this is the last one.
     let resp = client.round_trip(get("/2"));
@@ -123,13 +130,7 @@ fn drain_lets_a_response_in_flight_promise_keep_alive_and_closes_after_the_next(
 
 #[test]
 fn drain_closes_an_idle_keep_alive_connection_once_it_stayed_idle() {
-    let upstream = Upstream::start(respond_forever(ok_response("hello")));
-    let proxy = start_forward_proxy(upstream.addr, |c| {
-        c.drain_timeout = Duration::from_secs(10);
-    });
-    let mut client = proxy.client();
-    assert_eq!(client.round_trip(get("/1")).status, 200);
-    proxy.handle.drain();
+    let (_upstream, _proxy, mut client) = drain_after_one_request();
     let rest = client.read_until_closed(Duration::from_secs(3));
     assert!(rest.is_empty(), "{}", preview(&rest));
 }

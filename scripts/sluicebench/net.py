@@ -118,6 +118,20 @@ def content_length(head):
     return int(m.group(1)) if m else 0
 
 
+def read_body(sock, head, buf):
+    """Reads the Content-Length body of `head`, of which `buf` holds the
+    first bytes: (body, rest after it), or None if the peer closed first."""
+    need = content_length(head)
+    for _ in range(1000000):
+        if len(buf) >= need:
+            return buf[:need], buf[need:]
+        data = sock.recv(65536)
+        if not data:
+            return None
+        buf += data
+    return None
+
+
 def read_response(sock, buf=b""):
     """Reads one Content-Length response: (status, head, body, rest). Raises
     ValueError when the connection ends early."""
@@ -125,15 +139,10 @@ def read_response(sock, buf=b""):
     if head is None:
         raise ValueError("connection closed before a response head")
     status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.") else 0
-    need = content_length(head)
-    for _ in range(1000000):
-        if len(buf) >= need:
-            break
-        data = sock.recv(65536)
-        if not data:
-            raise ValueError("connection closed inside a response body")
-        buf += data
-    return status, head, buf[:need], buf[need:]
+    got = read_body(sock, head, buf)
+    if got is None:
+        raise ValueError("connection closed inside a response body")
+    return (status, head) + got
 
 
 def http_get(port, path, timeout=2.0):

@@ -19,7 +19,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 
-from .net import content_length, read_head  # noqa: F401  (re-exported for the upstreams)
+from .net import content_length, read_body, read_head  # noqa: F401  (re-exported for the upstreams)
 
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 431: "Too Large", 501: "Not Implemented"}
 
