@@ -23,11 +23,12 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use log::warn;
 
 use crate::config::{AccessLogFormat, AccessLogTarget};
+use crate::conn::access::StampCache;
 
 /// Buffered bytes that trigger a write.
 pub(crate) const FLUSH_AT: usize = 64 * 1024;
@@ -55,6 +56,8 @@ pub(crate) struct AccessLog {
     buf: Vec<u8>,
     /// When the oldest buffered record was added.
     oldest: Option<Instant>,
+    /// The records' time of day, formatted once a second.
+    stamps: StampCache,
     warned_at: Option<Instant>,
 }
 
@@ -71,6 +74,7 @@ impl AccessLog {
             pipe: false,
             buf: Vec::new(),
             oldest: None,
+            stamps: StampCache::default(),
             warned_at: None,
         };
         log.out = open_output(target)?;
@@ -79,6 +83,16 @@ impl AccessLog {
     }
 
     /// The record format.
+    /// `time` as the records write it (RFC 3339, milliseconds), into `out`.
+    pub(crate) fn stamp<'a>(&mut self, time: Option<SystemTime>, out: &'a mut [u8; 24]) -> &'a str {
+        self.stamps.stamp(time, out)
+    }
+
+    /// Records go somewhere (not `off`).
+    pub(crate) fn is_on(&self) -> bool {
+        self.out.is_some()
+    }
+
     pub(crate) fn format(&self) -> AccessLogFormat {
         self.format
     }

@@ -157,14 +157,18 @@ impl Access<'_> {
         if let Some(fb) = self.first_byte {
             stats.upstream_first_byte.observe(fb);
         }
+        if !log.is_on() {
+            return;
+        }
         let format = log.format();
+        let mut stamp = [0u8; 24];
+        let time = log.stamp(SystemTime::now().checked_sub(duration), &mut stamp);
         let Some(buf) = log.line_buffer(now) else {
             return;
         };
-        let time = rfc3339_ms(SystemTime::now().checked_sub(duration));
         match format {
-            AccessLogFormat::Text => self.write_text(buf, &time, duration),
-            AccessLogFormat::Json => self.write_json(buf, &time, duration),
+            AccessLogFormat::Text => self.write_text(buf, time, duration),
+            AccessLogFormat::Json => self.write_json(buf, time, duration),
         }
     }
 
@@ -275,19 +279,48 @@ pub(crate) fn escape_text(buf: &mut Vec<u8>, bytes: &[u8]) {
 /// `time` as RFC 3339 in UTC with milliseconds (`2026-01-02T03:04:05.678Z`);
 /// the epoch if the clock is before it.
 pub(crate) fn rfc3339_ms(time: Option<SystemTime>) -> String {
-    let since = time
-        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-        .unwrap_or_default();
-    let secs = since.as_secs();
-    let rem = secs % 86_400;
-    let (y, m, d) = crate::http::date::civil_from_days(secs / 86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        since.subsec_millis()
-    )
+    let mut out = [0u8; 24];
+    StampCache::default().stamp(time, &mut out).to_string()
+}
+
+/// The second last written as RFC 3339 (`YYYY-MM-DDTHH:MM:SS`): the
+/// records of one second share it, so the calendar date is worked out
+/// once a second, not per record, and no record allocates its time.
+#[derive(Debug, Default)]
+pub(crate) struct StampCache {
+    /// Seconds since the epoch of `text`, if set.
+    secs: Option<u64>,
+    text: [u8; 19],
+}
+
+impl StampCache {
+    /// `time` as RFC 3339 in UTC with milliseconds
+    /// (`2026-01-02T03:04:05.678Z`), written into `out`; the epoch if the
+    /// clock is before it.
+    pub(crate) fn stamp<'a>(&mut self, time: Option<SystemTime>, out: &'a mut [u8; 24]) -> &'a str {
+        let since = time
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .unwrap_or_default();
+        let secs = since.as_secs();
+        if self.secs != Some(secs) {
+            let rem = secs % 86_400;
+            let (y, m, d) = crate::http::date::civil_from_days(secs / 86_400);
+            let mut text = std::io::Cursor::new(&mut self.text[..]);
+            let _ = write!(
+                text,
+                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+                rem / 3600,
+                rem % 3600 / 60,
+                rem % 60
+            );
+            self.secs = Some(secs);
+        }
+        let (head, tail) = out.split_at_mut(19);
+        head.copy_from_slice(&self.text);
+        let mut rest = std::io::Cursor::new(tail);
+        let _ = write!(rest, ".{:03}Z", since.subsec_millis());
+        std::str::from_utf8(out).unwrap_or_default()
+    }
 }
 
 /// Method and target sniffed from the bytes of a head that could not be

@@ -4,4 +4,5 @@ mod exchange;
 mod listen;
 mod pool;
 mod pool_choice;
+mod stamp;
 mod token;
