@@ -16,10 +16,13 @@
 //! - the smallest idle age of a close seen in the current and the previous
 //!   window of [`WINDOW`] (a close at an idle age of [`QUICK_CLOSE`] or
 //!   more: the server's idle limit);
-//! - the idle ages of closes under [`QUICK_CLOSE`] (closes right after a
-//!   response) in the same two windows, as counts per power-of-two bucket
-//!   of milliseconds (the guard is their 90th percentile: one stalled
-//!   close must not make every just-parked connection unusable).
+//! - the idle ages of closes under [`QUICK_CLOSE`] seen after the
+//!   connection was parked (closes right after a response) in the same two
+//!   windows, as counts per power-of-two bucket of [`BUCKET_BASE`] (the
+//!   guard is their 90th percentile: one stalled close must not make every
+//!   just-parked connection unusable). A FIN that came with the answer is
+//!   seen when the connection would be parked, so it is never parked and
+//!   is no risk to a later take: such closes do not feed the guard.
 //!
 //! What it must not know: sockets, HTTP, the clock (`now` comes in).
 
@@ -38,9 +41,12 @@ pub const WINDOW: Duration = Duration::from_secs(30);
 /// age and the learned limit (its bytes must reach the server first).
 const RISKY_MARGIN: Duration = Duration::from_millis(100);
 
-/// Shortest guard against a close right after a response (loopback FINs
-/// arrive within microseconds; a busy loop sees them a few ms late).
-const MIN_FRESH_GUARD: Duration = Duration::from_millis(5);
+/// Width of the smallest bucket of quick-close ages (and so the shortest
+/// guard). An observed age is when the loop saw the FIN, at least when it
+/// came: the guard errs on the safe side, so it needs no floor beyond the
+/// bucket width (issue 14: a 5 ms floor made a POST refuse every pooled
+/// connection of a busy loop, where all are parked under a millisecond).
+pub const BUCKET_BASE: Duration = Duration::from_micros(125);
 
 /// Most peers remembered; past it, everything learned is forgotten (peers
 /// that come and go cannot grow the map without bound).
@@ -60,7 +66,8 @@ pub struct IdleRule {
     /// A non-idempotent request takes no connection idle for less than
     /// this (the server was seen closing right after responses): the 90th
     /// percentile of the quick-close ages seen, rounded up to a power of
-    /// two milliseconds, between 5 and 100 ms; zero when none was seen.
+    /// two times [`BUCKET_BASE`] (125 µs), at most [`QUICK_CLOSE`]; zero
+    /// when none was seen.
     pub risky_min_idle: Duration,
 }
 
@@ -93,9 +100,9 @@ impl Windows {
     }
 }
 
-/// Buckets of quick-close ages: bucket `i` holds ages below `2^i` ms (the
-/// last one everything up to [`QUICK_CLOSE`]).
-const QUICK_BUCKETS: usize = 8;
+/// Buckets of quick-close ages: bucket `i` holds ages below
+/// `BUCKET_BASE * 2^i` (the last one everything up to [`QUICK_CLOSE`]).
+const QUICK_BUCKETS: usize = 11;
 
 /// Counts of quick-close ages per bucket, in two windows.
 #[derive(Debug, Default, Clone, Copy)]
@@ -106,9 +113,8 @@ struct QuickAges {
 
 impl QuickAges {
     fn add(&mut self, age: Duration) {
-        let ms = age.as_millis();
         let i = (0..QUICK_BUCKETS - 1)
-            .find(|&i| ms < (1u128 << i))
+            .find(|&i| age < BUCKET_BASE * (1 << i))
             .unwrap_or(QUICK_BUCKETS - 1);
         if let Some(c) = self.cur.get_mut(i) {
             *c = c.saturating_add(1);
@@ -125,23 +131,21 @@ impl QuickAges {
     }
 
     /// The upper bound of the bucket holding the 90th percentile, if any
-    /// age was seen.
+    /// age was seen (no allocation: it runs on every choice).
     fn p90(&self) -> Option<Duration> {
-        let counts: Vec<u64> = (0..QUICK_BUCKETS)
-            .map(|i| {
-                u64::from(self.cur.get(i).copied().unwrap_or(0))
-                    + u64::from(self.prev.get(i).copied().unwrap_or(0))
-            })
-            .collect();
-        let total: u64 = counts.iter().sum();
+        let count = |i: usize| {
+            u64::from(self.cur.get(i).copied().unwrap_or(0))
+                + u64::from(self.prev.get(i).copied().unwrap_or(0))
+        };
+        let total: u64 = (0..QUICK_BUCKETS).map(count).sum();
         if total == 0 {
             return None;
         }
         let mut seen = 0;
-        for (i, c) in counts.iter().enumerate() {
-            seen += c;
+        for i in 0..QUICK_BUCKETS {
+            seen += count(i);
             if seen * 10 >= total * 9 {
-                return Some(Duration::from_millis(1 << i));
+                return Some((BUCKET_BASE * (1 << i)).min(QUICK_CLOSE));
             }
         }
         Some(QUICK_CLOSE)
@@ -250,7 +254,7 @@ impl<K: Clone + Eq + Hash> IdleLimits<K> {
             rule.risky_max_idle = (limit * 7 / 8).min(limit.saturating_sub(RISKY_MARGIN));
         }
         if let Some(q) = quick {
-            rule.risky_min_idle = q.clamp(MIN_FRESH_GUARD, QUICK_CLOSE);
+            rule.risky_min_idle = q;
         }
         rule
     }

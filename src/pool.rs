@@ -45,9 +45,11 @@
 //!    no connection idle longer than seven eighths of the learned limit
 //!    (and at least 100 ms under it), and, if the
 //!    server was seen closing right after responses, none parked less
-//!    than `risky_min_idle` ago (the 90th percentile of the quick-close
-//!    ages seen, rounded up to a power of two ms, 5–100 ms: LIFO would
-//!    pick exactly the connection most likely to be doomed then). The newest connection that passes is taken
+//!    than `risky_min_idle` ago (the 90th percentile of the idle ages at
+//!    which such closes were seen, rounded up to 125 µs times a power of
+//!    two, at most 100 ms: LIFO would pick exactly the connection most
+//!    likely to be doomed then), and the one taken is always checked for
+//!    a FIN first. The newest connection that passes is taken
 //!    (`pool_take_newest`, or `pool_take_older` when a fresher one was
 //!    passed over); if none does, a new connection is opened
 //!    (`pool_new_for_risk`). A fresh connection passed over stays parked
@@ -215,17 +217,20 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
     }
 
     /// Whether a connection of `key` idle for `idle` must be checked for
-    /// liveness before it is used: unless it is hot (idle less than
-    /// [`HOT_IDLE`] and than a quarter of the learned limit), or it was
-    /// parked so recently that a server seen closing right after responses
-    /// may be closing it now (the rule's quick-close guard).
-    pub fn needs_check(&mut self, key: &K, idle: Duration, now: Instant) -> bool {
+    /// liveness before a request that is `idempotent` or not uses it:
+    /// unless it is hot (idle less than [`HOT_IDLE`] and than a quarter of
+    /// the learned limit), or it was parked so recently that a server seen
+    /// closing right after responses may be closing it now (the rule's
+    /// quick-close guard). A non-idempotent request to such a server is
+    /// always checked: one `recv` is cheaper than a request that cannot be
+    /// retried.
+    pub fn needs_check(&mut self, key: &K, idle: Duration, now: Instant, idempotent: bool) -> bool {
         let hot = self
             .limits
             .limit(key)
             .map_or(HOT_IDLE, |l| HOT_IDLE.min(l / 4));
         let quick = self.limits.rule(key, now).risky_min_idle;
-        idle >= hot || idle < quick
+        idle >= hot || idle < quick || (!idempotent && quick > Duration::ZERO)
     }
 
     /// The rule `choose` applies to `key` now.

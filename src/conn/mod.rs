@@ -68,6 +68,10 @@ pub(crate) struct Shared {
     pub stats: Arc<Stats>,
     /// The time the current batch of events is handled at.
     pub now: Instant,
+    /// When the current batch of events is taken to have arrived: `now`
+    /// if the poll waited for them, else the previous batch's `now` (a
+    /// busy loop's latency is not charged to a peer; issue 14).
+    pub events_at: Instant,
     /// The access log's buffer and output.
     pub access: AccessLog,
     /// Rate limit of the warnings about upstream failures.
@@ -120,7 +124,8 @@ impl Shared {
             groups,
             checks,
             stats,
-            now: Instant::now(),
+            now,
+            events_at: now,
             access,
             warn_limit: WarnLimit::default(),
             date: HttpDate::new(SystemTime::now()),

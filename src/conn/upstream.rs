@@ -72,8 +72,9 @@ pub(crate) struct UpstreamConn {
     local_port: u16,
     /// Requests sent on it before the current one.
     uses: u64,
-    /// How long it had been idle in the pool when it was last taken.
-    taken_idle: Duration,
+    /// How long it had been idle in the pool when it was last taken, if it
+    /// was checked for a FIN then (`None`: new, or taken hot unchecked).
+    taken_idle: Option<Duration>,
     /// The sending side was shut (a tunnel whose client sent EOF).
     write_shut: bool,
 }
@@ -283,7 +284,7 @@ impl Upstreams {
                     }
                     Choice::Take { id, idle, older } => (id, idle, older),
                 };
-                let check = self.pool.needs_check(&peer, idle, now);
+                let check = self.pool.needs_check(&peer, idle, now, idempotent);
                 let verdict = match self.slab.get(key) {
                     // Hot and no event since it was parked: no syscall.
                     Some(s) if !check && !s.conn.io.readable => {
@@ -314,7 +315,9 @@ impl Upstreams {
                     up.owner = owner;
                     up.set_state(UpState::Active { owner });
                     up.uses += 1;
-                    up.taken_idle = idle;
+                    // Unchecked, a failure may be a FIN that was already
+                    // there: it then tells nothing of the server's limit.
+                    up.taken_idle = check.then_some(idle);
                     // A parked socket is writable (nothing is pending).
                     up.io.writable = true;
                     Stats::add(&stats.upstream_reuses, 1);
@@ -357,7 +360,7 @@ impl Upstreams {
             owner,
             local_port: 0,
             uses: 0,
-            taken_idle: Duration::ZERO,
+            taken_idle: None,
             write_shut: false,
         };
         conn.set_interest(registry, true, true)?;
@@ -366,10 +369,12 @@ impl Upstreams {
         Ok((key, false))
     }
 
-    /// An event for the upstream slot `id` arrived: records its readiness.
-    /// Returns the owner to drive if the connection is in use; a parked
-    /// one is checked here and evicted unless the event was spurious. A
-    /// stale event (the slot was freed or reused) is dropped.
+    /// An event for the upstream slot `id` arrived (at about `now`, see
+    /// `Shared::events_at`): records its readiness. Returns the owner to
+    /// drive if the connection is in use; a parked one is checked here and
+    /// evicted unless the event was spurious (the pool learns the idle age
+    /// of a close). A stale event (the slot was freed or reused) is
+    /// dropped.
     pub(crate) fn on_event(
         &mut self,
         id: ConnId,
@@ -399,10 +404,14 @@ impl Upstreams {
 
     /// The reused connection `key` failed before any response byte (the
     /// server closed it as the request went out): the pool learns the
-    /// idle age it had when taken.
+    /// idle age it had when taken, if it was checked alive then (else the
+    /// FIN may have been waiting unread, which says nothing of the
+    /// server's limit).
     pub(crate) fn observe_failed_reuse(&mut self, key: UpKey, now: Instant) {
         if let Some(up) = self.get(key) {
-            let (peer, idle) = (up.peer, up.taken_idle);
+            let (peer, Some(idle)) = (up.peer, up.taken_idle) else {
+                return;
+            };
             self.pool.observe_close(&peer, idle, now);
         }
     }
@@ -440,10 +449,8 @@ impl Upstreams {
             None
         };
         if let Some(why) = verdict {
-            if why == Eviction::PeerClosed {
-                // Closed right after its response, without saying so.
-                self.pool.observe_close(&peer, Duration::ZERO, now);
-            }
+            // A FIN that came with the answer: never parked, so no risk to
+            // a later take, and not a quick close for the choice rule.
             self.evict(key, why, stats);
             return;
         }

@@ -58,6 +58,10 @@ mod upstreams_setup;
 /// instead of spinning on a listener that stays readable.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
+/// A poll that took this long waited for its events (it did not return a
+/// batch that was already there).
+const POLL_WAITED: Duration = Duration::from_micros(100);
+
 /// Shortest time between two "connection cap reached" warnings.
 const CAP_WARN_EVERY: Duration = Duration::from_secs(10);
 
@@ -269,7 +273,17 @@ impl Server {
                 }
                 return Err(e);
             }
-            self.sh.now = Instant::now();
+            let returned = Instant::now();
+            // When this turn's readiness came (the pool's quick-close ages,
+            // issue 14): a poll that waited was woken by it just now; a
+            // busy loop's batch arrived after the previous poll returned.
+            // Neither charges the loop's own latency to the server.
+            self.sh.events_at = if returned.saturating_duration_since(now) >= POLL_WAITED {
+                returned
+            } else {
+                self.sh.now
+            };
+            self.sh.now = returned;
             self.sh.date.update(std::time::SystemTime::now());
             for event in events.iter() {
                 match event.token() {
@@ -339,7 +353,10 @@ impl Server {
         };
         let owner = match kind {
             Kind::Client => Some(id),
-            Kind::Upstream => self.sh.ups.on_event(id, event, &self.sh.stats, self.sh.now),
+            Kind::Upstream => self
+                .sh
+                .ups
+                .on_event(id, event, &self.sh.stats, self.sh.events_at),
             Kind::Check => {
                 let sh = &mut self.sh;
                 let out = sh.checks.on_event(id, sh.now, &mut sh.groups, &sh.stats);

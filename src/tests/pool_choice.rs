@@ -2,7 +2,7 @@
 //! `idle_limit`): plain LIFO when nothing is known, retirement before a
 //! learned idle limit, and what a non-idempotent request may not risk.
 
-use crate::idle_limit::{IdleRule, QUICK_CLOSE, WINDOW};
+use crate::idle_limit::{BUCKET_BASE, IdleRule, QUICK_CLOSE, WINDOW};
 use crate::pool::{Choice, IdlePool};
 use std::time::{Duration, Instant};
 
@@ -93,7 +93,8 @@ fn after_closes_right_after_responses_a_post_skips_just_parked_connections() {
     pool.observe_close(&PEER, ms(3), now);
     assert!(ms(3) < QUICK_CLOSE);
     let rule = pool.rule(&PEER, now);
-    assert_eq!(rule.risky_min_idle, ms(5));
+    // 3 ms rounds up to 125 µs times a power of two.
+    assert_eq!(rule.risky_min_idle, ms(4));
     // A quick close is not an idle limit: nothing is retired.
     assert_eq!(rule.retire_after, Duration::MAX);
     // GET: LIFO.
@@ -109,11 +110,11 @@ fn after_closes_right_after_responses_a_post_skips_just_parked_connections() {
 }
 
 #[test]
-fn the_fresh_guard_is_the_90th_percentile_between_5_and_100_ms() {
+fn the_fresh_guard_is_the_90th_percentile_between_125_us_and_100_ms() {
     let now = Instant::now() + Duration::from_secs(100);
     let mut pool: IdlePool<&str> = IdlePool::new(4, 4, Duration::from_secs(60));
     pool.observe_close(&PEER, Duration::ZERO, now);
-    assert_eq!(pool.rule(&PEER, now).risky_min_idle, ms(5));
+    assert_eq!(pool.rule(&PEER, now).risky_min_idle, BUCKET_BASE);
     // 19 closes at 10 ms and one stalled at 90 ms: the stall is the top 5 %.
     for _ in 0..18 {
         pool.observe_close(&PEER, ms(10), now);
@@ -124,4 +125,20 @@ fn the_fresh_guard_is_the_90th_percentile_between_5_and_100_ms() {
         pool.observe_close(&PEER, ms(90), now);
     }
     assert_eq!(pool.rule(&PEER, now).risky_min_idle, ms(100));
+}
+
+#[test]
+fn a_post_to_a_server_seen_closing_after_responses_is_always_checked() {
+    let now = Instant::now() + Duration::from_secs(100);
+    let mut pool: IdlePool<&str> = IdlePool::new(4, 4, Duration::from_secs(60));
+    // Nothing learned: a hot connection is taken without a check.
+    assert!(!pool.needs_check(&PEER, ms(10), now, false));
+    pool.observe_close(&PEER, ms(1), now);
+    let guard = pool.rule(&PEER, now).risky_min_idle;
+    assert_eq!(guard, ms(2));
+    // Past the guard and hot: a GET goes unchecked, a POST is checked.
+    assert!(!pool.needs_check(&PEER, ms(10), now, true));
+    assert!(pool.needs_check(&PEER, ms(10), now, false));
+    // Inside the guard, both are.
+    assert!(pool.needs_check(&PEER, ms(1), now, true));
 }
