@@ -9,6 +9,9 @@ at the upstream, as deltas per proxy):
   erratic  this file run as `pool_race.py upstream STATS`: thread per
            connection; closes an idle connection after a wait drawn in
            0.5-3 s, and 3 % of connections right after a response, silently
+           (with --close-delay MS: a wait drawn in 0-MS ms after that
+           response first, reading nothing: the issue's minimal case, where
+           a request sent meanwhile is lost)
 Proxies, one at a time against each upstream: sluice (`--workers 1`; its
 counters from the `stopped:` line at SIGTERM), nginx (`keepalive 128`,
 defaults otherwise), and with --sluice-old an older sluice.
@@ -43,6 +46,7 @@ RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
 def upstream_main(stats_path):
     lock = threading.Lock()
+    close_delay = int(os.environ.get("RACE_CLOSE_DELAY_MS", "0")) / 1000.0
     c = {"conns": 0, "requests": 0, "idle_closes": 0, "quick_closes": 0}
 
     def write_stats():
@@ -85,6 +89,8 @@ def upstream_main(stats_path):
                 if rnd.random() < 0.03:
                     with lock:
                         c["quick_closes"] += 1
+                    if close_delay:
+                        time.sleep(rnd.uniform(0, close_delay))
                     return
         except OSError:
             return
@@ -246,7 +252,8 @@ def run(args):
         "origin", args.tmp, 'location / { return 200 "ok"; }',
         http_extra="keepalive_timeout 1s;", access=True)
     stats_path = os.path.join(args.tmp, "erratic.stats")
-    erratic = Proc("erratic", self_child(__file__, "upstream", stats_path), os.path.join(args.tmp, "erratic.log"))
+    erratic = Proc("erratic", self_child(__file__, "upstream", stats_path), os.path.join(args.tmp, "erratic.log"),
+                   env=dict(os.environ, RACE_CLOSE_DELAY_MS=str(args.close_delay)))
     erratic_port = None
     for _ in range(100):
         try:
@@ -273,7 +280,8 @@ def run(args):
     ok = True
     total = 0
     print(f"Per proxy and upstream: {args.seconds} s of GET + POST (wrk -t1 -c25 each), "
-          f"700 ms bursts, pauses {args.pause_min}-{args.pause_max} ms.")
+          f"700 ms bursts, pauses {args.pause_min}-{args.pause_max} ms"
+          + (f"; erratic closes 0-{args.close_delay} ms after a response." if args.close_delay else "."))
     print("| proxy | upstream | GET requests / 5xx | POST requests / 5xx | 5xx rate | socket errors | "
           "retries | evicted (peer closed) | choice newest/older/new-for-risk/retired | "
           "requests per upstream conn |")
@@ -330,6 +338,8 @@ def main():
     ap.add_argument("--pause-min", type=int, default=300, help="shortest pause, ms (300)")
     ap.add_argument("--pause-max", type=int, default=3000, help="longest pause, ms (3000)")
     ap.add_argument("--upstreams", default="nginx,erratic", help="nginx,erratic (both)")
+    ap.add_argument("--close-delay", type=int, default=0,
+                    help="the erratic upstream's closes after a response come 0-MS ms late, unread (0)")
     if "--quick" in sys.argv[1:]:
         ap.set_defaults(seconds=12)
     args = ap.parse_args()
@@ -337,6 +347,8 @@ def main():
         ap.error("--seconds must be 5..900")
     if not 0 <= args.pause_min <= args.pause_max <= 60000:
         ap.error("--pause-min <= --pause-max, both 0..60000 ms")
+    if not 0 <= args.close_delay <= 1000:
+        ap.error("--close-delay must be 0..1000 ms")
     if not args.upstreams or not set(args.upstreams.split(",")) <= {"nginx", "erratic"}:
         ap.error("--upstreams: nginx, erratic or both")
     return main_guard(run, args, "pool_race")

@@ -7,11 +7,15 @@
 #
 # Usage: scripts/pool_race.sh [--quick] [--seconds 90] [--sluice-old PATH]
 #            [--pause-min 300] [--pause-max 3000] [--upstreams nginx,erratic]
+#            [--close-delay MS]
 #   --quick: 12 s per proxy and upstream (a smoke run, about 1 minute).
 #   --sluice-old PATH: also run this older sluice; the reuse threshold
 #   (requests per upstream connection within 10 % of it) is checked then.
 #   --pause-min 950 --pause-max 1050 --upstreams nginx: every pause near
 #   nginx's 1 s idle limit (the adversarial case).
+#   --close-delay 20: the erratic upstream's closes after a response come
+#   0-20 ms late, reading nothing (the issue's minimal case: a request sent
+#   on that connection meanwhile is lost; GETs are retried, POSTs cannot be).
 # Prints per proxy and upstream: requests, proxy-made 5xx (502/503/504),
 # their rate, retries and evictions (sluice's counters), the pool's choice
 # paths, and requests per upstream connection (counted at the upstream).
@@ -23,7 +27,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-lib_help 2 23 "${1:-}"
+lib_help 2 27 "${1:-}"
 if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
     [[ $EUID -eq 0 ]] || die "needs nginx and wrk (apt-get install -y nginx wrk)"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx wrk >/dev/null

@@ -46,6 +46,32 @@ fn once_the_server_was_seen_closing_after_responses_a_quick_second_post_gets_200
 }
 
 #[test]
+fn after_a_post_lost_to_a_close_in_flight_the_next_quick_post_gets_a_new_connection() {
+    // Answers one request, waits 20 ms without reading, closes: a request
+    // sent meanwhile is lost (the close is never seen while idle, so only
+    // the failed reuse can teach the pool).
+    let upstream = Upstream::start(|mut conn: UpConn| {
+        if conn.read_request().is_some() {
+            conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            // The server's own habit, not synchronisation.
+            thread::sleep(Duration::from_millis(20));
+        }
+        conn.close();
+    });
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    assert_eq!(client.round_trip(POST).status, 200);
+    // Nothing learned yet: LIFO hands it the doomed connection.
+    assert_eq!(client.round_trip(POST).status, 502);
+    let mut client = proxy.client();
+    assert_eq!(client.round_trip(POST).status, 200);
+    assert_eq!(client.round_trip(POST).status, 200);
+    let st = proxy.stats.snapshot();
+    assert_eq!((st.status_502, st.pool_new_for_risk), (1, 1), "{st:?}");
+    assert_eq!(upstream.accepted(), 3);
+}
+
+#[test]
 fn gets_on_the_same_server_keep_lifo_and_are_retried() {
     let upstream = Upstream::start(answer_then_close_after_50ms());
     let proxy = start_forward_proxy(upstream.addr, |_| {});

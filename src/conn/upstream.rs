@@ -35,6 +35,7 @@ use crate::buffer::WatermarkBuffer;
 use crate::error::Timeout;
 use crate::event_loop::token::{ConnId, Generations, Kind};
 use crate::filter::Peer;
+use crate::idle_limit::QUICK_CLOSE;
 use crate::pool::{Choice, EvictReason, IdlePool};
 use crate::stats::Stats;
 
@@ -72,9 +73,9 @@ pub(crate) struct UpstreamConn {
     local_port: u16,
     /// Requests sent on it before the current one.
     uses: u64,
-    /// How long it had been idle in the pool when it was last taken, if it
-    /// was checked for a FIN then (`None`: new, or taken hot unchecked).
-    taken_idle: Option<Duration>,
+    /// When it was last taken from the pool, how long it had been idle
+    /// then, and whether it was checked for a FIN (`None`: new).
+    taken: Option<Taken>,
     /// The sending side was shut (a tunnel whose client sent EOF).
     write_shut: bool,
 }
@@ -203,6 +204,18 @@ enum Eviction {
     Cap(EvictReason),
 }
 
+/// How a pooled connection was last taken (what a failure then teaches the
+/// pool's choice rule).
+#[derive(Debug, Clone, Copy)]
+struct Taken {
+    /// When it left the pool.
+    at: Instant,
+    /// How long it had been idle then.
+    idle: Duration,
+    /// Whether it was checked for a FIN (`MSG_PEEK`) then.
+    checked: bool,
+}
+
 /// A slab slot: the machine and the generation in its token.
 #[derive(Debug)]
 struct Slot {
@@ -315,9 +328,11 @@ impl Upstreams {
                     up.owner = owner;
                     up.set_state(UpState::Active { owner });
                     up.uses += 1;
-                    // Unchecked, a failure may be a FIN that was already
-                    // there: it then tells nothing of the server's limit.
-                    up.taken_idle = check.then_some(idle);
+                    up.taken = Some(Taken {
+                        at: now,
+                        idle,
+                        checked: check,
+                    });
                     // A parked socket is writable (nothing is pending).
                     up.io.writable = true;
                     Stats::add(&stats.upstream_reuses, 1);
@@ -360,7 +375,7 @@ impl Upstreams {
             owner,
             local_port: 0,
             uses: 0,
-            taken_idle: None,
+            taken: None,
             write_shut: false,
         };
         conn.set_interest(registry, true, true)?;
@@ -402,18 +417,29 @@ impl Upstreams {
         None
     }
 
-    /// The reused connection `key` failed before any response byte (the
-    /// server closed it as the request went out): the pool learns the
-    /// idle age it had when taken, if it was checked alive then (else the
-    /// FIN may have been waiting unread, which says nothing of the
-    /// server's limit).
+    /// The reused connection `key` failed before any response byte at
+    /// `now` (the server closed it as the request went out): the pool
+    /// learns the close. Checked alive when taken, the server closed it
+    /// after that: at an idle age of at least the one it had then (a
+    /// lower bound, the safe side for a limit). Unchecked, the FIN may
+    /// have been waiting unread, so the age is only known to be under the
+    /// time from parking to now: that says the server closes after
+    /// responses (the safe side for the quick-close guard), not where its
+    /// limit is.
     pub(crate) fn observe_failed_reuse(&mut self, key: UpKey, now: Instant) {
-        if let Some(up) = self.get(key) {
-            let (peer, Some(idle)) = (up.peer, up.taken_idle) else {
-                return;
-            };
-            self.pool.observe_close(&peer, idle, now);
-        }
+        let Some(up) = self.get(key) else {
+            return;
+        };
+        let (peer, Some(t)) = (up.peer, up.taken) else {
+            return;
+        };
+        let age = if t.checked {
+            t.idle
+        } else {
+            let upper = t.idle + now.saturating_duration_since(t.at);
+            upper.min(QUICK_CLOSE.saturating_sub(Duration::from_micros(1)))
+        };
+        self.pool.observe_close(&peer, age, now);
     }
 
     /// Parks `key` (its exchange ended cleanly and nothing is unread). It
