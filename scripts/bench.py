@@ -79,7 +79,8 @@ import tempfile
 import time
 
 from sluicebench.net import free_port, http_get, read_response, still_open
-from sluicebench.procfs import CPU_SOURCE, busy_pct, cpu_busy_ticks, cpu_model, cpu_seconds, rss_kib, tracer_pid
+from sluicebench.procfs import (CPU_SOURCE, busy_pct, cpu_busy_ticks, cpu_model, cpu_seconds, rss_kib,
+                                settled, tracer_pid)
 from sluicebench.procs import Proc, run_cmd, wait_for
 from sluicebench.stats import median, ratio, spread
 
@@ -659,19 +660,6 @@ def s6_batch(port, count, req, errs):
     return good
 
 
-def settled_rss(peer, within=5.0):
-    """The peer's RSS once two reads 0.5 s apart agree (at most WITHIN s)."""
-    last = peer.rss()
-    deadline = time.time() + within
-    while time.time() < deadline:
-        time.sleep(0.5)
-        now = peer.rss()
-        if now == last:
-            break
-        last = now
-    return last
-
-
 def s6(ctx, peer, where):
     if not peer.proc:
         return {}
@@ -683,14 +671,14 @@ def s6(ctx, peer, where):
         for _ in range(S6_WARMUP):
             for s in s6_batch(peer.port, S6_BATCH, req, errs):
                 s.close()
-        base = settled_rss(peer)
+        base = settled(peer.rss)
         for start in range(0, n, S6_BATCH):
             if time.time() > deadline:
                 errs.append("time limit reached after %d connections" % len(socks))
                 break
             socks += s6_batch(peer.port, min(S6_BATCH, n - start), req, errs)
         time.sleep(1.0)
-        rss = settled_rss(peer)
+        rss = settled(peer.rss)
         alive = sum(1 for s in socks[:200] if still_open(s))
     finally:
         for s in socks:
