@@ -25,13 +25,17 @@ Scenarios:
   S3  100 MiB download (curl)
   S4  100 MiB upload (curl -T; the upstream is scripts/bench/upstream.py)
   S5  200 slow readers (curl --limit-rate 100k) for 10 s: peak RSS growth
-  S6  10,000 idle keep-alive client connections: RSS per connection. They
-      open in batches of 250 (each sends one GET, then all read); before the
-      baseline RSS read, S6_WARMUP batches of 250 do the same and close, so
-      what a burst of 250 requests leaves behind (free lists, allocator
-      holes) is in the baseline and the growth is what idle connections
-      hold. The RSS after is read once it settled (two reads 0.5 s apart
-      equal, at most 5 s).
+  S6  10,000 idle keep-alive client connections: RSS per connection. First
+      4 bursts of 250 connections (each sends one GET, then all
+      read, then all close), so what a burst of concurrent requests leaves
+      behind (free lists, allocator holes) is in the baseline RSS; then the
+      10,000 connections one after the other, each sending one GET and
+      reading its answer, kept open. Per connection = (RSS after - RSS
+      before) / connections, each RSS read once it settled (two reads 0.5 s
+      apart equal, at most 5 s). Opened in bursts of 250 instead, the
+      figure swung by several hundred bytes from run to run with where the
+      allocator put the burst's buffers, not with what an idle connection
+      holds.
 
 With S1, two more measurements (both skipped by --no-s1-extras):
   S1 with the access log on: an extra S1 64-connection run for each sluice
@@ -632,8 +636,9 @@ def s5(ctx, peer, where):
     return {"rss_peak_mib": (peak - base) / 1024.0, "rss_kib_conn": (peak - base) / n}
 
 
-S6_BATCH = 250  # connections opened (each sending its GET) before their answers are read
-S6_WARMUP = 4  # batches opened, answered and closed before the baseline
+S6_BATCH = 1  # connections opened (each sending its GET) before their answers are read
+S6_WARMUP = 4  # bursts opened, answered and closed before the baseline
+S6_WARMUP_BATCH = 250  # connections per warm-up burst
 
 
 def s6_batch(port, count, req, errs):
@@ -669,7 +674,7 @@ def s6(ctx, peer, where):
     deadline = time.time() + 120
     try:
         for _ in range(S6_WARMUP):
-            for s in s6_batch(peer.port, S6_BATCH, req, errs):
+            for s in s6_batch(peer.port, S6_WARMUP_BATCH, req, errs):
                 s.close()
         base = settled(peer.rss)
         for start in range(0, n, S6_BATCH):
@@ -685,7 +690,7 @@ def s6(ctx, peer, where):
             s.close()
     if errs or alive < min(200, len(socks)):
         problem(where, "python: %d connections, one GET each, kept open (after %d x %d warm-up)"
-                % (n, S6_WARMUP, S6_BATCH),
+                % (n, S6_WARMUP, S6_WARMUP_BATCH),
                 "%d failed, %d of the first %d still open after 1 s; first errors: %s"
                 % (len(errs), alive, min(200, len(socks)), "; ".join(errs[:5])))
     if not socks:
@@ -1120,11 +1125,11 @@ def main():
         out.append("- " + n)
     out.append("- upstream: " + up_desc + ("; S4 sink: scripts/bench/upstream.py (CPU %d)" % LOAD_CPU if sink else ""))
     out.append("- %d repetition(s), peers alternating inside each; medians. wrk -t1 -d%ds; S2 -c64; S5 %d x "
-               "`curl --limit-rate 100k` for %d s on a %d MiB file; S6 %d connections, one GET each, in batches of %d after %d "
-               "warm-up batches, RSS read settled. "
+               "`curl --limit-rate 100k` for %d s on a %d MiB file; S6 %d connections, one GET each, one after the other, "
+               "after %d warm-up bursts of %d; RSS read settled. "
                "S3/S4: %d transfers per run, median MiB/s. spread = (max-min)/median over the repetitions, "
                "worst peer of the row." % (ctx.reps, ctx.dur, ctx.slow_n, ctx.slow_secs, SLOW_SIZE // MIB, ctx.idle_n,
-                                           S6_BATCH, S6_WARMUP, ctx.transfers))
+                                           S6_WARMUP, S6_WARMUP_BATCH, ctx.transfers))
     out.append("- proxy CPU = user+system of the proxy's processes over the run (%s); RSS = VmRSS summed over them, "
                "growth over the idle proxy. Every proxy gets 20000 max connections; nginx keepalive_requests "
                "1000000; nginx-nobuf = proxy_buffering off + proxy_request_buffering off; sluice RUST_LOG=warn%s."
