@@ -25,7 +25,17 @@ Scenarios:
   S3  100 MiB download (curl)
   S4  100 MiB upload (curl -T; the upstream is scripts/bench/upstream.py)
   S5  200 slow readers (curl --limit-rate 100k) for 10 s: peak RSS growth
-  S6  10,000 idle keep-alive client connections: RSS per connection
+  S6  10,000 idle keep-alive client connections: RSS per connection. First
+      4 bursts of 250 connections (each sends one GET, then all
+      read, then all close), so what a burst of concurrent requests leaves
+      behind (free lists, allocator holes) is in the baseline RSS; then the
+      10,000 connections one after the other, each sending one GET and
+      reading its answer, kept open. Per connection = (RSS after - RSS
+      before) / connections, each RSS read once it settled (two reads 0.5 s
+      apart equal, at most 5 s). Opened in bursts of 250 instead, the
+      figure swung by several hundred bytes from run to run with where the
+      allocator put the burst's buffers, not with what an idle connection
+      holds.
 
 With S1, two more measurements (both skipped by --no-s1-extras):
   S1 with the access log on: an extra S1 64-connection run for each sluice
@@ -73,7 +83,8 @@ import tempfile
 import time
 
 from sluicebench.net import free_port, http_get, read_response, still_open
-from sluicebench.procfs import CPU_SOURCE, busy_pct, cpu_busy_ticks, cpu_model, cpu_seconds, rss_kib, tracer_pid
+from sluicebench.procfs import (CPU_SOURCE, busy_pct, cpu_busy_ticks, cpu_model, cpu_seconds, rss_kib,
+                                settled, tracer_pid)
 from sluicebench.procs import Proc, run_cmd, wait_for
 from sluicebench.stats import median, ratio, spread
 
@@ -625,52 +636,63 @@ def s5(ctx, peer, where):
     return {"rss_peak_mib": (peak - base) / 1024.0, "rss_kib_conn": (peak - base) / n}
 
 
+S6_BATCH = 1  # connections opened (each sending its GET) before their answers are read
+S6_WARMUP = 4  # bursts opened, answered and closed before the baseline
+S6_WARMUP_BATCH = 250  # connections per warm-up burst
+
+
+def s6_batch(port, count, req, errs):
+    """COUNT connections to PORT, each sending REQ, then each response
+    read: the sockets that got a 200 (the others closed, counted in ERRS)."""
+    group, good = [], []
+    for _ in range(count):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(req)
+            group.append(s)
+        except OSError as e:
+            errs.append(str(e))
+    for s in group:
+        try:
+            status, head, _, _ = read_response(s)
+            if status == 200 and head.startswith(b"HTTP/1.1 "):
+                good.append(s)
+                continue
+            errs.append("bad response")
+        except (OSError, ValueError) as e:
+            errs.append(str(e))
+        s.close()
+    return good
+
+
 def s6(ctx, peer, where):
     if not peer.proc:
         return {}
     n = ctx.idle_n
-    base = peer.rss()
-    socks, failed, errs = [], 0, []
+    socks, errs = [], []
     req = ("GET /small HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % peer.port).encode()
     deadline = time.time() + 120
     try:
-        batch = 250
-        for start in range(0, n, batch):
+        for _ in range(S6_WARMUP):
+            for s in s6_batch(peer.port, S6_WARMUP_BATCH, req, errs):
+                s.close()
+        base = settled(peer.rss)
+        for start in range(0, n, S6_BATCH):
             if time.time() > deadline:
                 errs.append("time limit reached after %d connections" % len(socks))
                 break
-            group = []
-            for _ in range(min(batch, n - start)):
-                try:
-                    s = socket.create_connection(("127.0.0.1", peer.port), timeout=10)
-                    s.sendall(req)
-                    group.append(s)
-                except OSError as e:
-                    failed += 1
-                    errs.append(str(e))
-            for s in group:
-                try:
-                    status, head, _, _ = read_response(s)
-                    if status == 200 and head.startswith(b"HTTP/1.1 "):
-                        socks.append(s)
-                    else:
-                        failed += 1
-                        errs.append("bad response")
-                        s.close()
-                except (OSError, ValueError) as e:
-                    failed += 1
-                    errs.append(str(e))
-                    s.close()
+            socks += s6_batch(peer.port, min(S6_BATCH, n - start), req, errs)
         time.sleep(1.0)
-        rss = peer.rss()
+        rss = settled(peer.rss)
         alive = sum(1 for s in socks[:200] if still_open(s))
     finally:
         for s in socks:
             s.close()
-    if failed or alive < min(200, len(socks)):
-        problem(where, "python: %d connections, one GET each, kept open" % n,
+    if errs or alive < min(200, len(socks)):
+        problem(where, "python: %d connections, one GET each, kept open (after %d x %d warm-up)"
+                % (n, S6_WARMUP, S6_WARMUP_BATCH),
                 "%d failed, %d of the first %d still open after 1 s; first errors: %s"
-                % (failed, alive, min(200, len(socks)), "; ".join(errs[:5])))
+                % (len(errs), alive, min(200, len(socks)), "; ".join(errs[:5])))
     if not socks:
         return {}
     return {"rss_kib_conn": (rss - base) / len(socks)}
@@ -1103,10 +1125,11 @@ def main():
         out.append("- " + n)
     out.append("- upstream: " + up_desc + ("; S4 sink: scripts/bench/upstream.py (CPU %d)" % LOAD_CPU if sink else ""))
     out.append("- %d repetition(s), peers alternating inside each; medians. wrk -t1 -d%ds; S2 -c64; S5 %d x "
-               "`curl --limit-rate 100k` for %d s on a %d MiB file; S6 %d connections, one GET each. "
+               "`curl --limit-rate 100k` for %d s on a %d MiB file; S6 %d connections, one GET each, one after the other, "
+               "after %d warm-up bursts of %d; RSS read settled. "
                "S3/S4: %d transfers per run, median MiB/s. spread = (max-min)/median over the repetitions, "
                "worst peer of the row." % (ctx.reps, ctx.dur, ctx.slow_n, ctx.slow_secs, SLOW_SIZE // MIB, ctx.idle_n,
-                                           ctx.transfers))
+                                           S6_WARMUP, S6_WARMUP_BATCH, ctx.transfers))
     out.append("- proxy CPU = user+system of the proxy's processes over the run (%s); RSS = VmRSS summed over them, "
                "growth over the idle proxy. Every proxy gets 20000 max connections; nginx keepalive_requests "
                "1000000; nginx-nobuf = proxy_buffering off + proxy_request_buffering off; sluice RUST_LOG=warn%s."

@@ -2,7 +2,7 @@
 # RSS per idle client connection of sluice (ARCHITECTURE.md §4: idle connections
 # hold no body buffers).
 #
-# Usage: scripts/idle_mem.sh [--conns 10000] [--threshold 1024] [--quick]
+# Usage: scripts/idle_mem.sh [--conns 10000] [--threshold 300] [--quick]
 #   Starts sluice (--max-connections 20000 --keepalive-timeout 120s
 #   --request-head-timeout 120s) in front of a python keep-alive upstream,
 #   opens N client connections from one python process and prints

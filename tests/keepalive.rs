@@ -187,3 +187,25 @@ fn pipelined_requests_before_a_half_close_are_all_answered() {
     assert_eq!(second.body_str(), "/second");
     client.assert_closed();
 }
+
+#[test]
+fn a_head_split_across_writes_after_an_idle_wait_is_answered_and_the_wait_starts_over() {
+    // Between requests the connection waits with nothing buffered (parked,
+    // ARCHITECTURE.md §4); the next head's first bytes wake it and the
+    // rest completes it; then it waits again.
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    assert_eq!(client.round_trip(get("/1")).body, b"/1");
+    assert_eventually("idle", || proxy.stats.snapshot().downstream_idle == 1);
+    client.send(b"GET /2 HTTP/1.1\r\nHo");
+    assert_eventually("head bytes read", || {
+        proxy.stats.snapshot().downstream_idle == 0
+    });
+    client.send(b"st: example.test\r\n\r\n");
+    let resp = client.read_response();
+    assert_eq!((resp.status, resp.body.as_slice()), (200, &b"/2"[..]));
+    assert!(!resp.says_close(), "{}", preview(&resp.head));
+    assert_eventually("idle again", || proxy.stats.snapshot().downstream_idle == 1);
+    assert_eq!(client.round_trip(get("/3")).body, b"/3");
+}

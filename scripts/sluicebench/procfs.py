@@ -3,6 +3,7 @@ descriptors, sockets, children; and a few host-wide counters. Linux only."""
 
 import os
 import re
+import time
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -36,6 +37,21 @@ def tracer_pid(pid):
 def rss(pid):
     """VmRSS of PID in bytes (KeyError if the kernel shows none)."""
     return status(pid, ("VmRSS",))["VmRSS"]
+
+
+def settled(read, within=5.0, step=0.5):
+    """READ() (e.g. an RSS reader) once two reads STEP s apart agree, or
+    the last read after WITHIN s: memory a process frees or touches late
+    (allocator, lazily faulted pages) is then in the figure."""
+    last = read()
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        time.sleep(step)
+        now = read()
+        if now == last:
+            break
+        last = now
+    return last
 
 
 def hwm(pid):

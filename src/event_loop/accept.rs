@@ -49,6 +49,7 @@ impl Server {
                     let id = ConnId::new(entry.key(), generation);
                     match ClientConn::new(id, stream, addr, &mut self.sh) {
                         Ok(conn) => {
+                            let conn = Client::from(conn);
                             let armed = conn.deadline(&self.sh).map(|(at, _)| at);
                             if let Some(at) = armed {
                                 self.timers.push(at, id.key(), generation);

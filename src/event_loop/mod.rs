@@ -1,5 +1,5 @@
 //! The event loop: the only caller of `poll()`. It owns the listener, the
-//! client slab (`Slab<Entry>`: a `ClientConn` with its generation, queue
+//! client slab (`Slab<Entry>`: a `Client` with its generation, queue
 //! flag and armed deadline), the timer heap of client deadlines, and
 //! `Shared`, which holds the upstream connections (their own slab, in
 //! `conn::upstream::Upstreams`) and the pool; it dispatches events to them.
@@ -31,7 +31,7 @@ use crate::access_log::AccessLog;
 use crate::buffer::TRIM_EVERY;
 use crate::config::Config;
 use crate::conn::Shared;
-use crate::conn::client::ClientConn;
+use crate::conn::client::{Client, ClientConn};
 use crate::filter::Filter;
 use crate::metrics::Observer;
 use crate::pool::IdlePool;
@@ -68,8 +68,8 @@ const CAP_WARN_EVERY: Duration = Duration::from_secs(10);
 /// One slot of the client slab: the machine and the loop's bookkeeping
 /// about it, which the machine never sees.
 struct Entry {
-    /// The client connection.
-    conn: ClientConn,
+    /// The client connection (parked while it waits, `conn::client::park`).
+    conn: Client,
     /// Generation in its token (a reused slot gets a new one).
     generation: u32,
     /// Queued for a drive in this loop turn.
@@ -189,15 +189,19 @@ impl Server {
         let access = AccessLog::open(&config.access_log, config.access_log_format)?;
         let mut sh = Shared::new(config, Box::new(filter), registry, pool, groups, access);
         sh.via_name = crate::conn::via_pseudonym(&sh.cfg.via_name, local_addr);
+        // Room for every client up front: the slab and the timer heap never
+        // grow by copying (the old storage would stay as a hole in the
+        // heap), and room no connection touched costs no RSS.
+        let cap = sh.cfg.max_connections;
         Ok(Server {
             poll,
             listener: Some(listener),
             local_addr,
-            clients: Slab::new(),
+            clients: Slab::with_capacity(cap),
             generations: Generations::default(),
             runnable: Vec::new(),
             runnable_spare: Vec::new(),
-            timers: Timers::default(),
+            timers: Timers::with_capacity(cap),
             sh,
             shutdown: Arc::new(AtomicBool::new(false)),
             drain: Arc::new(AtomicBool::new(false)),
@@ -371,7 +375,7 @@ impl Server {
         };
         if let Some(e) = entry_mut(&mut self.clients, owner) {
             if kind == Kind::Client {
-                e.conn.io_mut().on_event(event);
+                e.conn.on_event(event);
             }
             queue(&mut self.runnable, owner, e);
         }

@@ -14,22 +14,36 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-/// Heap of `(deadline, slab key, generation)`.
+/// Heap of `(deadline, slab key, generation)`: 24 bytes an entry (slab
+/// keys fit in 32 bits, see `token`).
 #[derive(Debug, Default)]
 pub(crate) struct Timers {
-    heap: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+    heap: BinaryHeap<Reverse<(Instant, u32, u32)>>,
 }
 
 impl Timers {
+    /// A heap with room for `n` entries up front (about one per client
+    /// connection: growing by doubling would copy it and leave the old
+    /// storage as a hole in the heap; untouched room costs no RSS).
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Timers {
+            heap: BinaryHeap::with_capacity(n),
+        }
+    }
+
     /// Adds a deadline for entry `key` of generation `generation`.
     pub(crate) fn push(&mut self, at: Instant, key: usize, generation: u32) {
+        let key = u32::try_from(key).unwrap_or(u32::MAX);
         self.heap.push(Reverse((at, key, generation)));
     }
 
     /// Removes and returns the earliest entry due at `now`.
     pub(crate) fn pop_due(&mut self, now: Instant) -> Option<(Instant, usize, u32)> {
         match self.heap.peek() {
-            Some(Reverse((at, _, _))) if *at <= now => self.heap.pop().map(|Reverse(e)| e),
+            Some(Reverse((at, _, _))) if *at <= now => self
+                .heap
+                .pop()
+                .map(|Reverse((at, key, generation))| (at, key as usize, generation)),
             _ => None,
         }
     }

@@ -56,19 +56,26 @@ const KEY_MASK: usize = (1 << KEY_BITS) - 1;
 /// connection machines, which only pass it around and ask for its token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ConnId {
-    key: usize,
+    /// The slab key, below 2^29 (`KEY_BITS`; `max_connections` is far
+    /// below): 4 bytes, so an id is 8 (an idle client keeps one).
+    key: u32,
     generation: u32,
 }
 
 impl ConnId {
     /// The id of slot `key` filled with `generation`.
+    /// Bits of `key` above `KEY_BITS` are dropped (a token could not carry
+    /// them either).
     pub(crate) fn new(key: usize, generation: u32) -> Self {
-        ConnId { key, generation }
+        ConnId {
+            key: (key & KEY_MASK) as u32,
+            generation,
+        }
     }
 
     /// The slab key.
     pub(crate) fn key(self) -> usize {
-        self.key
+        self.key as usize
     }
 
     /// The generation the slot was filled with.
@@ -83,7 +90,7 @@ impl ConnId {
             Kind::Upstream => 1,
             Kind::Check => 2,
         };
-        Token(((self.generation as usize) << 32) | ((self.key & KEY_MASK) << KIND_BITS) | k)
+        Token(((self.generation as usize) << 32) | ((self.key() & KEY_MASK) << KIND_BITS) | k)
     }
 }
 

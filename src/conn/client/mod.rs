@@ -26,7 +26,10 @@
 
 mod choose;
 mod outcome;
+mod park;
 mod request;
+
+pub(crate) use park::Client;
 
 use std::io::Read;
 use std::net::SocketAddr;
@@ -41,6 +44,7 @@ use super::io::{Io, Read1, interest};
 use super::relay;
 use super::{KeepAlive, Shared};
 use crate::buffer::WatermarkBuffer;
+use crate::config::Config;
 use crate::error::{ErrorKind, ProxyError, Timeout};
 use crate::event_loop::token::{ConnId, Kind};
 use crate::http::HeadScanner;
@@ -187,11 +191,6 @@ impl ClientConn {
         Ok(c)
     }
 
-    /// The client socket's readiness (the loop records events here).
-    pub(crate) fn io_mut(&mut self) -> &mut Io {
-        &mut self.side.io
-    }
-
     /// The connection ended; the loop frees it with `close`.
     pub(crate) fn is_closed(&self) -> bool {
         self.state == State::Closed
@@ -322,18 +321,10 @@ impl ClientConn {
                 if self.head_bytes_seen() {
                     let start = self.head_started.unwrap_or(self.idle_since);
                     Some((start + cfg.request_head_timeout, Timeout::Head))
-                } else if self.draining && self.requests > 0 {
-                    let idle = self.idle_since + DRAIN_IDLE_GRACE;
-                    let ka = self.idle_since + cfg.keepalive_timeout;
-                    Some((idle.min(ka), Timeout::DrainIdle))
                 } else if self.requests == 0 {
-                    if cfg.request_head_timeout <= cfg.keepalive_timeout {
-                        Some((self.accepted_at + cfg.request_head_timeout, Timeout::Head))
-                    } else {
-                        Some((self.accepted_at + cfg.keepalive_timeout, Timeout::KeepAlive))
-                    }
+                    Some(wait_deadline(cfg, false, self.draining, self.accepted_at))
                 } else {
-                    Some((self.idle_since + cfg.keepalive_timeout, Timeout::KeepAlive))
+                    Some(wait_deadline(cfg, true, self.draining, self.idle_since))
                 }
             }
             State::Busy => {
@@ -580,5 +571,24 @@ impl ClientConn {
         let (r, w) = ex.upstream_interest(out_room);
         up.set_interest(&sh.registry, r, w)
             .map_err(|_| std::io::ErrorKind::Other.into())
+    }
+}
+
+/// The deadline of a connection waiting for a request of which no byte
+/// came yet, `since` it was accepted (`served`: false) or since its last
+/// response went out: the request head timeout for a first request (or
+/// the keep-alive timeout if shorter), the keep-alive timeout between
+/// requests, and `DRAIN_IDLE_GRACE` during a drain (ARCHITECTURE.md §12).
+fn wait_deadline(cfg: &Config, served: bool, draining: bool, since: Instant) -> (Instant, Timeout) {
+    if draining && served {
+        let idle = since + DRAIN_IDLE_GRACE;
+        let ka = since + cfg.keepalive_timeout;
+        (idle.min(ka), Timeout::DrainIdle)
+    } else if served {
+        (since + cfg.keepalive_timeout, Timeout::KeepAlive)
+    } else if cfg.request_head_timeout <= cfg.keepalive_timeout {
+        (since + cfg.request_head_timeout, Timeout::Head)
+    } else {
+        (since + cfg.keepalive_timeout, Timeout::KeepAlive)
     }
 }

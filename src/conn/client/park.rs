@@ -1,0 +1,245 @@
+//! A client connection as the loop's slab holds it: the whole machine
+//! ([`ClientConn`], boxed) while it has something to do, and only what
+//! waiting needs ([`Parked`], inline) while it waits for a request with
+//! no byte of it buffered — a fresh connection before its first byte, and
+//! a keep-alive connection between requests (ARCHITECTURE.md §4, "What an
+//! idle connection holds").
+//!
+//! Why: most client connections of a busy proxy wait (10,000 idle
+//! keep-alive clients is an ordinary evening). The machine is 456 bytes
+//! (buffer slots, head scanner, exchange, access-record fields, timer
+//! inputs); a slab of them costs that per connection. Parked, a connection
+//! costs its id, socket, readiness, address, idle time and four flags: 72
+//! bytes in a release build (mio adds a selector id to each socket in
+//! debug builds), and no heap allocation. The machine is rebuilt (one
+//! allocation of its size, freed when it parks) when an event or timer
+//! needs it, and parked after a drive or timer that leaves it waiting.
+//!
+//! What it must not know: HTTP, how bytes move; it only decides which
+//! form a connection takes and delegates everything to the machine.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use mio::net::TcpStream;
+
+use super::{ClientConn, ClientSide, State, wait_deadline};
+use crate::conn::io::Io;
+use crate::conn::{KeepAlive, Shared};
+use crate::error::Timeout;
+use crate::event_loop::token::ConnId;
+use crate::http::HeadScanner;
+use crate::stats::Stats;
+
+/// What a client connection keeps while it waits for a request with no
+/// byte of it buffered: everything else of the machine is then at its
+/// starting value (no buffers, no exchange, a fresh head scanner).
+pub(crate) struct Parked {
+    id: ConnId,
+    stream: TcpStream,
+    io: Io,
+    addr: SocketAddr,
+    /// Since when it waits: accepted at, or its last response went out.
+    idle_since: Instant,
+    /// At least one request was served (the machine asks only whether
+    /// its count is zero).
+    served: bool,
+    keep_alive: KeepAlive,
+    draining: bool,
+    idle_counted: bool,
+}
+
+/// One client connection in the loop's slab: parked or live.
+pub(crate) enum Client {
+    /// Waiting with nothing buffered.
+    Parked(Parked),
+    /// The whole machine.
+    Live(Box<ClientConn>),
+    /// Only for the instant a connection moves between the two forms.
+    Moving,
+}
+
+impl From<ClientConn> for Client {
+    /// A machine in the slab's form: parked if it waits with nothing
+    /// buffered (a freshly accepted connection does).
+    fn from(c: ClientConn) -> Self {
+        if c.parkable() {
+            Client::Parked(c.into_parked())
+        } else {
+            Client::Live(Box::new(c))
+        }
+    }
+}
+
+impl Client {
+    /// Records an event of the client socket (the loop then drives it).
+    pub(crate) fn on_event(&mut self, event: &mio::event::Event) {
+        match self {
+            Client::Parked(p) => p.io.on_event(event),
+            Client::Live(c) => c.side.io.on_event(event),
+            Client::Moving => {}
+        }
+    }
+
+    /// The connection ended; the loop frees it with `close`.
+    pub(crate) fn is_closed(&self) -> bool {
+        match self {
+            Client::Parked(_) => false,
+            Client::Live(c) => c.is_closed(),
+            Client::Moving => true,
+        }
+    }
+
+    /// [`ClientConn::drive`], parked again afterwards if it waits.
+    pub(crate) fn drive(&mut self, sh: &mut Shared) -> bool {
+        let more = self.live().is_some_and(|c| c.drive(sh));
+        if !more {
+            self.park();
+        }
+        more
+    }
+
+    /// [`ClientConn::on_timer`], parked again afterwards if it waits.
+    pub(crate) fn on_timer(&mut self, sh: &mut Shared) {
+        if let Some(c) = self.live() {
+            c.on_timer(sh);
+        }
+        self.park();
+    }
+
+    /// [`ClientConn::begin_drain`] (the loop drives it next).
+    pub(crate) fn begin_drain(&mut self) {
+        if let Some(c) = self.live() {
+            c.begin_drain();
+        }
+    }
+
+    /// [`ClientConn::close_for_room`].
+    pub(crate) fn close_for_room(&mut self, stats: &Stats) {
+        if let Some(c) = self.live() {
+            c.close_for_room(stats);
+        }
+    }
+
+    /// [`ClientConn::deadline`]; a parked connection's is the wait's.
+    pub(crate) fn deadline(&self, sh: &Shared) -> Option<(Instant, Timeout)> {
+        match self {
+            Client::Parked(p) => Some(wait_deadline(&sh.cfg, p.served, p.draining, p.idle_since)),
+            Client::Live(c) => c.deadline(sh),
+            Client::Moving => None,
+        }
+    }
+
+    /// [`ClientConn::idle_since`]: since when it waits in keep-alive.
+    pub(crate) fn idle_since(&self) -> Option<Instant> {
+        match self {
+            Client::Parked(p) => (p.served && !p.draining).then_some(p.idle_since),
+            Client::Live(c) => c.idle_since(),
+            Client::Moving => None,
+        }
+    }
+
+    /// [`ClientConn::close`] (a parked connection is rebuilt in place for
+    /// it, without an allocation).
+    pub(crate) fn close(self, sh: &mut Shared, cut: bool) {
+        match self {
+            Client::Parked(p) => ClientConn::unpark(p).close(sh, cut),
+            Client::Live(c) => c.close(sh, cut),
+            Client::Moving => {}
+        }
+    }
+
+    /// The machine, rebuilt from the parked form if needed.
+    fn live(&mut self) -> Option<&mut ClientConn> {
+        if let Client::Parked(_) = self
+            && let Client::Parked(p) = std::mem::replace(self, Client::Moving)
+        {
+            *self = Client::Live(Box::new(ClientConn::unpark(p)));
+        }
+        match self {
+            Client::Live(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Parks a live connection that waits with nothing buffered.
+    fn park(&mut self) {
+        if let Client::Live(c) = self
+            && c.parkable()
+            && let Client::Live(c) = std::mem::replace(self, Client::Moving)
+        {
+            *self = Client::Parked(c.into_parked());
+        }
+    }
+}
+
+impl ClientConn {
+    /// True when nothing but [`Parked`]'s fields differs from a fresh
+    /// machine's: waiting for a head with no byte of it, nothing to write,
+    /// no exchange or own answer, no EOF, no lingering close pending.
+    fn parkable(&self) -> bool {
+        self.state == State::Head
+            && self.side.inbuf.is_none()
+            && self.side.out.is_none()
+            && !self.side.read_eof
+            && self.exchange.is_none()
+            && self.own_reply.is_none()
+            && self.head_started.is_none()
+            && !self.linger
+            && !self.pipelined
+    }
+
+    /// The parked form (only for a [`ClientConn::parkable`] machine: what
+    /// else it holds is dropped).
+    fn into_parked(self) -> Parked {
+        let served = self.requests > 0;
+        Parked {
+            id: self.id,
+            stream: self.side.stream,
+            io: self.side.io,
+            addr: self.side.addr,
+            // While no request was served, `idle_since` is the accept time.
+            idle_since: if served {
+                self.idle_since
+            } else {
+                self.accepted_at
+            },
+            served,
+            keep_alive: self.keep_alive,
+            draining: self.draining,
+            idle_counted: self.idle_counted,
+        }
+    }
+
+    /// The machine of a parked connection. What parking dropped was at its
+    /// starting value; the last write to the client is taken as the start
+    /// of the wait (nothing was pending since, so no timer reads it
+    /// before the next write).
+    fn unpark(p: Parked) -> ClientConn {
+        ClientConn {
+            id: p.id,
+            side: ClientSide {
+                stream: p.stream,
+                io: p.io,
+                addr: p.addr,
+                inbuf: None,
+                out: None,
+                read_eof: false,
+                write_at: p.idle_since,
+            },
+            state: State::Head,
+            keep_alive: p.keep_alive,
+            scanner: HeadScanner::new(),
+            exchange: None,
+            own_reply: None,
+            requests: u64::from(p.served),
+            accepted_at: p.idle_since,
+            idle_since: p.idle_since,
+            head_started: None,
+            idle_counted: p.idle_counted,
+            draining: p.draining,
+            linger: false,
+            pipelined: false,
+        }
+    }
+}
