@@ -25,7 +25,10 @@
 //!   (100 ms) or longer. The streak restarts from 0 and the capacity goes
 //!   back to the start size: a reader that turned slow ends up holding
 //!   the small buffer. The storage itself shrinks as soon as the pending
-//!   bytes fit in it (they are never dropped).
+//!   bytes fit in it (they are never dropped). The wait is wall time
+//!   since the sink's last progress, so a loop turn that itself lasts
+//!   100 ms (an overloaded proxy) counts too: under overload buffers fall
+//!   back to the start size, memory before speed.
 //! - **Marks scale with the capacity**: high = capacity, low = capacity ×
 //!   configured low / configured high (64 KiB / 16 KiB by default, so 16 /
 //!   4 KiB at the start size, 32 / 8, 64 / 16).
