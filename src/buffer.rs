@@ -38,17 +38,18 @@
 //!   16 / 4 KiB by default);
 //! - a *full drain* — the buffer had reached its high mark and one write
 //!   to the sink took every pending byte — adds those bytes to a streak;
-//!   once the streak reaches 8 MiB ([`sizing::PROBATION`], more than a reader that
-//!   reads nothing can absorb in kernel buffers), each further full drain
-//!   doubles the capacity, up to the configured high watermark (64 KiB);
+//!   once the streak reaches 8 MiB ([`sizing::PROBATION`], more than a
+//!   reader that reads nothing can absorb in kernel buffers), each further
+//!   full drain doubles the capacity, up to the configured high watermark
+//!   (64 KiB);
 //! - a *stall* — the buffer full and its sink taking nothing for 100 ms
-//!   ([`sizing::STALL`], the caller measures it) — restarts the streak and takes
-//!   the capacity back to 16 KiB; the storage shrinks once the pending
-//!   bytes fit (no byte is dropped).
+//!   ([`sizing::STALL`], the caller measures it) — restarts the streak and
+//!   takes the capacity back to 16 KiB; the storage shrinks once the
+//!   pending bytes fit (no byte is dropped).
 //!
 //! So a slow reader holds 16 KiB, a fast pair of peers 64 KiB, and the
 //! watermark semantics stay: pause at the (current) high mark, resume at
-//! the (current) low mark, never more than high + one read pending.
+//! the (current) low mark, reads never past the (current) high mark.
 
 mod pool;
 pub mod sizing;
@@ -282,9 +283,9 @@ impl WatermarkBuffer {
 
     /// The sink of this buffer has taken nothing for `waited` (the caller
     /// measures it from the sink's last progress). For an adaptive buffer
-    /// that is full (paused), `waited >=` [`sizing::STALL`] is a stall: the streak
-    /// restarts and the capacity goes back to the start size, its storage
-    /// as soon as the pending bytes fit. Otherwise nothing happens.
+    /// that is full (paused), `waited >=` [`sizing::STALL`] is a stall: the
+    /// streak restarts and the capacity goes back to the start size, its
+    /// storage as soon as the pending bytes fit. Otherwise nothing happens.
     pub fn sink_waited(&mut self, waited: Duration) {
         if self.paused && self.sizing.as_mut().is_some_and(|s| s.sink_waited(waited)) {
             self.apply_sizing();
