@@ -29,11 +29,39 @@
 //!   resume always needs bytes to leave and a read can always make progress.
 //! - Reads never take pending past `high` ([`WatermarkBuffer::room`]); only
 //!   [`WatermarkBuffer::extend_from_slice`] (heads the proxy encodes) may.
+//!
+//! Adaptive body buffers (ARCHITECTURE.md §4, issue 11): a body buffer from
+//! [`BufferPool::body`] does not hold the configured high watermark from
+//! the start. The rule, in [`sizing`] as plain arithmetic:
+//! - it starts at 16 KiB ([`BODY_START`]) with marks scaled to that size
+//!   (high = capacity, low = capacity × configured low / configured high:
+//!   16 / 4 KiB by default);
+//! - a *full drain* — the buffer had reached its high mark and one write
+//!   to the sink took every pending byte — adds those bytes to a streak;
+//!   once the streak reaches 8 MiB ([`sizing::PROBATION`], more than a
+//!   reader that reads nothing can absorb in kernel buffers), each further
+//!   full drain doubles the capacity, up to the configured high watermark
+//!   (64 KiB);
+//! - a *stall* — the buffer full and its sink taking nothing for 100 ms
+//!   ([`sizing::STALL`], the caller measures it) — restarts the streak and
+//!   takes the capacity back to 16 KiB; the storage shrinks once the
+//!   pending bytes fit (no byte is dropped).
+//!
+//! So a slow reader holds 16 KiB, a fast pair of peers 64 KiB, and the
+//! watermark semantics stay: pause at the (current) high mark, resume at
+//! the (current) low mark, reads never past the (current) high mark.
+
+mod pool;
+pub mod sizing;
 
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
+
+pub use pool::{BufferPool, HEAD_START, TRIM_EVERY};
 
 use crate::stats::Stats;
+use sizing::{BODY_START, Sizing};
 
 /// Which watermark a change crossed (the caller turns read interest off/on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +104,9 @@ pub struct WatermarkBuffer {
     /// (up to `high`), so a connection holding a partial head holds about
     /// what it sent (issue 14), not a whole `high`.
     elastic: bool,
+    /// An adaptive body buffer's size state (see the module doc); `None`
+    /// for bare and head buffers, whose marks never change.
+    sizing: Option<Sizing>,
 }
 
 /// The counters a buffer from a [`BufferPool`] keeps up to date.
@@ -107,6 +138,7 @@ impl WatermarkBuffer {
             paused: false,
             meter: None,
             elastic: false,
+            sizing: None,
         }
     }
 
@@ -233,11 +265,61 @@ impl WatermarkBuffer {
     /// Removes the `n` oldest pending bytes (they were written to the sink).
     /// `n > pending` is clamped. Returns [`Crossing::Low`] when this drains a
     /// paused buffer to `<= low`.
+    ///
+    /// An adaptive buffer that had reached its high mark and is emptied by
+    /// this call counts a full drain (see the module doc), and may grow.
     pub fn consume(&mut self, n: usize) -> Crossing {
-        let n = n.min(self.pending());
+        let before = self.pending();
+        let n = n.min(before);
+        let full = self.paused && n == before && n > 0;
         self.start = self.start.saturating_add(n);
         self.count_out(n);
-        self.after_shrink()
+        let crossing = self.after_shrink();
+        if full && self.sizing.as_mut().is_some_and(|s| s.full_drain(n)) {
+            self.apply_sizing();
+        }
+        crossing
+    }
+
+    /// The sink of this buffer has taken nothing for `waited` (the caller
+    /// measures it from the sink's last progress). For an adaptive buffer
+    /// that is full (paused), `waited >=` [`sizing::STALL`] is a stall: the
+    /// streak restarts and the capacity goes back to the start size, its
+    /// storage as soon as the pending bytes fit. Otherwise nothing happens.
+    pub fn sink_waited(&mut self, waited: Duration) {
+        if self.paused && self.sizing.as_mut().is_some_and(|s| s.sink_waited(waited)) {
+            self.apply_sizing();
+            self.fit_storage();
+        }
+    }
+
+    /// Takes the marks of the sizing's capacity now. Pending bytes stay;
+    /// a smaller high mark keeps a paused buffer paused (pending was at
+    /// least the old, larger mark).
+    fn apply_sizing(&mut self) {
+        if let Some((high, low)) = self.sizing.as_ref().map(Sizing::marks) {
+            self.high = high;
+            self.low = low;
+        }
+    }
+
+    /// An adaptive buffer whose storage is larger than its capacity (it
+    /// shrank, or a head went past the mark) gives the excess back once
+    /// the pending bytes fit in the capacity.
+    fn fit_storage(&mut self) {
+        let Some(cap) = self.sizing.as_ref().map(Sizing::capacity) else {
+            return;
+        };
+        if self.storage.len() <= cap || self.pending() > cap {
+            return;
+        }
+        if self.start > 0 && self.start <= self.end && self.end <= self.storage.len() {
+            self.storage.copy_within(self.start..self.end, 0);
+            self.end = self.end.saturating_sub(self.start);
+            self.start = 0;
+        }
+        self.storage.truncate(cap);
+        self.storage.shrink_to_fit();
     }
 
     /// The `n` newest pending bytes, writable (fewer if fewer are
@@ -266,6 +348,7 @@ impl WatermarkBuffer {
         self.start = 0;
         self.end = 0;
         self.paused = false;
+        self.fit_storage();
     }
 
     /// Gives the storage back (to [`BufferPool::put`]); pending bytes are
@@ -344,6 +427,9 @@ impl WatermarkBuffer {
             self.start = 0;
             self.end = 0;
         }
+        if self.sizing.is_some() {
+            self.fit_storage();
+        }
         if self.paused && self.pending() <= self.low {
             self.paused = false;
             if let Some(m) = &self.meter {
@@ -364,173 +450,5 @@ impl Drop for WatermarkBuffer {
         if let Some(m) = &self.meter {
             Stats::sub(&m.stats.buffers_in_use, 1);
         }
-    }
-}
-
-/// Bytes a head buffer's storage starts with (nginx's
-/// `client_header_buffer_size` is 1 KiB); it doubles as the head grows.
-pub const HEAD_START: usize = 1024;
-
-/// Most head storages ([`HEAD_START`] bytes each) kept on the free list.
-const MAX_FREE_HEADS: usize = 1024;
-
-/// A bounded free list of storages for [`WatermarkBuffer`], so idle
-/// connections hold no buffers (ARCHITECTURE.md §4) and busy ones do not
-/// allocate per request.
-///
-/// Two sizes are kept: body storages of exactly `buf_size` bytes (at most
-/// `max_free`) and head storages of [`HEAD_START`] bytes (at most
-/// `MAX_FREE_HEADS`), so the free list never holds more than `max_free *
-/// buf_size + 1024 * HEAD_START` bytes. A storage that grew past its size
-/// is dropped when it comes back. After a peak, [`BufferPool::trim`]
-/// (called every [`TRIM_EVERY`]) drops what the last period never took
-/// and gives freed memory back to the OS. Storages are not zeroed again on
-/// reuse: a [`WatermarkBuffer`] only exposes bytes written into it since.
-#[derive(Debug)]
-pub struct BufferPool {
-    /// Bytes per body storage.
-    buf_size: usize,
-    /// Most body storages kept on the free list.
-    max_free: usize,
-    /// Body storages ready for reuse, each `len() == capacity() == buf_size`.
-    free: Vec<Vec<u8>>,
-    /// Head storages ready for reuse, each `len() == HEAD_START`.
-    heads: Vec<Vec<u8>>,
-    /// Fewest storages on each list since the last trim (never taken).
-    low_free: (usize, usize),
-    /// Storages freed to the allocator since the last trim.
-    released: usize,
-    /// Counters the buffers handed out keep (see the module doc).
-    stats: Arc<Stats>,
-}
-
-/// How often [`BufferPool::trim`] should run: storages a whole period
-/// never took are dropped, so the free list falls back within two
-/// periods after a peak (under the minute the issue asks).
-pub const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(25);
-
-impl BufferPool {
-    /// A pool handing out body storages of `buf_size` bytes and keeping at
-    /// most `max_free` of them on its free list. Allocates nothing up front.
-    /// The buffers it hands out keep `stats` up to date.
-    pub fn new(buf_size: usize, max_free: usize, stats: Arc<Stats>) -> Self {
-        BufferPool {
-            buf_size,
-            max_free,
-            free: Vec::new(),
-            heads: Vec::new(),
-            low_free: (0, 0),
-            released: 0,
-            stats,
-        }
-    }
-
-    /// A body buffer with watermarks `high`/`low` (pending bytes): counted
-    /// in use and its pending bytes counted in `buffered_bytes` until it is
-    /// dropped or given back with [`BufferPool::put_buffer`].
-    pub fn body(&mut self, high: usize, low: usize) -> WatermarkBuffer {
-        Stats::add(&self.stats.buffers_in_use, 1);
-        let mut buf = WatermarkBuffer::new(self.get(), high, low);
-        buf.meter = Some(self.meter(true));
-        buf
-    }
-
-    /// A buffer for heads: its storage starts at [`HEAD_START`] bytes and
-    /// doubles when full; reads stop at `max_head` bytes and any consumed
-    /// byte makes room again. Counted in use; its bytes are not body bytes
-    /// and are not counted.
-    pub fn head(&mut self, max_head: usize) -> WatermarkBuffer {
-        Stats::add(&self.stats.buffers_in_use, 1);
-        let storage = self.heads.pop().unwrap_or_else(|| vec![0; HEAD_START]);
-        self.low_free.1 = self.low_free.1.min(self.heads.len());
-        let mut buf = WatermarkBuffer::new(storage, max_head, max_head.saturating_sub(1));
-        buf.meter = Some(self.meter(false));
-        buf.elastic = true;
-        buf
-    }
-
-    /// Takes a buffer back: its storage returns to the free list (see
-    /// [`BufferPool::put`]); its counters are settled.
-    pub fn put_buffer(&mut self, buf: WatermarkBuffer) {
-        self.put(buf.into_storage());
-    }
-
-    fn meter(&self, bytes: bool) -> Meter {
-        Meter {
-            stats: self.stats.clone(),
-            bytes,
-        }
-    }
-
-    /// A storage of `len() == buf_size` bytes, from the free list if it has
-    /// one, else freshly allocated and zeroed.
-    pub fn get(&mut self) -> Vec<u8> {
-        let storage = self.free.pop();
-        self.low_free.0 = self.low_free.0.min(self.free.len());
-        storage.unwrap_or_else(|| vec![0; self.buf_size])
-    }
-
-    /// Takes a storage back (from [`WatermarkBuffer::into_storage`]). It is
-    /// kept if its `len()` and `capacity()` are both `buf_size` bytes (or
-    /// both [`HEAD_START`]) and its list has room; otherwise (it grew, or
-    /// the list is full) it is dropped.
-    pub fn put(&mut self, storage: Vec<u8>) {
-        let (len, cap) = (storage.len(), storage.capacity());
-        if len == self.buf_size && cap == len && self.free.len() < self.max_free {
-            self.free.push(storage);
-        } else if len == HEAD_START && cap == len && self.heads.len() < MAX_FREE_HEADS {
-            self.heads.push(storage);
-        } else {
-            self.released += 1;
-        }
-    }
-
-    /// Drops the storages neither list handed out since the last trim
-    /// (what the last period did not need), then asks the allocator to
-    /// give free memory back to the OS if anything was freed. Returns the
-    /// storages dropped. Call every [`TRIM_EVERY`].
-    pub fn trim(&mut self) -> usize {
-        let (body, head) = self.low_free;
-        let keep_body = self.free.len().saturating_sub(body);
-        let keep_head = self.heads.len().saturating_sub(head);
-        self.free.truncate(keep_body);
-        self.heads.truncate(keep_head);
-        self.free.shrink_to_fit();
-        self.heads.shrink_to_fit();
-        let dropped = body + head;
-        if dropped + self.released > 0 {
-            release_free_memory();
-        }
-        self.released = 0;
-        self.low_free = (self.free.len(), self.heads.len());
-        dropped
-    }
-
-    /// True when a trim could free something (the loop wakes for it only
-    /// then).
-    pub fn may_trim(&self) -> bool {
-        !self.free.is_empty() || !self.heads.is_empty() || self.released > 0
-    }
-
-    /// Storages on the free lists now (body, head).
-    #[cfg(test)]
-    pub fn free_count(&self) -> usize {
-        self.free.len() + self.heads.len()
-    }
-
-    /// Bytes per storage handed out by [`BufferPool::get`].
-    #[cfg(test)]
-    pub fn buf_size(&self) -> usize {
-        self.buf_size
-    }
-}
-
-/// Gives the allocator's free pages back to the OS (glibc keeps freed
-/// heap memory otherwise: after 5,000 slow readers RSS stayed at 248 MB).
-fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }

@@ -204,14 +204,18 @@ settings! {
         /// Pending bytes that pause the source.
         ///
         /// Pending bytes per direction at which the source's read interest is
-        /// removed. ARCHITECTURE.md §4.
+        /// removed, once a body buffer has grown to its full size; a body
+        /// buffer starts at 16 KiB (or this, if smaller) with both marks
+        /// scaled down, and grows only while its sink keeps up
+        /// (ARCHITECTURE.md §4, `buffer.rs`).
         #[arg(long, value_name = "BYTES", value_parser = whole::<usize>)]
         pub high_watermark: usize = 64 * 1024,
 
         /// Pending bytes that resume it.
         ///
         /// Pending bytes per direction at or below which the source's read
-        /// interest comes back. Must be below `high_watermark`.
+        /// interest comes back. Must be below `high_watermark`; a smaller
+        /// body buffer uses the same fraction of its size.
         #[arg(long, value_name = "BYTES", value_parser = whole::<usize>)]
         pub low_watermark: usize = 16 * 1024,
 

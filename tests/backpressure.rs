@@ -25,6 +25,10 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Allowance for a response or request head the proxy encodes into a buffer
 /// on top of body bytes.
 const HEAD_ROOM: usize = 1024;
+/// The size a body buffer starts at and keeps while its sink has not
+/// proved fast (`BODY_START` in the proxy's `buffer::sizing`): a side
+/// that stops reading holds this much, not the 64 KiB high watermark.
+const BODY_START: usize = 16 * 1024;
 /// Largest slice the pattern helpers write or check at once.
 const SLICE: usize = 64 * 1024;
 /// Period of the body pattern: a prime, so a slice that went missing, came
@@ -152,6 +156,21 @@ fn buffered_bound(high: usize) -> u64 {
     (high + READ_CHUNK + HEAD_ROOM) as u64
 }
 
+/// Reads a 200 response head announcing `len` body bytes, then the body at
+/// full speed, checked against the pattern; `what` names it in a failure.
+#[track_caller]
+fn read_pattern_response(client: &mut Client, len: usize, what: &str) {
+    let head = client.read_response_head();
+    assert_eq!(head.status, 200, "{}", preview(&head.head));
+    assert_eq!(
+        head.header("content-length"),
+        Some(len.to_string().as_str())
+    );
+    if let Err(e) = read_pattern(&mut client.wire, 0, len, SLICE, Duration::ZERO) {
+        panic!("{what}: {e}");
+    }
+}
+
 /// A response head for a `len`-byte body.
 fn head_for(len: usize) -> String {
     format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n")
@@ -239,17 +258,17 @@ fn client_reading_nothing_stops_the_upstream_at_the_watermark() {
         paused.read_pauses >= 1,
         "upstream read never paused: {paused:?}"
     );
+    // Before it stalled, the proxy's writes to this client went through
+    // at once until the kernel's send buffer was full (4 MiB by default):
+    // less than the 8 MiB a buffer must see drained before it grows.
+    assert!(
+        paused.buffered_bytes_peak <= (BODY_START + HEAD_ROOM) as u64,
+        "a client reading nothing made the buffer grow: {} bytes at peak",
+        paused.buffered_bytes_peak
+    );
 
     // Now the client reads everything.
-    let head = client.read_response_head();
-    assert_eq!(head.status, 200, "{}", preview(&head.head));
-    assert_eq!(
-        head.header("content-length"),
-        Some(SIZE.to_string().as_str())
-    );
-    if let Err(e) = read_pattern(&mut client.wire, 0, SIZE, SLICE, Duration::ZERO) {
-        panic!("response body: {e}");
-    }
+    read_pattern_response(&mut client, SIZE, "response body");
     assert_eq!(written.load(Ordering::SeqCst), SIZE, "upstream wrote all");
 
     assert_eventually("buffers drained after the transfer", || {
@@ -267,6 +286,40 @@ fn client_reading_nothing_stops_the_upstream_at_the_watermark() {
         200,
         "connection still usable"
     );
+}
+
+#[test]
+fn fast_download_past_the_buffer_growth_is_byte_exact_twice_on_one_connection() {
+    // 24 MiB each: well past the 8 MiB of full drains after which a body
+    // buffer grows, so the growth and the return of a grown buffer happen.
+    const SIZE: usize = 24 * MIB;
+    let high = Config::default().high_watermark;
+    let written = Arc::new(AtomicUsize::new(0));
+    let upstream = pattern_upstream(SIZE, written.clone());
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    for round in 1..=2 {
+        client.send(get("/big"));
+        read_pattern_response(&mut client, SIZE, &format!("response body {round}"));
+    }
+    assert_eq!(
+        written.load(Ordering::SeqCst),
+        2 * SIZE,
+        "upstream wrote all"
+    );
+    assert_eventually("buffers drained after the transfers", || {
+        proxy.stats.snapshot().buffered_bytes == 0
+    });
+    let s = proxy.stats.snapshot();
+    println!(
+        "fast download: {} bytes buffered at peak (start {BODY_START}, high watermark {high})",
+        s.buffered_bytes_peak
+    );
+    assert!(
+        s.buffered_bytes_peak <= buffered_bound(high),
+        "a growing buffer went past the high watermark: {s:?}"
+    );
+    assert_eq!(upstream.accepted(), 1, "one upstream connection for both");
 }
 
 // ---------------------------------------------------------------------------
@@ -351,6 +404,11 @@ fn upstream_not_reading_stops_the_client_upload_at_the_watermark() {
     assert!(
         paused.read_pauses >= 1,
         "client read never paused: {paused:?}"
+    );
+    assert!(
+        paused.buffered_bytes_peak <= (BODY_START + HEAD_ROOM) as u64,
+        "an upstream that stopped reading made the buffer grow: {} bytes at peak",
+        paused.buffered_bytes_peak
     );
 
     release();

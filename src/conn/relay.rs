@@ -87,6 +87,9 @@ pub(crate) fn write_client(side: &mut ClientSide, env: &mut Env<'_>) -> Result<b
     let Some(out) = side.out.as_mut() else {
         return Ok(false);
     };
+    // A full buffer whose client took nothing for a while: the adaptive
+    // sizing's stall (buffer.rs), measured from the last write that moved.
+    out.sink_waited(env.now.saturating_duration_since(side.write_at));
     let n = write_from(&mut side.stream, &mut side.io, out)
         .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
     if n == 0 {
@@ -284,6 +287,7 @@ pub(crate) fn write_request(
     let Some(buf) = ex.to_upstream.as_mut() else {
         return Ok(false);
     };
+    buf.sink_waited(env.now.saturating_duration_since(ex.up_write_at));
     let n = match up.write(buf) {
         Ok(n) => n,
         Err(e) => {

@@ -1,4 +1,5 @@
 mod buffer;
+mod buffer_sizing;
 mod error;
 mod exchange;
 mod listen;
