@@ -26,7 +26,7 @@
 //!
 //! What it must not know: sockets, HTTP, the clock (`now` comes in).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
@@ -196,7 +196,7 @@ pub struct IdleLimits<K> {
 impl<K: Clone + Eq + Hash> Default for IdleLimits<K> {
     fn default() -> Self {
         IdleLimits {
-            peers: HashMap::new(),
+            peers: HashMap::default(),
         }
     }
 }

@@ -58,9 +58,11 @@
 //!
 //! With nothing learned the rule is plain LIFO for every request.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::idle_limit::IdleLimits;
 
@@ -149,9 +151,9 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
             max_per_peer,
             max_total,
             idle_timeout,
-            peers: HashMap::new(),
+            peers: HashMap::default(),
             order: BTreeMap::new(),
-            parked: HashMap::new(),
+            parked: HashMap::default(),
             next_seq: 0,
             limits: IdleLimits::default(),
         }

@@ -88,14 +88,21 @@ pub(crate) struct Shared {
     /// and back without copying the struct.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Exchange>>,
+    /// The fewest spares held since the last trim: that many were never
+    /// needed, and [`Shared::trim_spare`] drops them.
+    spare_low: usize,
 }
 
 /// Most free body buffers kept for reuse (each `high_watermark` bytes).
 const MAX_FREE_BUFFERS: usize = 256;
 
 /// Most finished exchanges kept for reuse (each a few hundred bytes plus
-/// the storage of the largest heads it held).
-const MAX_SPARE: usize = 256;
+/// the storage of the largest heads it held). Above the exchanges one loop
+/// turn may finish at 512 keep-alive clients, so a busy loop recycles
+/// instead of building new ones (issue 11: at a cap of 256, half of the
+/// requests at 512 clients got a fresh exchange and regrew its buffers);
+/// what a period did not need is trimmed.
+const MAX_SPARE: usize = 1024;
 
 impl Shared {
     /// Assembles the shared state: fresh counters, a free list of body
@@ -131,6 +138,7 @@ impl Shared {
             date: HttpDate::new(SystemTime::now()),
             via_name: String::new(),
             spare: Vec::new(),
+            spare_low: 0,
         }
     }
 
@@ -167,9 +175,28 @@ impl Shared {
 
     /// An exchange to parse the next request into: a recycled one if any.
     pub(crate) fn take_exchange(&mut self) -> Box<Exchange> {
-        self.spare
+        let ex = self
+            .spare
             .pop()
-            .unwrap_or_else(|| Box::new(Exchange::blank(self.now)))
+            .unwrap_or_else(|| Box::new(Exchange::blank(self.now)));
+        self.spare_low = self.spare_low.min(self.spare.len());
+        ex
+    }
+
+    /// Drops the spare exchanges the last period never took (called with
+    /// the buffer trim, every `buffer::TRIM_EVERY`). Returns how many.
+    pub(crate) fn trim_spare(&mut self) -> usize {
+        let drop = self.spare_low.min(self.spare.len());
+        self.spare.truncate(self.spare.len() - drop);
+        self.spare.shrink_to_fit();
+        self.spare_low = self.spare.len();
+        drop
+    }
+
+    /// True when [`Shared::trim_spare`] or the buffer trim could free
+    /// something (the loop wakes for a trim only then).
+    pub(crate) fn may_trim(&self) -> bool {
+        self.bufs.may_trim() || !self.spare.is_empty()
     }
 
     /// Keeps a finished exchange for reuse (its buffers and upstream must

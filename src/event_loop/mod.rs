@@ -265,7 +265,7 @@ impl Server {
                         self.drain_deadline,
                         self.sh.access.next_flush(),
                         self.admin.as_ref().and_then(Admin::next_deadline),
-                        self.sh.bufs.may_trim().then_some(self.next_trim),
+                        self.sh.may_trim().then_some(self.next_trim),
                     ],
                 )
             } else {
@@ -326,6 +326,7 @@ impl Server {
             }
             if self.next_trim <= now {
                 self.next_trim = now + TRIM_EVERY;
+                self.sh.trim_spare();
                 self.sh.bufs.trim();
             }
             if self.accept_paused_until.is_some_and(|t| t <= now) {

@@ -215,3 +215,19 @@ fn keep_alive_timeout_is_read_from_the_timeout_parameter() {
     let two = headers(&[("keep-alive", "max=5"), ("Keep-Alive", "timeout=2")]);
     assert_eq!(keep_alive_timeout(&two), Some(2));
 }
+
+#[test]
+fn x_forwarded_for_writes_every_ipv4_octet_as_std_does() {
+    for (a, b) in [(0u8, 0u8), (9, 10), (99, 100), (255, 1), (10, 255), (1, 99)] {
+        for (c, d) in [(0u8, 7u8), (100, 250), (19, 200), (255, 255)] {
+            let addr = std::net::Ipv4Addr::new(a, b, c, d);
+            let mut h = Headers::new();
+            add_forwarding_fields(&mut h, IpAddr::V4(addr), None, true, false);
+            assert_eq!(
+                h.get("x-forwarded-for"),
+                Some(addr.to_string().as_bytes()),
+                "{addr}"
+            );
+        }
+    }
+}
