@@ -78,11 +78,10 @@ impl HeadScanner {
         let mut pos = self.pos;
         while let Some(&b) = buf.get(pos) {
             if self.state == ScanState::InLine {
-                // Fast path: jump to the end of the line.
-                match buf
-                    .get(pos..)
-                    .and_then(|rest| rest.iter().position(|&c| c == b'\n'))
-                {
+                // Fast path: jump to the end of the line (SIMD search:
+                // a byte loop here was ~5 % of a keep-alive request's
+                // instructions, issue 11).
+                match buf.get(pos..).and_then(|rest| memchr::memchr(b'\n', rest)) {
                     Some(off) => {
                         pos = pos.saturating_add(off).saturating_add(1);
                         self.state = ScanState::LineStart;
