@@ -31,6 +31,7 @@ mod idle_limit;
 mod metrics;
 mod pool;
 mod stats;
+mod text;
 mod upstreams;
 mod warn_limit;
 

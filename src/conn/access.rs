@@ -23,6 +23,7 @@ use serde::Serialize;
 use crate::access_log::AccessLog;
 use crate::config::AccessLogFormat;
 use crate::stats::Stats;
+use crate::text;
 
 /// How an exchange ended (HAProxy's termination flags are the model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,12 +178,19 @@ impl Access<'_> {
             .map(|v| if v == 0 { "HTTP/1.0" } else { "HTTP/1.1" })
     }
 
+    /// The text record; numbers and addresses through `crate::text`, not
+    /// `core::fmt` (issue 11: the access log's cost per request).
     fn write_text(&self, buf: &mut Vec<u8>, time: &str, duration: Duration) {
-        let _ = write!(buf, "{time} client={} \"", self.client);
+        buf.extend_from_slice(time.as_bytes());
+        buf.extend_from_slice(b" client=");
+        text::push_socket_addr(buf, self.client);
+        buf.extend_from_slice(b" \"");
         escape_text(buf, self.method.as_bytes());
         buf.push(b' ');
         escape_text(buf, self.target);
-        let _ = write!(buf, " {}\" host=", self.protocol().unwrap_or("-"));
+        buf.push(b' ');
+        buf.extend_from_slice(self.protocol().unwrap_or("-").as_bytes());
+        buf.extend_from_slice(b"\" host=");
         match self.host {
             Some(h) => {
                 buf.push(b'"');
@@ -191,18 +199,17 @@ impl Access<'_> {
             }
             None => buf.push(b'-'),
         }
-        let _ = write!(
-            buf,
-            " status={} bytes_in={} bytes_out={} duration_ms={:.3} upstream=",
-            self.status,
-            self.bytes_in,
-            self.bytes_out,
-            ms(duration)
-        );
+        buf.extend_from_slice(b" status=");
+        text::push_uint(buf, self.status);
+        buf.extend_from_slice(b" bytes_in=");
+        text::push_uint(buf, self.bytes_in);
+        buf.extend_from_slice(b" bytes_out=");
+        text::push_uint(buf, self.bytes_out);
+        buf.extend_from_slice(b" duration_ms=");
+        text::push_ms3(buf, duration);
+        buf.extend_from_slice(b" upstream=");
         match self.upstream {
-            Some(a) => {
-                let _ = write!(buf, "{a}");
-            }
+            Some(a) => text::push_socket_addr(buf, a),
             None => buf.push(b'-'),
         }
         for (key, value) in [
@@ -211,19 +218,17 @@ impl Access<'_> {
         ] {
             buf.extend_from_slice(key.as_bytes());
             match value {
-                Some(d) => {
-                    let _ = write!(buf, "{:.3}", ms(d));
-                }
+                Some(d) => text::push_ms3(buf, d),
                 None => buf.push(b'-'),
             }
         }
-        let _ = writeln!(
-            buf,
-            " upstream_conn={} retries={} termination={}",
-            conn_name(self.reused).unwrap_or("-"),
-            self.retries,
-            self.termination.name()
-        );
+        buf.extend_from_slice(b" upstream_conn=");
+        buf.extend_from_slice(conn_name(self.reused).unwrap_or("-").as_bytes());
+        buf.extend_from_slice(b" retries=");
+        text::push_uint(buf, self.retries);
+        buf.extend_from_slice(b" termination=");
+        buf.extend_from_slice(self.termination.name().as_bytes());
+        buf.push(b'\n');
     }
 
     fn write_json(&self, buf: &mut Vec<u8>, time: &str, duration: Duration) {
@@ -253,6 +258,11 @@ impl Access<'_> {
 
 fn conn_name(reused: Option<bool>) -> Option<&'static str> {
     reused.map(|r| if r { "reused" } else { "new" })
+}
+
+/// The last decimal digit of `n` as ASCII.
+fn digit(n: u32) -> u8 {
+    b'0' + u8::try_from(n % 10).unwrap_or(0)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -317,8 +327,13 @@ impl StampCache {
         }
         let (head, tail) = out.split_at_mut(19);
         head.copy_from_slice(&self.text);
-        let mut rest = std::io::Cursor::new(tail);
-        let _ = write!(rest, ".{:03}Z", since.subsec_millis());
+        let ms = since.subsec_millis();
+        for (slot, b) in
+            tail.iter_mut()
+                .zip([b'.', digit(ms / 100), digit(ms / 10), digit(ms), b'Z'])
+        {
+            *slot = b;
+        }
         std::str::from_utf8(out).unwrap_or_default()
     }
 }
