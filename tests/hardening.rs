@@ -211,7 +211,7 @@ fn duplicate_content_length_goes_on_as_one_and_204_loses_it() {
 // ---- Kind 7 ----------------------------------------------------------------
 
 #[test]
-fn tls_client_hello_gets_400_at_once_and_http2_preface_505() {
+fn tls_client_hello_gets_400_at_once_and_http2_preface_or_other_versions_505() {
     let up = Upstream::start(respond_forever(ok_response("ok")));
     // A head timeout far beyond the client's wait: the answer cannot come
     // from it.
@@ -221,6 +221,10 @@ fn tls_client_hello_gets_400_at_once_and_http2_preface_505() {
     for (bytes, status) in [
         (&b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"[..], 400),
         (&b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..], 505),
+        // A whole head in another major version: 505 too (RFC 9110
+        // §15.6.6), not 400.
+        (&b"GET / HTTP/2.0\r\nHost: h\r\n\r\n"[..], 505),
+        (&b"GET / HTTP/3.0\r\nHost: h\r\n\r\n"[..], 505),
     ] {
         let mut client = proxy.client();
         client.send(bytes);

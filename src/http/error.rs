@@ -43,13 +43,18 @@ pub enum ParseError {
     /// HTTP/2.0`, RFC 9113 §3.4) on this HTTP/1.1 port: 505 (RFC 9110
     /// §15.6.6).
     Http2Preface,
+    /// A request line with a well-formed HTTP-version whose major version
+    /// is not 1 (`HTTP/2.0`, `HTTP/3.0`; RFC 9112 §2.3): 505 (RFC 9110
+    /// §15.6.6), not 400.
+    UnsupportedVersion,
 }
 
 impl ParseError {
     /// The status code the proxy answers a *request* with when this error
     /// came from the request: 400 for `Malformed`, `Framing`, `Chunk`,
     /// `Truncated`; 431 for `HeadTooLarge` and `TooManyFields` (RFC 6585 §5);
-    /// 501 for `UnknownCoding` (RFC 9112 §6.1); 505 for `Http2Preface`.
+    /// 501 for `UnknownCoding` (RFC 9112 §6.1); 505 for `Http2Preface` and
+    /// `UnsupportedVersion`.
     pub fn request_status(&self) -> u16 {
         match self {
             ParseError::Malformed(_)
@@ -59,7 +64,7 @@ impl ParseError {
             ParseError::HeadTooLarge | ParseError::TooManyFields => 431,
             ParseError::RequestLineTooLong => 414,
             ParseError::UnknownCoding => 501,
-            ParseError::Http2Preface => 505,
+            ParseError::Http2Preface | ParseError::UnsupportedVersion => 505,
         }
     }
 }
@@ -76,6 +81,7 @@ impl fmt::Display for ParseError {
             ParseError::Chunk(why) => write!(f, "invalid chunked body: {why}"),
             ParseError::Truncated => f.write_str("body truncated by EOF"),
             ParseError::Http2Preface => f.write_str("HTTP/2 preface on the HTTP/1.1 port"),
+            ParseError::UnsupportedVersion => f.write_str("HTTP major version not supported"),
         }
     }
 }

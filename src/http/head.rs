@@ -66,6 +66,25 @@ fn complete(r: httparse::Result<usize>) -> Result<Option<usize>, ParseError> {
     }
 }
 
+/// Whether the request line (after any leading empty lines, RFC 9112
+/// §2.2) ends in a well-formed HTTP-version (`HTTP/` DIGIT `.` DIGIT, RFC
+/// 9112 §2.3) whose major version is not 1: a version this proxy does not
+/// speak (505), not a malformed line (400).
+fn other_major_version(buf: &[u8]) -> bool {
+    let line = buf
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
+    let version = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
+    match version {
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor] => {
+            major.is_ascii_digit() && minor.is_ascii_digit() && *major != b'1'
+        }
+        _ => false,
+    }
+}
+
 /// A head httparse fills: [`RequestHead`] or [`ResponseHead`].
 pub trait ParseHead: Default + Sized {
     /// Parses a complete head at the start of `buf` with httparse, with
@@ -125,7 +144,11 @@ impl ParseHead for RequestHead {
     fn parse_into(&mut self, buf: &[u8], max_fields: usize) -> Result<Option<usize>, ParseError> {
         with_slots(max_fields, |slots| {
             let mut req = httparse::Request::new(slots);
-            let Some(len) = complete(req.parse(buf))? else {
+            let parsed = req.parse(buf);
+            if matches!(parsed, Err(httparse::Error::Version)) && other_major_version(buf) {
+                return Err(ParseError::UnsupportedVersion);
+            }
+            let Some(len) = complete(parsed)? else {
                 return Ok(None);
             };
             self.version = version_ok(req.version)?;

@@ -257,7 +257,6 @@ fn request_bad_heads_are_malformed() {
             b"GET / HTTP/1.1\r\n Host: h\r\n\r\n",
             "whitespace before the first field",
         ),
-        (b"GET / HTTP/2.0\r\n\r\n", "not HTTP/1.x"),
         (b"GET / HTTP/1.2\r\n\r\n", "unknown minor version"),
         (b"GET  / HTTP/1.1\r\n\r\n", "two spaces in the request-line"),
         (b"GET /\x7f HTTP/1.1\r\n\r\n", "DEL in the target"),
@@ -535,5 +534,29 @@ fn scanner_and_httparse_agree_on_generated_heads() {
                 (None, Ok(got)) => assert_eq!(got, None, "{:?}", String::from_utf8_lossy(&raw)),
             }
         }
+    }
+}
+
+#[test]
+fn a_request_in_another_major_version_is_505_and_a_broken_version_400() {
+    for line in ["GET / HTTP/2.0", "GET / HTTP/3.0", "\r\nPOST /x HTTP/0.9"] {
+        let raw = format!("{line}\r\nHost: x\r\n\r\n");
+        let err = RequestHead::parse(raw.as_bytes(), MAX_FIELDS);
+        assert_eq!(err, Err(ParseError::UnsupportedVersion), "{line:?}");
+        assert_eq!(ParseError::UnsupportedVersion.request_status(), 505);
+    }
+    for line in [
+        "GET / HTTP/2",
+        "GET / HTTP/1.2",
+        "GET / HTTPS/2.0",
+        "GET / HTTP/x.0",
+    ] {
+        let raw = format!("{line}\r\nHost: x\r\n\r\n");
+        let err = RequestHead::parse(raw.as_bytes(), MAX_FIELDS);
+        assert_eq!(
+            err,
+            Err(ParseError::Malformed("invalid HTTP version")),
+            "{line:?}"
+        );
     }
 }
