@@ -73,6 +73,11 @@ fn main() -> ExitCode {
         }
     };
     if check {
+        // A name that would stop the start (exit 2) stops the check too.
+        if let Err(msg) = file::check_names(&config, &sluice::SystemResolver) {
+            eprintln!("sluice: {msg}");
+            return ExitCode::from(2);
+        }
         return match file::render(&config) {
             Ok(text) => {
                 print!("{text}");

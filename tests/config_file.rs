@@ -173,6 +173,25 @@ fn bad_groups_and_routes_name_the_file_and_line() {
 // --- --check-config ----------------------------------------------------------
 
 #[test]
+fn check_config_resolves_host_names_as_the_start_would() {
+    // `.invalid` never resolves (RFC 6761 §6.4).
+    let group = "[[upstream]]\nname = \"app\"\nservers = [\"nowhere.invalid:80\"]\n";
+    let f = TempFile::new(group);
+    let o = run_sluice(&["--check-config", f.path()]);
+    assert_eq!(o.status.code(), Some(2), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("\"nowhere.invalid\" (group \"app\") does not resolve"),
+        "{}",
+        o.stderr
+    );
+    // Resolved lazily: not the check's business.
+    let f = TempFile::new(&format!("{group}resolve = \"lazy\"\n"));
+    let o = run_sluice(&["--check-config", f.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", o.stderr);
+}
+
+#[test]
 fn check_config_on_the_example_prints_every_key() {
     let text = std::fs::read_to_string(example()).unwrap();
     for key in KEYS {

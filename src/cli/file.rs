@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use sluice::{Config, ConfigError};
+use sluice::{Config, ConfigError, Resolve, Resolver};
 
 /// Reads and parses a configuration file. The error names the file, the
 /// line and the key.
@@ -98,6 +98,39 @@ pub fn groups_summary(c: &Config) -> String {
         })
         .collect();
     groups.join(" ")
+}
+
+/// `--check-config`: every upstream host name of a group that must
+/// resolve at start (`resolve = "start"`, the default) resolves now, as
+/// the start would demand (else it exits 2). One lookup per name.
+///
+/// Errors: one line per name that does not resolve, naming it and its
+/// group.
+pub fn check_names(c: &Config, resolver: &dyn Resolver) -> Result<(), String> {
+    let mut failed = Vec::new();
+    for group in c.upstream.iter().filter(|g| g.resolve == Resolve::Start) {
+        for server in group.servers.get_ref().iter().filter(|s| s.ip().is_none()) {
+            let found = resolver.resolve(&server.host, server.port);
+            if let Err(e) = found.and_then(|a| {
+                if a.is_empty() {
+                    Err(std::io::Error::other("no address"))
+                } else {
+                    Ok(())
+                }
+            }) {
+                failed.push(format!(
+                    "upstream host {:?} (group {:?}) does not resolve: {e}",
+                    server.host,
+                    group.name.get_ref()
+                ));
+            }
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("\n"))
+    }
 }
 
 /// The effective configuration as a TOML document with every key, in the
