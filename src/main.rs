@@ -78,6 +78,9 @@ fn main() -> ExitCode {
             eprintln!("sluice: {msg}");
             return ExitCode::from(2);
         }
+        for w in config.warnings() {
+            eprintln!("sluice: warning: {w}");
+        }
         return match file::render(&config) {
             Ok(text) => {
                 print!("{text}");
@@ -96,6 +99,9 @@ fn main() -> ExitCode {
     } else {
         Role::Worker(0)
     });
+    for w in config.warnings() {
+        log::warn!("{w}");
+    }
     let cpus = file::resolve_workers(0);
     if workers > cpus {
         log::warn!(

@@ -280,3 +280,28 @@ fn server_started_from_a_file_serves() {
     assert!(resp.ends_with("from-up\n"), "{resp}");
     drop(guard);
 }
+
+#[test]
+fn check_config_warns_of_settings_that_cannot_be_meant() {
+    let text = "[[upstream]]\nname = \"app\"\n\
+                servers = [\"127.0.0.1:8001\", \"127.0.0.1:8001\"]\n\
+                [upstream.health_check]\npath = \"/h\"\ninterval = \"1s\"\ntimeout = \"2s\"\n\n\
+                [[route]]\npath_prefix = \"api\"\nupstream = \"app\"\n\n\
+                [[route]]\nupstream = \"app\"\n\n\
+                [[route]]\nhost = \"x.example\"\nupstream = \"app\"\n";
+    let f = TempFile::new(text);
+    let o = run_sluice(&["--check-config", f.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", o.stderr);
+    for needle in [
+        "warning: route 1: path_prefix \"api\" does not start with \"/\"",
+        "warning: route 3 is never reached: route 2 before it matches every request",
+        "health_check timeout 2s is not shorter than its interval 1s",
+        "server 127.0.0.1:8001 is listed twice",
+    ] {
+        assert!(
+            o.stderr.contains(needle),
+            "{needle:?} missing in {}",
+            o.stderr
+        );
+    }
+}

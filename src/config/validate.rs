@@ -162,4 +162,59 @@ impl Config {
         }
         crate::upstreams::spec::check(&self.upstream, &self.route)
     }
+
+    /// Settings that are valid but almost surely not what was meant, one
+    /// sentence each (printed as warnings at start and by
+    /// `--check-config`; nothing is refused):
+    /// - a route `path_prefix` that does not start with `/` (a request
+    ///   target's path always does: the route never matches);
+    /// - a route after one that matches every request (no `host`, no
+    ///   `path_prefix`): it is never reached (the first match wins);
+    /// - a health check whose `timeout` is not shorter than its `interval`;
+    /// - a server listed twice in one group (give it a `weight` instead).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut catch_all: Option<usize> = None;
+        for (i, r) in self.route.iter().enumerate() {
+            let n = i + 1;
+            if let Some(p) = r.path_prefix.as_deref().filter(|p| !p.starts_with('/')) {
+                out.push(format!(
+                    "route {n}: path_prefix {p:?} does not start with \"/\": it never matches"
+                ));
+            }
+            if let Some(first) = catch_all {
+                out.push(format!(
+                    "route {n} is never reached: route {first} before it matches every request"
+                ));
+            } else if r.host.is_none() && r.path_prefix.is_none() {
+                catch_all = Some(n);
+            }
+        }
+        for g in &self.upstream {
+            let name = g.name.get_ref();
+            if let Some(hc) = g
+                .health_check
+                .as_ref()
+                .filter(|hc| hc.timeout >= hc.interval)
+            {
+                out.push(format!(
+                    "upstream group {name:?}: health_check timeout {:?} is not shorter than its interval {:?}",
+                    hc.timeout, hc.interval
+                ));
+            }
+            let servers = g.servers.get_ref();
+            for (i, s) in servers.iter().enumerate() {
+                let same = |t: &&crate::upstreams::spec::ServerSpec| {
+                    t.host.eq_ignore_ascii_case(&s.host) && t.port == s.port
+                };
+                if servers.iter().take(i).any(|t| same(&t)) {
+                    out.push(format!(
+                        "upstream group {name:?}: server {}:{} is listed twice (use weight instead)",
+                        s.host, s.port
+                    ));
+                }
+            }
+        }
+        out
+    }
 }
