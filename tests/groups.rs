@@ -259,6 +259,22 @@ fn a_post_to_a_refused_server_goes_to_another_and_a_sent_post_is_502() {
     );
 }
 
+#[test]
+fn refused_connects_try_every_server_of_the_group_whatever_max_retries() {
+    let good = named("good", alive());
+    let dead: Vec<String> = (0..3).map(|_| refused_addr().to_string()).collect();
+    let mut servers: Vec<&str> = dead.iter().map(String::as_str).collect();
+    let good_addr = good.addr.to_string();
+    servers.push(&good_addr);
+    let proxy = proxy_with(vec![group("app", &servers, |_| {})], vec![]);
+    // Smooth round-robin starts with the first server: three refusals,
+    // then the live one, with the default max_retries (1).
+    let post = b"POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi".to_vec();
+    let r = proxy.client().round_trip(&post);
+    assert_eq!((r.status, r.body_str()), (200, "good".to_string()));
+    assert_eq!(proxy.stats.snapshot().status_502, 0);
+}
+
 fn checked(interval_ms: u64, timeout_ms: u64) -> impl FnOnce(&mut GroupSpec) {
     move |g: &mut GroupSpec| {
         g.health_check = Some(HealthCheck {

@@ -344,12 +344,18 @@ impl Exchange {
     pub(crate) fn may_retry(&self, max_retries: u32) -> bool {
         let no_response_byte = self.no_response_byte();
         let head_len = self.head_bytes.len() as u64;
-        let nothing_written = self.up_written == 0;
+        let nothing_written = self.nothing_written();
         let body_streamed = self.up_written > head_len;
         self.retries < max_retries
             && no_response_byte
             && !self.request_abandoned()
             && (nothing_written || (self.reused && self.idempotent && !body_streamed))
+    }
+
+    /// No byte of the request was written to the current upstream
+    /// connection.
+    pub(crate) fn nothing_written(&self) -> bool {
+        self.up_written == 0
     }
 
     /// No byte of a response (not even a 1xx) came from the current

@@ -102,12 +102,17 @@ pub(super) fn next(ex: &mut Exchange, sh: &mut Shared) -> Option<Peer> {
     Some(Peer::new(pick.addr))
 }
 
-/// How many retries `ex` may make: `max_retries`, or in panic mode enough
-/// to try every server of the group once.
+/// How many retries `ex` may make: `max_retries`; enough to try every
+/// server of the group once in panic mode, or while no byte of the
+/// request was written (a refused or failed connect: the request reached
+/// no server, so trying the next is safe for every method, as nginx's
+/// `proxy_next_upstream error` does).
 pub(super) fn retry_limit(ex: &Exchange, sh: &Shared) -> u32 {
     let max = sh.cfg.max_retries;
     match ex.group.and_then(|g| sh.groups.get(g)) {
-        Some(group) if ex.panic => max.max(group.len().saturating_sub(1) as u32),
+        Some(group) if ex.panic || ex.nothing_written() => {
+            max.max(group.len().saturating_sub(1) as u32)
+        }
         _ => max,
     }
 }
