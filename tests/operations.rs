@@ -246,6 +246,32 @@ fn sighup_reloads_the_config_file_and_keeps_the_running_one_if_invalid() {
     }
 }
 
+#[test]
+fn reloads_leave_no_descriptor_behind() {
+    let a = answering("a");
+    let port = free_port();
+    let path = temp_path("reload-fds.toml");
+    std::fs::write(&path, config_text(port, &a)).unwrap();
+    let p = start_ready(&["--config", path.to_str().unwrap()], "1", &[]);
+    assert_eq!(body_via(port), "a");
+    let fds = || std::fs::read_dir(format!("/proc/{}/fd", p.pid())).map_or(0, |d| d.count());
+    let before = fds();
+    for i in 1..=5 {
+        p.signal(libc::SIGHUP);
+        // The loop this reload drained has ended (each drain logs once).
+        assert_eventually("the old loop drained", || {
+            p.count(|l| l.contains("SIGHUP: reloaded")) == i
+                && p.count(|l| l.contains("drained")) >= i
+        });
+        assert_eq!(body_via(port), "a");
+    }
+    // The newest loop's handle of the last drained one goes at the next
+    // reload: at most one loop's descriptors beyond the start.
+    assert_eventually("descriptors back near the start", || fds() <= before + 1);
+    stop_cleanly(p);
+    let _ = std::fs::remove_file(&path);
+}
+
 // --- pid file ---------------------------------------------------------------------------
 
 #[test]

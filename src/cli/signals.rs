@@ -245,6 +245,8 @@ impl Loops {
             .map_err(|_| "the new loop did not start".to_string())??;
         // Sent before the old loops drain: `main` finds it when they end.
         let _ = self.started.send(thread);
+        // Loops that ended are forgotten (a handle per reload would add up).
+        self.handles.retain(ServerHandle::is_running);
         for old in &self.handles {
             old.drain();
         }

@@ -45,7 +45,16 @@ impl Config {
             return err("high-watermark", "must be at least 1 byte");
         }
         if self.low_watermark >= self.high_watermark {
-            return err("low-watermark", "must be below high-watermark");
+            // Name both values: the low one may be a default the user
+            // never wrote.
+            return err(
+                "low-watermark",
+                &format!(
+                    "must be below high-watermark: it is {} bytes, high-watermark {} bytes \
+                     (lowering --high-watermark may need --low-watermark too)",
+                    self.low_watermark, self.high_watermark
+                ),
+            );
         }
         if self.max_head_size < 64 {
             return err("max-head-size", "must be at least 64 bytes");

@@ -33,7 +33,8 @@ pub(crate) enum Termination {
     /// The client reset or closed before the response was complete (499 if
     /// no answer had started).
     ClientAborted,
-    /// A client timer ran out: request head, request body gap, or send.
+    /// A client timer ran out: request head, request body gap, or send;
+    /// or a tunnel's idle timeout (neither side sent).
     ClientTimeout,
     /// The upstream closed or reset before its response was complete.
     UpstreamClosedEarly,

@@ -4,28 +4,42 @@
 //!
 //! What it must not know: the loop's state beyond those flags.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
 use log::info;
 use mio::Waker;
 
 /// Stops a running [`Server`](super::Server) from another thread (a signal handler
-/// thread, a test).
+/// thread, a test). It does not keep the loop's resources alive: once the
+/// server is dropped, its waker (an eventfd) is closed and the handle's
+/// requests do nothing ([`ServerHandle::is_running`] says false).
 #[derive(Clone)]
 pub struct ServerHandle {
     pub(super) shutdown: Arc<AtomicBool>,
     pub(super) drain: Arc<AtomicBool>,
     pub(super) reopen: Arc<AtomicBool>,
-    pub(super) waker: Arc<Waker>,
+    pub(super) waker: Weak<Waker>,
 }
 
 impl ServerHandle {
+    /// Whether the server still exists (its `run` has not returned and
+    /// dropped it).
+    pub fn is_running(&self) -> bool {
+        self.waker.strong_count() > 0
+    }
+
+    fn wake(&self) {
+        if let Some(w) = self.waker.upgrade() {
+            let _ = w.wake();
+        }
+    }
+
     /// Asks the loop to stop now: open connections are closed, `run`
     /// returns soon after.
     pub fn shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
-        let _ = self.waker.wake();
+        self.wake();
     }
 
     /// Asks for a graceful drain: the listener closes (connections already
@@ -35,7 +49,7 @@ impl ServerHandle {
     /// connection is left or after `drain_timeout`.
     pub fn drain(&self) {
         self.drain.store(true, Ordering::SeqCst);
-        let _ = self.waker.wake();
+        self.wake();
     }
 
     /// Asks the loop to write out its buffered access records and reopen
@@ -43,7 +57,7 @@ impl ServerHandle {
     /// reopen is logged and the old file kept.
     pub fn reopen_access_log(&self) {
         self.reopen.store(true, Ordering::SeqCst);
-        let _ = self.waker.wake();
+        self.wake();
     }
 
     /// Reopens the log files (SIGUSR1): the access log file, if there is

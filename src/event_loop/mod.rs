@@ -240,7 +240,7 @@ impl Server {
             shutdown: self.shutdown.clone(),
             drain: self.drain.clone(),
             reopen: self.reopen.clone(),
-            waker: self.waker.clone(),
+            waker: Arc::downgrade(&self.waker),
         }
     }
 
