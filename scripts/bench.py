@@ -82,14 +82,15 @@ import sys
 import tempfile
 import time
 
+from sluicebench import haproxy
 from sluicebench.net import free_port, http_get, read_response, still_open
 from sluicebench.procfs import (CPU_SOURCE, busy_pct, cpu_busy_ticks, cpu_model, cpu_seconds, rss_kib,
                                 settled, tracer_pid)
 from sluicebench.procs import Proc, run_cmd, wait_for
 from sluicebench.stats import median, ratio, spread
+from sluicebench.templates import BENCH_DIR, fill
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH_DIR = os.path.join(ROOT, "scripts", "bench")
 MIB = 1 << 20
 PEERS = ["sluice", "sluice-old", "nginx", "nginx-nobuf", "haproxy", "direct"]
 SLUICES = ("sluice", "sluice-old")  # peers that are sluice binaries
@@ -264,18 +265,6 @@ def copy_bin(path, tmp, name):
 # upstreams
 
 
-def fill(template, out, values):
-    with open(os.path.join(BENCH_DIR, template)) as f:
-        text = f.read()
-    for k, v in values.items():
-        text = text.replace("@%s@" % k, str(v))
-    left = re.findall(r"@[A-Z_]+@", "\n".join(l for l in text.splitlines() if not l.lstrip().startswith("#")))
-    if left:
-        raise RuntimeError("unfilled fields %s in %s" % (left, template))
-    with open(out, "w") as f:
-        f.write(text)
-
-
 def nginx_user_line():
     if os.geteuid() != 0:
         return ""
@@ -397,7 +386,7 @@ class Peer:
             self.proc = Proc(name, pinned(PROXY_CPU, [tool_path("nginx"), "-p", d, "-c", conf, "-g", "daemon off;"]), log)
         elif name == "haproxy":
             cfg = os.path.join(d, "haproxy.cfg")
-            fill("haproxy.cfg.in", cfg, {"MAXCONN": MAX_CONNS, "NOFILE": NOFILE,"PORT": self.port, "UPSTREAM_PORT": upstream_port})
+            haproxy.write_config(cfg, self.port, upstream_port, MAX_CONNS, NOFILE)
             self.proc = Proc(name, pinned(PROXY_CPU, [tool_path("haproxy"), "-db", "-f", cfg]), log)
         else:
             raise ValueError(name)

@@ -11,6 +11,9 @@
             upstreams for the shell scripts (`python3 -m sluicebench.upstream`)
   stats     medians, percentiles, ratios, spreads
   units     sizes: parse '100M', print '1.5 MiB'
+  nginx     nginx as a static origin or a reverse-proxy peer
+  haproxy   HAProxy as a reverse-proxy peer (scripts/bench/haproxy.cfg.in)
+  templates fill the @NAME@ fields of the config templates in scripts/bench/
 
 The scripts import it from their own folder (scripts/ is sys.path[0] when a
 script there runs); scripts/lib.sh runs `python3 -m sluicebench...` with
