@@ -22,7 +22,15 @@
 //!   guard is their 90th percentile: one stalled close must not make every
 //!   just-parked connection unusable). A FIN that came with the answer is
 //!   seen when the connection would be parked, so it is never parked and
-//!   is no risk to a later take: such closes do not feed the guard.
+//!   is no risk to a later take: such closes do not feed the guard;
+//! - how many responses left a connection to keep (parked, or closed with
+//!   the answer) and how many of those the server closed right after (with
+//!   the answer or under [`QUICK_CLOSE`] later), in the same two windows:
+//!   a server that closes at least half of them ([`AS_A_RULE`]) closes
+//!   after responses as a rule, and no request gains from a just-parked
+//!   connection there (issue 14: a POST slipped past the 90th percentile
+//!   of a server that closed every connection, and every GET was sent
+//!   twice).
 //!
 //! What it must not know: sockets, HTTP, the clock (`now` comes in).
 
@@ -48,6 +56,14 @@ const RISKY_MARGIN: Duration = Duration::from_millis(100);
 /// connection of a busy loop, where all are parked under a millisecond).
 pub const BUCKET_BASE: Duration = Duration::from_micros(125);
 
+/// A server that closes at least this share of the connections its
+/// responses left (with at least [`AS_A_RULE_SAMPLE`] of them seen) closes
+/// after responses as a rule.
+pub const AS_A_RULE: (u32, u32) = (1, 2);
+
+/// Fewest responses seen before a share is trusted.
+pub const AS_A_RULE_SAMPLE: u32 = 16;
+
 /// Most peers remembered; past it, everything learned is forgotten (peers
 /// that come and go cannot grow the map without bound).
 const MAX_PEERS: usize = 4096;
@@ -67,8 +83,12 @@ pub struct IdleRule {
     /// this (the server was seen closing right after responses): the 90th
     /// percentile of the quick-close ages seen, rounded up to a power of
     /// two times [`BUCKET_BASE`] (125 µs), at most [`QUICK_CLOSE`]; zero
-    /// when none was seen.
+    /// when none was seen. [`QUICK_CLOSE`] when the server closes after
+    /// responses as a rule.
     pub risky_min_idle: Duration,
+    /// The server closes after responses as a rule ([`AS_A_RULE`]): the
+    /// `risky_min_idle` guard holds for every request, idempotent or not.
+    pub closes_as_a_rule: bool,
 }
 
 impl IdleRule {
@@ -77,7 +97,30 @@ impl IdleRule {
         retire_after: Duration::MAX,
         risky_max_idle: Duration::MAX,
         risky_min_idle: Duration::ZERO,
+        closes_as_a_rule: false,
     };
+}
+
+/// A count in two windows: the current one and the one before.
+#[derive(Debug, Default, Clone, Copy)]
+struct Count {
+    cur: u32,
+    prev: u32,
+}
+
+impl Count {
+    fn add(&mut self) {
+        self.cur = self.cur.saturating_add(1);
+    }
+
+    fn total(&self) -> u32 {
+        self.cur.saturating_add(self.prev)
+    }
+
+    fn roll(&mut self, keep_cur: bool) {
+        self.prev = if keep_cur { self.cur } else { 0 };
+        self.cur = 0;
+    }
 }
 
 /// Two windows of a statistic: the current one and the one before.
@@ -160,6 +203,11 @@ struct Learned {
     limit: Windows,
     /// Idle ages of closes right after a response.
     quick: QuickAges,
+    /// Responses that left a connection to keep (parked or closed with
+    /// the answer), counted once a close was seen.
+    kept: Count,
+    /// Of those, closed right after (with the answer or a quick close).
+    closed: Count,
     window_start: Instant,
 }
 
@@ -169,8 +217,23 @@ impl Learned {
             hint: None,
             limit: Windows::default(),
             quick: QuickAges::default(),
+            kept: Count::default(),
+            closed: Count::default(),
             window_start: now,
         }
+    }
+
+    /// The server closes after responses as a rule (see [`AS_A_RULE`]);
+    /// `parked`: connections parked now, which may still close (they are
+    /// not counted as kept yet, or a fast client would hide the share).
+    fn closes_as_a_rule(&self, parked: u32) -> bool {
+        let (kept, closed) = (
+            self.kept.total().saturating_sub(parked),
+            self.closed.total(),
+        );
+        kept >= AS_A_RULE_SAMPLE
+            && u64::from(closed) * u64::from(AS_A_RULE.1)
+                >= u64::from(kept) * u64::from(AS_A_RULE.0)
     }
 
     /// Moves the windows on to `now`.
@@ -183,6 +246,8 @@ impl Learned {
         self.limit.prev = if keep_cur { self.limit.cur } else { None };
         self.limit.cur = None;
         self.quick.roll(keep_cur);
+        self.kept.roll(keep_cur);
+        self.closed.roll(keep_cur);
         self.window_start = now;
     }
 }
@@ -226,9 +291,29 @@ impl<K: Clone + Eq + Hash> IdleLimits<K> {
         let l = self.entry(key, now);
         if idle < QUICK_CLOSE {
             l.quick.add(idle);
+            l.closed.add();
         } else {
             l.limit.add(idle, Duration::min);
         }
+    }
+
+    /// A response of `key` left its connection to keep and it was parked.
+    /// Counted only for a peer already seen closing (one lookup, no entry
+    /// made: the hot path of servers that never close stays as it was).
+    pub fn observe_park(&mut self, key: &K, now: Instant) {
+        if let Some(l) = self.peers.get_mut(key) {
+            l.roll(now);
+            l.kept.add();
+        }
+    }
+
+    /// A response of `key` came with the server's FIN: the connection was
+    /// never parked (no risk to a later take, so no age for the guard),
+    /// but the server closed right after a response.
+    pub fn observe_close_with_answer(&mut self, key: &K, now: Instant) {
+        let l = self.entry(key, now);
+        l.kept.add();
+        l.closed.add();
     }
 
     /// The learned limit of `key`: the smaller of its hint and the smallest
@@ -241,12 +326,15 @@ impl<K: Clone + Eq + Hash> IdleLimits<K> {
         }
     }
 
-    /// The ages the choice rule uses for `key` now (see [`IdleRule`]).
-    pub fn rule(&mut self, key: &K, now: Instant) -> IdleRule {
+    /// The ages the choice rule uses for `key` now (see [`IdleRule`]);
+    /// `parked`: how many connections of `key` are parked now.
+    pub fn rule(&mut self, key: &K, now: Instant, parked: usize) -> IdleRule {
         if !self.peers.contains_key(key) {
             return IdleRule::UNKNOWN;
         }
-        let quick = self.entry(key, now).quick.p90();
+        let l = self.entry(key, now);
+        let parked = u32::try_from(parked).unwrap_or(u32::MAX);
+        let (quick, as_a_rule) = (l.quick.p90(), l.closes_as_a_rule(parked));
         let mut rule = IdleRule::UNKNOWN;
         if let Some(limit) = self.limit(key) {
             let margin = (limit / 32).max(Duration::from_millis(20));
@@ -255,6 +343,10 @@ impl<K: Clone + Eq + Hash> IdleLimits<K> {
         }
         if let Some(q) = quick {
             rule.risky_min_idle = q;
+        }
+        if as_a_rule {
+            rule.risky_min_idle = QUICK_CLOSE;
+            rule.closes_as_a_rule = true;
         }
         rule
     }

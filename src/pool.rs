@@ -55,6 +55,11 @@
 //!    (`pool_new_for_risk`). A fresh connection passed over stays parked
 //!    and ages into a safe one, so the pool grows by what the guard needs
 //!    instead of never reusing.
+//! 4. **A server that closes after responses as a rule** (at least half
+//!    of the connections its responses left, over at least 16 of them:
+//!    `idle_limit::AS_A_RULE`): the guard is 100 ms and holds for every
+//!    request, idempotent or not — a just-parked connection there is
+//!    doomed, a GET on it is sent twice and a POST lost.
 //!
 //! With nothing learned the rule is plain LIFO for every request.
 
@@ -163,7 +168,7 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
     /// is `idempotent` (RFC 9110 §9.2.2) or not gets at `now`. Call until
     /// it returns `Take` (with a live connection) or `Open`.
     pub fn choose(&mut self, key: &K, now: Instant, idempotent: bool) -> Choice {
-        let rule = self.limits.rule(key, now);
+        let rule = self.limits.rule(key, now, self.len_for(key));
         let Some(stack) = self.peers.get(key).filter(|s| !s.is_empty()) else {
             return Choice::Open { for_risk: false };
         };
@@ -184,13 +189,11 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
         let mut found = None;
         for (depth, id) in stack.iter().rev().enumerate() {
             let age = idle(id, &self.parked);
-            if !idempotent {
-                if age > rule.risky_max_idle {
-                    break;
-                }
-                if age < rule.risky_min_idle {
-                    continue;
-                }
+            if !idempotent && age > rule.risky_max_idle {
+                break;
+            }
+            if (!idempotent || rule.closes_as_a_rule) && age < rule.risky_min_idle {
+                continue;
             }
             found = Some((*id, age, depth > 0));
             break;
@@ -231,14 +234,22 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
             .limits
             .limit(key)
             .map_or(HOT_IDLE, |l| HOT_IDLE.min(l / 4));
-        let quick = self.limits.rule(key, now).risky_min_idle;
-        idle >= hot || idle < quick || (!idempotent && quick > Duration::ZERO)
+        let rule = self.limits.rule(key, now, self.len_for(key));
+        let quick = rule.risky_min_idle;
+        let guarded = !idempotent || rule.closes_as_a_rule;
+        idle >= hot || idle < quick || (guarded && quick > Duration::ZERO)
+    }
+
+    /// The server of `key` closed a connection with its answer (seen
+    /// before parking it): feeds the choice rule's share of closes.
+    pub fn observe_close_with_answer(&mut self, key: &K, now: Instant) {
+        self.limits.observe_close_with_answer(key, now);
     }
 
     /// The rule `choose` applies to `key` now.
     #[cfg(test)]
     pub fn rule(&mut self, key: &K, now: Instant) -> crate::idle_limit::IdleRule {
-        self.limits.rule(key, now)
+        self.limits.rule(key, now, self.len_for(key))
     }
 
     /// Parks `id` (unique; a `usize` the caller chose) under `key`, idle
@@ -279,6 +290,7 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
         // u64 put counts do not wrap in practice (584 years at 1 GHz).
         self.next_seq = self.next_seq.wrapping_add(1);
         self.order.insert((now, seq), id);
+        self.limits.observe_park(&key, now);
         self.peers.entry(key.clone()).or_default().push(id);
         self.parked.insert(
             id,

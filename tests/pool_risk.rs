@@ -12,14 +12,14 @@ use util::*;
 
 const POST: &[u8] = b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\na=1";
 
-/// The minimal case: answers one request, waits 50 ms, closes
-/// without reading anything more.
-fn answer_then_close_after_50ms() -> impl Fn(UpConn) + Send + Sync + 'static {
-    |mut conn: UpConn| {
+/// Answers one request, waits `ms`, closes without reading anything more
+/// (the minimal case is 50 ms).
+fn answer_then_close_after(ms: u64) -> impl Fn(UpConn) + Send + Sync + 'static {
+    move |mut conn: UpConn| {
         if conn.read_request().is_some() {
             conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
             // The server's own habit, not synchronisation.
-            thread::sleep(Duration::from_millis(50));
+            thread::sleep(Duration::from_millis(ms));
         }
         conn.close();
     }
@@ -27,7 +27,7 @@ fn answer_then_close_after_50ms() -> impl Fn(UpConn) + Send + Sync + 'static {
 
 #[test]
 fn once_the_server_was_seen_closing_after_responses_a_quick_second_post_gets_200() {
-    let upstream = Upstream::start(answer_then_close_after_50ms());
+    let upstream = Upstream::start(answer_then_close_after(50));
     let proxy = start_forward_proxy(upstream.addr, |_| {});
     let mut client = proxy.client();
     assert_eq!(client.round_trip(POST).status, 200);
@@ -47,17 +47,9 @@ fn once_the_server_was_seen_closing_after_responses_a_quick_second_post_gets_200
 
 #[test]
 fn after_a_post_lost_to_a_close_in_flight_the_next_quick_post_gets_a_new_connection() {
-    // Answers one request, waits 20 ms without reading, closes: a request
-    // sent meanwhile is lost (the close is never seen while idle, so only
-    // the failed reuse can teach the pool).
-    let upstream = Upstream::start(|mut conn: UpConn| {
-        if conn.read_request().is_some() {
-            conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-            // The server's own habit, not synchronisation.
-            thread::sleep(Duration::from_millis(20));
-        }
-        conn.close();
-    });
+    // A request sent in the 20 ms before the close is lost (the close is
+    // never seen while idle, so only the failed reuse can teach the pool).
+    let upstream = Upstream::start(answer_then_close_after(20));
     let proxy = start_forward_proxy(upstream.addr, |_| {});
     let mut client = proxy.client();
     assert_eq!(client.round_trip(POST).status, 200);
@@ -73,7 +65,7 @@ fn after_a_post_lost_to_a_close_in_flight_the_next_quick_post_gets_a_new_connect
 
 #[test]
 fn gets_on_the_same_server_keep_lifo_and_are_retried() {
-    let upstream = Upstream::start(answer_then_close_after_50ms());
+    let upstream = Upstream::start(answer_then_close_after(50));
     let proxy = start_forward_proxy(upstream.addr, |_| {});
     let mut client = proxy.client();
     assert_eq!(client.round_trip(get("/")).status, 200);
@@ -118,4 +110,25 @@ fn a_keep_alive_timeout_hint_retires_connections_before_it() {
     let st = proxy.stats.snapshot();
     assert_eq!(st.pool_retired_near_limit, 1, "{st:?}");
     assert_eq!((st.upstream_reuses, upstream.accepted()), (0, 2));
+}
+
+#[test]
+fn once_a_server_closes_after_every_response_no_request_is_sent_on_a_doomed_connection() {
+    let upstream = Upstream::start(answer_then_close_after(5));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    // Learning: GETs go on just-parked connections and are retried.
+    for _ in 0..30 {
+        assert_eq!(client.round_trip(get("/")).status, 200);
+    }
+    let learned = proxy.stats.snapshot();
+    assert!(learned.retries > 0, "{learned:?}");
+    // Learned: neither method takes a just-parked connection any more.
+    for _ in 0..20 {
+        assert_eq!(client.round_trip(get("/")).status, 200);
+        assert_eq!(client.round_trip(POST).status, 200);
+    }
+    let st = proxy.stats.snapshot();
+    assert_eq!(st.status_502, 0, "{st:?}");
+    assert_eq!(st.retries, learned.retries, "{st:?}");
 }

@@ -476,7 +476,11 @@ impl Upstreams {
         };
         if let Some(why) = verdict {
             // A FIN that came with the answer: never parked, so no risk to
-            // a later take, and not a quick close for the choice rule.
+            // a later take and no age for the guard, but a close right
+            // after a response for the rule's share.
+            if why == Eviction::PeerClosed {
+                self.pool.observe_close_with_answer(&peer, now);
+            }
             self.evict(key, why, stats);
             return;
         }

@@ -142,3 +142,66 @@ fn a_post_to_a_server_seen_closing_after_responses_is_always_checked() {
     // Inside the guard, both are.
     assert!(pool.needs_check(&PEER, ms(1), now, true));
 }
+
+/// `responses` responses of which the server closed every `every`-th one
+/// right after it (a FIN with the answer, or 200 µs after parking).
+fn closing_every(pool: &mut IdlePool<&'static str>, now: Instant, responses: usize, every: usize) {
+    for i in 0..responses {
+        let id = 1000 + i;
+        if i % every == 0 {
+            if i % 2 == 0 {
+                pool.observe_close_with_answer(&PEER, now);
+            } else {
+                assert!(pool.put(PEER, id, now).is_none());
+                assert!(pool.remove(id));
+                pool.observe_close(&PEER, Duration::from_micros(200), now);
+            }
+        } else {
+            assert!(pool.put(PEER, id, now).is_none());
+            assert!(pool.remove(id));
+        }
+    }
+}
+
+#[test]
+fn a_server_closing_after_responses_as_a_rule_gets_no_just_parked_connection_for_any_method() {
+    let now = Instant::now() + Duration::from_secs(100);
+    let mut pool: IdlePool<&str> = IdlePool::new(16, 16, Duration::from_secs(60));
+    closing_every(&mut pool, now, 40, 1);
+    let rule = pool.rule(&PEER, now);
+    assert!(rule.closes_as_a_rule, "{rule:?}");
+    assert_eq!(rule.risky_min_idle, QUICK_CLOSE);
+    assert!(pool.put(PEER, 1, now - ms(150)).is_none());
+    assert!(pool.put(PEER, 2, now - ms(1)).is_none());
+    // A GET passes over the fresh one too (it would be sent twice), and
+    // takes the one that outlived the guard, checked.
+    assert_eq!(take(pool.choose(&PEER, now, true)), Some((1, true)));
+    assert!(pool.needs_check(&PEER, ms(150), now, true));
+    assert_eq!(
+        pool.choose(&PEER, now, true),
+        Choice::Open { for_risk: true }
+    );
+}
+
+#[test]
+fn a_server_closing_a_few_connections_keeps_lifo_for_gets() {
+    let now = Instant::now() + Duration::from_secs(100);
+    let mut pool: IdlePool<&str> = IdlePool::new(16, 16, Duration::from_secs(60));
+    // One response in eight closed: a habit, not a rule.
+    closing_every(&mut pool, now, 64, 8);
+    let rule = pool.rule(&PEER, now);
+    assert!(!rule.closes_as_a_rule, "{rule:?}");
+    assert!(pool.put(PEER, 1, now - ms(150)).is_none());
+    assert!(pool.put(PEER, 2, now - ms(1)).is_none());
+    assert_eq!(take(pool.choose(&PEER, now, true)), Some((2, false)));
+}
+
+#[test]
+fn the_share_of_closes_needs_a_sample_before_it_is_a_rule() {
+    let now = Instant::now() + Duration::from_secs(100);
+    let mut pool: IdlePool<&str> = IdlePool::new(16, 16, Duration::from_secs(60));
+    closing_every(&mut pool, now, 8, 1);
+    assert!(!pool.rule(&PEER, now).closes_as_a_rule);
+    closing_every(&mut pool, now, 8, 1);
+    assert!(pool.rule(&PEER, now).closes_as_a_rule);
+}
