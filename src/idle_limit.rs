@@ -64,6 +64,10 @@ pub const AS_A_RULE: (u32, u32) = (1, 2);
 /// Fewest responses seen before a share is trusted.
 pub const AS_A_RULE_SAMPLE: u32 = 16;
 
+/// Room for the loop's latency when telling one idle limit from scattered
+/// ones (a FIN is seen up to a loop turn after it came).
+const SHARP_SLACK: Duration = Duration::from_millis(50);
+
 /// Most peers remembered; past it, everything learned is forgotten (peers
 /// that come and go cannot grow the map without bound).
 const MAX_PEERS: usize = 4096;
@@ -72,9 +76,17 @@ const MAX_PEERS: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdleRule {
     /// Pooled connections idle this long are closed before use, whatever
-    /// the method: the learned limit minus a 32nd (at least 20 ms).
-    /// `Duration::MAX` when nothing was learned.
+    /// the method, if `limit_is_sharp`: the learned limit minus a 32nd
+    /// (at least 20 ms). `Duration::MAX` when nothing was learned.
     pub retire_after: Duration,
+    /// The limit is one setting of the server (announced, or its idle
+    /// closes agree): connections are retired before it. A server that
+    /// closes idle connections at scattered ages (the smallest is only the
+    /// earliest seen) keeps its older connections: non-idempotent requests
+    /// pass them over (`risky_max_idle`), idempotent ones take them with a
+    /// liveness check and are retried if they fail (issue 14: retiring
+    /// them cost the reuse the issue asks to keep).
+    pub limit_is_sharp: bool,
     /// A non-idempotent request takes no connection idle longer than this:
     /// seven eighths of the learned limit, and at least 100 ms under it.
     /// `Duration::MAX` when nothing was learned.
@@ -97,6 +109,7 @@ impl IdleRule {
         retire_after: Duration::MAX,
         risky_max_idle: Duration::MAX,
         risky_min_idle: Duration::ZERO,
+        limit_is_sharp: false,
         closes_as_a_rule: false,
     };
 }
@@ -201,6 +214,9 @@ struct Learned {
     hint: Option<Duration>,
     /// Smallest idle age of a close at the idle limit.
     limit: Windows,
+    /// Largest idle age of a close at the idle limit (how scattered the
+    /// server's closes are).
+    limit_max: Windows,
     /// Idle ages of closes right after a response.
     quick: QuickAges,
     /// Responses that left a connection to keep (parked or closed with
@@ -216,6 +232,7 @@ impl Learned {
         Learned {
             hint: None,
             limit: Windows::default(),
+            limit_max: Windows::default(),
             quick: QuickAges::default(),
             kept: Count::default(),
             closed: Count::default(),
@@ -245,6 +262,8 @@ impl Learned {
         let keep_cur = age < 2 * WINDOW;
         self.limit.prev = if keep_cur { self.limit.cur } else { None };
         self.limit.cur = None;
+        self.limit_max.prev = if keep_cur { self.limit_max.cur } else { None };
+        self.limit_max.cur = None;
         self.quick.roll(keep_cur);
         self.kept.roll(keep_cur);
         self.closed.roll(keep_cur);
@@ -294,6 +313,7 @@ impl<K: Clone + Eq + Hash> IdleLimits<K> {
             l.closed.add();
         } else {
             l.limit.add(idle, Duration::min);
+            l.limit_max.add(idle, Duration::max);
         }
     }
 
@@ -326,6 +346,28 @@ impl<K: Clone + Eq + Hash> IdleLimits<K> {
         }
     }
 
+    /// Whether `key`'s idle limit is one setting (nginx's
+    /// `keepalive_timeout`): announced in `Keep-Alive: timeout=N`, or its
+    /// recent idle closes all came within a quarter of the smallest (plus
+    /// [`SHARP_SLACK`] for the loop's own latency). A server whose idle
+    /// closes are scattered has no limit to retire at, only a smallest
+    /// seen.
+    fn limit_is_sharp(&self, key: &K) -> bool {
+        let Some(l) = self.peers.get(key) else {
+            return false;
+        };
+        if l.hint.is_some() {
+            return true;
+        }
+        match (
+            l.limit.merged(Duration::min),
+            l.limit_max.merged(Duration::max),
+        ) {
+            (Some(lo), Some(hi)) => hi <= lo + lo / 4 + SHARP_SLACK,
+            _ => false,
+        }
+    }
+
     /// The ages the choice rule uses for `key` now (see [`IdleRule`]);
     /// `parked`: how many connections of `key` are parked now.
     pub fn rule(&mut self, key: &K, now: Instant, parked: usize) -> IdleRule {
@@ -336,9 +378,11 @@ impl<K: Clone + Eq + Hash> IdleLimits<K> {
         let parked = u32::try_from(parked).unwrap_or(u32::MAX);
         let (quick, as_a_rule) = (l.quick.p90(), l.closes_as_a_rule(parked));
         let mut rule = IdleRule::UNKNOWN;
+        let sharp = self.limit_is_sharp(key);
         if let Some(limit) = self.limit(key) {
             let margin = (limit / 32).max(Duration::from_millis(20));
             rule.retire_after = limit.saturating_sub(margin);
+            rule.limit_is_sharp = sharp;
             rule.risky_max_idle = (limit * 7 / 8).min(limit.saturating_sub(RISKY_MARGIN));
         }
         if let Some(q) = quick {

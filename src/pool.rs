@@ -34,9 +34,13 @@
 //! recent idle age at which the server was seen closing pooled
 //! connections) and whether the server closes right after responses (a
 //! close seen under 100 ms of idleness). Then, per request:
-//! 1. **Every method**: a connection idle for `retire_after` (the limit
-//!    minus a 32nd, at least 20 ms) is closed, never used (oldest
-//!    first, counted in `pool_retired_near_limit`).
+//! 1. **Every method**, when the limit is one setting of the server
+//!    (announced, or its recent idle closes within a quarter of each
+//!    other): a connection idle for `retire_after` (the limit minus a
+//!    32nd, at least 20 ms) is closed, never used (oldest first, counted
+//!    in `pool_retired_near_limit`). A server whose idle closes are
+//!    scattered has only an earliest close seen: nothing is retired, and
+//!    rule 3 keeps non-idempotent requests off the older connections.
 //! 2. **Idempotent requests** (RFC 9110 §9.2.2) take the newest connection
 //!    (LIFO: the least likely to be at the limit); if it dies in flight,
 //!    the request is retried on a new connection (ARCHITECTURE.md §7).
@@ -179,6 +183,7 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
         };
         // 1. Retire from the bottom of the stack (oldest first).
         if let Some(&oldest) = stack.first()
+            && rule.limit_is_sharp
             && idle(&oldest, &self.parked) >= rule.retire_after
         {
             self.remove(oldest);

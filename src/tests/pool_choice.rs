@@ -205,3 +205,37 @@ fn the_share_of_closes_needs_a_sample_before_it_is_a_rule() {
     closing_every(&mut pool, now, 8, 1);
     assert!(pool.rule(&PEER, now).closes_as_a_rule);
 }
+
+#[test]
+fn idle_closes_at_scattered_ages_retire_nothing_but_posts_still_pass_old_connections_over() {
+    let now = Instant::now() + Duration::from_secs(100);
+    let mut pool = pool_with(now, &[600, 10]);
+    // The server closed idle connections at 0.5 s and at 2.5 s: no one
+    // limit, only the earliest seen.
+    pool.observe_close(&PEER, ms(500), now);
+    pool.observe_close(&PEER, ms(2500), now);
+    let rule = pool.rule(&PEER, now);
+    assert!(!rule.limit_is_sharp, "{rule:?}");
+    assert_eq!(rule.risky_max_idle, ms(400));
+    // A POST takes the 10 ms one, then passes the 600 ms one over (no
+    // retiring it: a GET may still use it, checked).
+    assert_eq!(take(pool.choose(&PEER, now, false)), Some((1, false)));
+    assert_eq!(
+        pool.choose(&PEER, now, false),
+        Choice::Open { for_risk: true }
+    );
+    assert!(pool.needs_check(&PEER, ms(600), now, true));
+    assert_eq!(take(pool.choose(&PEER, now, true)), Some((0, false)));
+}
+
+#[test]
+fn idle_closes_that_agree_are_one_limit_and_retire_for_every_method() {
+    let now = Instant::now() + Duration::from_secs(100);
+    let mut pool = pool_with(now, &[990, 10]);
+    pool.observe_close(&PEER, ms(1000), now);
+    pool.observe_close(&PEER, ms(1030), now);
+    assert!(pool.rule(&PEER, now).limit_is_sharp);
+    // Past the limit minus a 32nd: retired before a GET too.
+    assert_eq!(pool.choose(&PEER, now, true), Choice::Retire(0));
+    assert_eq!(take(pool.choose(&PEER, now, true)), Some((1, false)));
+}
