@@ -217,10 +217,6 @@ struct Learned {
     /// Largest idle age of a close at the idle limit (how scattered the
     /// server's closes are).
     limit_max: Windows,
-    /// Least guard against closes right after responses, raised each time
-    /// a connection the guard let through was lost under a request: twice
-    /// the longest such close could have taken.
-    guard_floor: Windows,
     /// Idle ages of closes right after a response.
     quick: QuickAges,
     /// Responses that left a connection to keep (parked or closed with
@@ -237,7 +233,6 @@ impl Learned {
             hint: None,
             limit: Windows::default(),
             limit_max: Windows::default(),
-            guard_floor: Windows::default(),
             quick: QuickAges::default(),
             kept: Count::default(),
             closed: Count::default(),
@@ -269,8 +264,6 @@ impl Learned {
         self.limit.cur = None;
         self.limit_max.prev = if keep_cur { self.limit_max.cur } else { None };
         self.limit_max.cur = None;
-        self.guard_floor.prev = if keep_cur { self.guard_floor.cur } else { None };
-        self.guard_floor.cur = None;
         self.quick.roll(keep_cur);
         self.kept.roll(keep_cur);
         self.closed.roll(keep_cur);
@@ -322,16 +315,6 @@ impl<K: Clone + Eq + Hash> IdleLimits<K> {
             l.limit.add(idle, Duration::min);
             l.limit_max.add(idle, Duration::max);
         }
-    }
-
-    /// A connection of `key` that the quick-close guard let through (taken
-    /// at `idle`, at least the guard) was closed under its request, within
-    /// `upper` of parking: the 90th percentile let this server's slow tail
-    /// through, so the guard is at least twice `upper` from now on (for
-    /// one to two windows; at most [`QUICK_CLOSE`]).
-    pub fn observe_lost_past_guard(&mut self, key: &K, upper: Duration, now: Instant) {
-        let floor = upper.saturating_mul(2).min(QUICK_CLOSE);
-        self.entry(key, now).guard_floor.add(floor, Duration::max);
     }
 
     /// A response of `key` left its connection to keep and it was parked.
@@ -402,11 +385,7 @@ impl<K: Clone + Eq + Hash> IdleLimits<K> {
             rule.limit_is_sharp = sharp;
             rule.risky_max_idle = (limit * 7 / 8).min(limit.saturating_sub(RISKY_MARGIN));
         }
-        let floor = self
-            .peers
-            .get(key)
-            .and_then(|l| l.guard_floor.merged(Duration::max));
-        if let Some(q) = quick.into_iter().chain(floor).max() {
+        if let Some(q) = quick {
             rule.risky_min_idle = q;
         }
         if as_a_rule {

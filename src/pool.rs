@@ -52,9 +52,8 @@
 //!    than `risky_min_idle` ago (the 90th percentile of the idle ages at
 //!    which such closes were seen, rounded up to 125 µs times a power of
 //!    two, at most 100 ms: LIFO would pick exactly the connection most
-//!    likely to be doomed then; raised to twice the longest such close
-//!    could have taken whenever a connection it let through is lost under
-//!    a request), and the one taken is always checked for a FIN first. The newest connection that passes is taken
+//!    likely to be doomed then), and the one taken is always checked for
+//!    a FIN first. The newest connection that passes is taken
 //!    (`pool_take_newest`, or `pool_take_older` when a fresher one was
 //!    passed over); if none does, a new connection is opened
 //!    (`pool_new_for_risk`). A fresh connection passed over stays parked
@@ -74,7 +73,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::idle_limit::{IdleLimits, QUICK_CLOSE};
+use crate::idle_limit::IdleLimits;
 
 /// Why [`IdlePool::put`] evicted an id (for the caller's debug log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,17 +243,6 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
         let quick = rule.risky_min_idle;
         let guarded = !idempotent || rule.closes_as_a_rule;
         idle >= hot || idle < quick || (guarded && quick > Duration::ZERO)
-    }
-
-    /// A reused connection of `key`, taken at `idle`, was closed under its
-    /// request within `upper` of parking. If the quick-close guard had let
-    /// it through (it was at least the guard then), the guard rises past
-    /// `upper` (`IdleLimits::observe_lost_past_guard`).
-    pub fn observe_lost(&mut self, key: &K, idle: Duration, upper: Duration, now: Instant) {
-        let guard = self.limits.rule(key, now, self.len_for(key)).risky_min_idle;
-        if guard > Duration::ZERO && idle >= guard && upper < QUICK_CLOSE {
-            self.limits.observe_lost_past_guard(key, upper, now);
-        }
     }
 
     /// The server of `key` closed a connection with its answer (seen

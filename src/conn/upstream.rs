@@ -433,11 +433,10 @@ impl Upstreams {
         let (peer, Some(t)) = (up.peer, up.taken) else {
             return;
         };
-        let upper = t.idle + now.saturating_duration_since(t.at);
-        self.pool.observe_lost(&peer, t.idle, upper, now);
         let age = if t.checked {
             t.idle
         } else {
+            let upper = t.idle + now.saturating_duration_since(t.at);
             upper.min(QUICK_CLOSE.saturating_sub(Duration::from_micros(1)))
         };
         self.pool.observe_close(&peer, age, now);

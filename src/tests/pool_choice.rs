@@ -239,20 +239,3 @@ fn idle_closes_that_agree_are_one_limit_and_retire_for_every_method() {
     assert_eq!(pool.choose(&PEER, now, true), Choice::Retire(0));
     assert_eq!(take(pool.choose(&PEER, now, true)), Some((1, false)));
 }
-
-#[test]
-fn a_post_lost_past_the_guard_raises_the_guard_past_that_close() {
-    let now = Instant::now() + Duration::from_secs(100);
-    let mut pool: IdlePool<&str> = IdlePool::new(16, 16, Duration::from_secs(60));
-    pool.observe_close(&PEER, Duration::ZERO, now);
-    assert_eq!(pool.rule(&PEER, now).risky_min_idle, BUCKET_BASE);
-    // Taken at 200 µs (past the 125 µs guard), lost within 400 µs of
-    // parking: from now on nothing younger than 800 µs.
-    let us = Duration::from_micros;
-    pool.observe_lost(&PEER, us(200), us(400), now);
-    assert_eq!(pool.rule(&PEER, now).risky_min_idle, us(800));
-    // A loss the guard did not let through (a GET on a fresher one) says
-    // nothing of the guard.
-    pool.observe_lost(&PEER, us(50), ms(5), now);
-    assert_eq!(pool.rule(&PEER, now).risky_min_idle, us(800));
-}
