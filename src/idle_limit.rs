@@ -154,6 +154,13 @@ impl Windows {
     fn add(&mut self, v: Duration, pick: fn(Duration, Duration) -> Duration) {
         self.cur = Some(self.cur.map_or(v, |c| pick(c, v)));
     }
+
+    /// A new window starts; the current one becomes the previous if
+    /// `keep_cur` (else both are forgotten).
+    fn roll(&mut self, keep_cur: bool) {
+        self.prev = if keep_cur { self.cur } else { None };
+        self.cur = None;
+    }
 }
 
 /// Buckets of quick-close ages: bucket `i` holds ages below
@@ -260,10 +267,8 @@ impl Learned {
             return;
         }
         let keep_cur = age < 2 * WINDOW;
-        self.limit.prev = if keep_cur { self.limit.cur } else { None };
-        self.limit.cur = None;
-        self.limit_max.prev = if keep_cur { self.limit_max.cur } else { None };
-        self.limit_max.cur = None;
+        self.limit.roll(keep_cur);
+        self.limit_max.roll(keep_cur);
         self.quick.roll(keep_cur);
         self.kept.roll(keep_cur);
         self.closed.roll(keep_cur);

@@ -73,7 +73,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::idle_limit::IdleLimits;
+use crate::idle_limit::{IdleLimits, IdleRule};
 
 /// Why [`IdlePool::put`] evicted an id (for the caller's debug log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,12 +136,14 @@ pub struct IdlePool<K> {
 /// What [`IdlePool::choose`] tells the caller to do for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice {
-    /// Use `id` (it left the pool; check it is alive first), idle for
-    /// `idle`; `older`: a fresher connection was passed over.
+    /// Use `id` (it left the pool), idle for `idle`; `older`: a fresher
+    /// connection was passed over; `check`: check it is alive first
+    /// (decided with the same rule: hot or not, the quick-close guard).
     Take {
         id: usize,
         idle: Duration,
         older: bool,
+        check: bool,
     },
     /// Close `id` (it left the pool): idle too close to the peer's learned
     /// limit. Then ask again.
@@ -204,7 +206,15 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
             break;
         }
         match found {
-            Some((id, idle, older)) if self.remove(id) => Choice::Take { id, idle, older },
+            Some((id, idle, older)) if self.remove(id) => {
+                let check = self.check_under(&rule, key, idle, idempotent);
+                Choice::Take {
+                    id,
+                    idle,
+                    older,
+                    check,
+                }
+            }
             _ => Choice::Open { for_risk: true },
         }
     }
@@ -226,20 +236,27 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
         self.limits.observe_close(key, idle, now);
     }
 
-    /// Whether a connection of `key` idle for `idle` must be checked for
-    /// liveness before a request that is `idempotent` or not uses it:
-    /// unless it is hot (idle less than [`HOT_IDLE`] and than a quarter of
-    /// the learned limit), or it was parked so recently that a server seen
-    /// closing right after responses may be closing it now (the rule's
-    /// quick-close guard). A non-idempotent request to such a server is
-    /// always checked: one `recv` is cheaper than a request that cannot be
-    /// retried.
+    /// What `choose` decides for a take, with the rule at `now` (tests).
+    #[cfg(test)]
     pub fn needs_check(&mut self, key: &K, idle: Duration, now: Instant, idempotent: bool) -> bool {
+        let rule = self.limits.rule(key, now, self.len_for(key));
+        self.check_under(&rule, key, idle, idempotent)
+    }
+
+    /// Whether a connection of `key` idle for `idle` must be checked for
+    /// liveness before a request that is `idempotent` or not uses it,
+    /// under the `rule` `choose` already worked out (no second pass over
+    /// what was learned per take): unless it is hot (idle less than
+    /// [`HOT_IDLE`] and than a quarter of the learned limit), or it was
+    /// parked so recently that a server seen closing right after responses
+    /// may be closing it now (the rule's quick-close guard). A
+    /// non-idempotent request to such a server is always checked: one
+    /// `recv` is cheaper than a request that cannot be retried.
+    fn check_under(&self, rule: &IdleRule, key: &K, idle: Duration, idempotent: bool) -> bool {
         let hot = self
             .limits
             .limit(key)
             .map_or(HOT_IDLE, |l| HOT_IDLE.min(l / 4));
-        let rule = self.limits.rule(key, now, self.len_for(key));
         let quick = rule.risky_min_idle;
         let guarded = !idempotent || rule.closes_as_a_rule;
         idle >= hot || idle < quick || (guarded && quick > Duration::ZERO)

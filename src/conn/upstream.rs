@@ -281,7 +281,7 @@ impl Upstreams {
         // Bounded: every turn takes one connection out of the pool.
         if !fresh {
             loop {
-                let (key, idle, older) = match self.pool.choose(&peer, now, idempotent) {
+                let (key, idle, older, check) = match self.pool.choose(&peer, now, idempotent) {
                     Choice::Open { for_risk } => {
                         if for_risk {
                             Stats::add(&stats.pool_new_for_risk, 1);
@@ -295,9 +295,13 @@ impl Upstreams {
                         self.sync_idle_gauge(stats);
                         continue;
                     }
-                    Choice::Take { id, idle, older } => (id, idle, older),
+                    Choice::Take {
+                        id,
+                        idle,
+                        older,
+                        check,
+                    } => (id, idle, older, check),
                 };
-                let check = self.pool.needs_check(&peer, idle, now, idempotent);
                 let verdict = match self.slab.get(key) {
                     // Hot and no event since it was parked: no syscall.
                     Some(s) if !check && !s.conn.io.readable => {
