@@ -270,8 +270,8 @@ def main():
     ap = argparse.ArgumentParser(prog="watermark_bench.sh", description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", required=True, help=argparse.SUPPRESS)
     ap.add_argument("--tmp", required=True, help=argparse.SUPPRESS)
-    ap.add_argument("--settings", default=env("WM_SETTINGS", "16K/4K,64K/16K,256K/64K,1M/256K"),
-                    help="comma-separated HIGH/LOW pairs (16K/4K,64K/16K,256K/64K,1M/256K)")
+    ap.add_argument("--settings", default=env("WM_SETTINGS", "16K/4K,32K/8K,64K/16K,256K/64K"),
+                    help="comma-separated HIGH/LOW pairs (16K/4K,32K/8K,64K/16K,256K/64K)")
     ap.add_argument("--size", type=parse_size, default=env("WM_SIZE", "256M"),
                     help="bytes per transfer (256M)")
     ap.add_argument("--reps", type=int, default=int(env("WM_REPS", "3")), help="repetitions (3)")
@@ -285,10 +285,10 @@ def main():
                     help="list transfers slower than this many seconds (1.0)")
     ap.add_argument("--verbose", action="store_true", help="print every run")
     ap.add_argument("--quick", action="store_true",
-                    help="smoke run, about 10 s: --settings 64K/16K --size 64M --transfers 1 --reps 1 "
+                    help="smoke run, about 10 s: --settings 32K/8K --size 64M --transfers 1 --reps 1 "
                          "(flags given explicitly still win)")
     if "--quick" in sys.argv[1:]:
-        ap.set_defaults(settings="64K/16K", size=64 * MiB, transfers=1, reps=1)
+        ap.set_defaults(settings="32K/8K", size=64 * MiB, transfers=1, reps=1)
     args = ap.parse_args()
     if not 1 <= args.transfers <= 20:
         ap.error("--transfers must be 1..20")

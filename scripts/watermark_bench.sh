@@ -2,7 +2,7 @@
 # Large-body throughput and CPU per MiB of sluice at several watermark
 # settings (ARCHITECTURE.md §9: confirm the 64 KiB / 16 KiB default by benchmark).
 #
-# Usage: scripts/watermark_bench.sh [--settings 16K/4K,64K/16K,256K/64K,1M/256K]
+# Usage: scripts/watermark_bench.sh [--settings 16K/4K,32K/8K,64K/16K,256K/64K]
 #            [--size 256M] [--transfers 4] [--reps 3] [--no-upload] [--min-mibs 50]
 #            [--verbose] [--quick]
 #   Each repetition runs every setting once (rotating the order): a fresh

@@ -41,13 +41,13 @@
 //!   once the streak reaches 8 MiB ([`sizing::PROBATION`], more than a
 //!   reader that reads nothing can absorb in kernel buffers), each further
 //!   full drain doubles the capacity, up to the configured high watermark
-//!   (64 KiB);
+//!   (32 KiB by default);
 //! - a *stall* — the buffer full and its sink taking nothing for 100 ms
 //!   ([`sizing::STALL`], the caller measures it) — restarts the streak and
 //!   takes the capacity back to 16 KiB; the storage shrinks once the
 //!   pending bytes fit (no byte is dropped).
 //!
-//! So a slow reader holds 16 KiB, a fast pair of peers 64 KiB, and the
+//! So a slow reader holds 16 KiB, a fast pair of peers 32 KiB, and the
 //! watermark semantics stay: pause at the (current) high mark, resume at
 //! the (current) low mark, reads never past the (current) high mark.
 

@@ -209,7 +209,7 @@ settings! {
         /// scaled down, and grows only while its sink keeps up
         /// (ARCHITECTURE.md §4, `buffer.rs`).
         #[arg(long, value_name = "BYTES", value_parser = whole::<usize>)]
-        pub high_watermark: usize = 64 * 1024,
+        pub high_watermark: usize = 32 * 1024,
 
         /// Pending bytes that resume it.
         ///
@@ -217,7 +217,7 @@ settings! {
         /// interest comes back. Must be below `high_watermark`; a smaller
         /// body buffer uses the same fraction of its size.
         #[arg(long, value_name = "BYTES", value_parser = whole::<usize>)]
-        pub low_watermark: usize = 16 * 1024,
+        pub low_watermark: usize = 8 * 1024,
 
         /// Upstream connect, then 504.
         ///
@@ -468,7 +468,7 @@ mod tests {
             (65536, 256)
         );
         assert_eq!(c.via_name, "");
-        assert_eq!((c.high_watermark, c.low_watermark), (65536, 16384));
+        assert_eq!((c.high_watermark, c.low_watermark), (32768, 8192));
         assert_eq!(
             (c.pool_max_idle_per_peer, c.pool_max_idle_total),
             (1024, 4096)

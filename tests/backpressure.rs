@@ -27,7 +27,7 @@ const READ_CHUNK: usize = 64 * 1024;
 const HEAD_ROOM: usize = 1024;
 /// The size a body buffer starts at and keeps while its sink has not
 /// proved fast (`BODY_START` in the proxy's `buffer::sizing`): a side
-/// that stops reading holds this much, not the 64 KiB high watermark.
+/// that stops reading holds this much, not the 32 KiB high watermark.
 const BODY_START: usize = 16 * 1024;
 /// Largest slice the pattern helpers write or check at once.
 const SLICE: usize = 64 * 1024;

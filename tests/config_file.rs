@@ -210,7 +210,7 @@ fn check_config_on_the_example_prints_every_key() {
     assert_eq!(value(&out, "keepalive_timeout"), "\"60s\"");
     assert_eq!(value(&out, "drain_timeout"), "\"30s\"");
     assert_eq!(value(&out, "workers"), "1");
-    assert_eq!(value(&out, "high_watermark"), "65536");
+    assert_eq!(value(&out, "high_watermark"), "32768");
     assert_eq!(value(&out, "add_via"), "true");
 }
 

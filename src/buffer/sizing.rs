@@ -1,7 +1,7 @@
 //! How big a body buffer is now: the adaptive sizing rule (ARCHITECTURE.md
 //! §4), as plain arithmetic over byte counts and durations.
 //!
-//! Why: a buffer the size of the high watermark (64 KiB) is what each slow
+//! Why: a buffer the size of the high watermark (32 KiB) is what each slow
 //! reader pins for the whole of its response, while only a fast pair of
 //! peers gains from large reads and writes (fewer syscalls per MiB).
 //! HAProxy uses fixed 16 KiB buffers; sluice starts there and grows only
@@ -30,8 +30,8 @@
 //!   100 ms (an overloaded proxy) counts too: under overload buffers fall
 //!   back to the start size, memory before speed.
 //! - **Marks scale with the capacity**: high = capacity, low = capacity ×
-//!   configured low / configured high (64 KiB / 16 KiB by default, so 16 /
-//!   4 KiB at the start size, 32 / 8, 64 / 16).
+//!   configured low / configured high (32 KiB / 8 KiB by default, so 16 /
+//!   4 KiB at the start size, then 32 / 8).
 //!
 //! What it must not know: sockets, the clock (the caller passes the
 //! stall's length), HTTP, the storage it sizes.

@@ -4,8 +4,9 @@
 //! with virtual nodes (Karger et al.) so that removing one of N servers
 //! moves only the keys it held, about 1/N of them.
 //!
-//! Each function sees the servers and a predicate saying which may be
-//! chosen now (healthy and not yet tried by this request).
+//! Each function sees the servers and a predicate over a server's index
+//! and slot saying which may be chosen now (healthy and not yet tried by
+//! this request); the predicate allocates nothing (once per request).
 //!
 //! What it must not know: sockets, the clock, HTTP, why a server is out.
 
@@ -40,14 +41,14 @@ impl Slot {
 /// its weight, the largest is chosen and loses the candidates' total. Over
 /// a cycle each server is chosen `weight` times, interleaved (5,1,1 gives
 /// a a b a c a a, not a a a a a b c).
-pub(crate) fn round_robin(slots: &mut [Slot], ok: impl Fn(usize) -> bool) -> Option<usize> {
+pub(crate) fn round_robin(slots: &mut [Slot], ok: impl Fn(usize, &Slot) -> bool) -> Option<usize> {
     let mut total: i64 = 0;
     let mut best: Option<usize> = None;
     for i in 0..slots.len() {
-        if !ok(i) {
+        let Some(s) = slots.get_mut(i) else { continue };
+        if !ok(i, s) {
             continue;
         }
-        let Some(s) = slots.get_mut(i) else { continue };
         s.current += i64::from(s.weight);
         total += i64::from(s.weight);
         let cur = s.current;
@@ -71,7 +72,7 @@ pub(crate) fn round_robin(slots: &mut [Slot], ok: impl Fn(usize) -> bool) -> Opt
 pub(crate) fn least_conn(
     slots: &[Slot],
     cursor: &mut usize,
-    ok: impl Fn(usize) -> bool,
+    ok: impl Fn(usize, &Slot) -> bool,
 ) -> Option<usize> {
     let n = slots.len();
     if n == 0 {
@@ -80,7 +81,7 @@ pub(crate) fn least_conn(
     let mut best: Option<(usize, &Slot)> = None;
     for step in 0..n {
         let i = (*cursor + step) % n;
-        let Some(s) = slots.get(i).filter(|_| ok(i)) else {
+        let Some(s) = slots.get(i).filter(|s| ok(i, s)) else {
             continue;
         };
         let better = best.is_none_or(|(_, b)| {
@@ -130,7 +131,7 @@ impl Ring {
         &self,
         slots: &[Slot],
         key: u64,
-        ok: impl Fn(usize) -> bool,
+        ok: impl Fn(usize, &Slot) -> bool,
     ) -> Option<usize> {
         let n = self.points.len();
         let start = self.points.partition_point(|(h, _)| *h < key);
@@ -144,7 +145,7 @@ impl Ring {
                 continue;
             }
             match slots.iter().position(|s| s.addr == addr) {
-                Some(i) if ok(i) => return Some(i),
+                Some(i) if slots.get(i).is_some_and(|s| ok(i, s)) => return Some(i),
                 _ => {
                     refused.push(addr);
                     if refused.len() >= slots.len() {

@@ -123,16 +123,16 @@ impl Group {
     /// algorithm; if none is healthy and untried, any untried one (panic
     /// mode when the whole group is out).
     fn pick(&mut self, key: u64, tried: &[SocketAddr], now: Instant) -> Option<Pick> {
-        let healthy: Vec<bool> = self.health.iter().map(|h| h.available(now)).collect();
-        let panic = !healthy.contains(&true);
-        let untried: Vec<bool> = self
-            .slots
-            .iter()
-            .map(|s| !tried.contains(&s.addr))
-            .collect();
-        let ok = |i: usize| untried.get(i) == Some(&true) && healthy.get(i) == Some(&true);
-        let any = |i: usize| untried.get(i) == Some(&true);
-        let i = self.choose(key, &ok).or_else(|| self.choose(key, &any))?;
+        // Eligibility is worked out per candidate: no allocation on this
+        // once-per-request path.
+        let panic = !self.health.iter().any(|h| h.available(now));
+        let health = &self.health;
+        let any = |_: usize, s: &Slot| !tried.contains(&s.addr);
+        let ok = |i: usize, s: &Slot| any(i, s) && health.get(i).is_some_and(|h| h.available(now));
+        let (balance, ring) = (self.spec.balance, &self.ring);
+        let (slots, cursor) = (&mut self.slots, &mut self.cursor);
+        let i = choose(balance, ring, slots, cursor, key, ok)
+            .or_else(|| choose(balance, ring, slots, cursor, key, any))?;
         let slot = self.slots.get_mut(i)?;
         slot.outstanding += 1;
         Some(Pick {
@@ -140,13 +140,22 @@ impl Group {
             panic,
         })
     }
+}
 
-    fn choose(&mut self, key: u64, ok: &dyn Fn(usize) -> bool) -> Option<usize> {
-        match self.spec.balance {
-            Balance::RoundRobin => balance::round_robin(&mut self.slots, ok),
-            Balance::LeastConn => balance::least_conn(&self.slots, &mut self.cursor, ok),
-            Balance::Hash => self.ring.pick(&self.slots, key, ok),
-        }
+/// The server `balance` chooses among `slots` for `key`, of those `ok`
+/// accepts; `None` when it accepts none.
+fn choose(
+    balance: Balance,
+    ring: &Ring,
+    slots: &mut [Slot],
+    cursor: &mut usize,
+    key: u64,
+    ok: impl Fn(usize, &Slot) -> bool,
+) -> Option<usize> {
+    match balance {
+        Balance::RoundRobin => balance::round_robin(slots, ok),
+        Balance::LeastConn => balance::least_conn(slots, cursor, ok),
+        Balance::Hash => ring.pick(slots, key, ok),
     }
 }
 

@@ -40,7 +40,7 @@ fn smooth_round_robin_interleaves_by_weight() {
         Slot::new(addr(3), 1),
     ];
     let picks: Vec<usize> = (0..7)
-        .map(|_| round_robin(&mut slots, |_| true).unwrap())
+        .map(|_| round_robin(&mut slots, |_, _| true).unwrap())
         .collect();
     // nginx's example: a a b a c a a.
     assert_eq!(picks, [0, 0, 1, 0, 2, 0, 0]);
@@ -50,9 +50,9 @@ fn smooth_round_robin_interleaves_by_weight() {
 fn round_robin_skips_servers_that_may_not_be_chosen() {
     let mut slots = vec![Slot::new(addr(1), 1), Slot::new(addr(2), 1)];
     for _ in 0..4 {
-        assert_eq!(round_robin(&mut slots, |i| i == 1), Some(1));
+        assert_eq!(round_robin(&mut slots, |i, _| i == 1), Some(1));
     }
-    assert_eq!(round_robin(&mut slots, |_| false), None);
+    assert_eq!(round_robin(&mut slots, |_, _| false), None);
 }
 
 #[test]
@@ -64,8 +64,8 @@ fn least_conn_prefers_fewest_in_flight_and_rotates_ties() {
     ];
     let mut cursor = 0;
     slots[0].outstanding = 5;
-    let a = least_conn(&slots, &mut cursor, |_| true).unwrap();
-    let b = least_conn(&slots, &mut cursor, |_| true).unwrap();
+    let a = least_conn(&slots, &mut cursor, |_, _| true).unwrap();
+    let b = least_conn(&slots, &mut cursor, |_, _| true).unwrap();
     assert_ne!(a, 0);
     assert_ne!(b, 0);
     assert_ne!(a, b, "ties rotate");
@@ -73,7 +73,7 @@ fn least_conn_prefers_fewest_in_flight_and_rotates_ties() {
     let mut w = vec![Slot::new(addr(1), 3), Slot::new(addr(2), 1)];
     w[0].outstanding = 2;
     w[1].outstanding = 1;
-    assert_eq!(least_conn(&w, &mut 1, |_| true), Some(0));
+    assert_eq!(least_conn(&w, &mut 1, |_, _| true), Some(0));
 }
 
 #[test]
@@ -87,8 +87,8 @@ fn ring_hash_moves_only_the_removed_servers_keys() {
     let mut share: HashMap<SocketAddr, u32> = HashMap::new();
     for k in 0..keys {
         let h = balance::hash_bytes(&k.to_le_bytes());
-        let before = three[r3.pick(&three, h, |_| true).unwrap()].addr;
-        let after = two[r2.pick(&two, h, |_| true).unwrap()].addr;
+        let before = three[r3.pick(&three, h, |_, _| true).unwrap()].addr;
+        let after = two[r2.pick(&two, h, |_, _| true).unwrap()].addr;
         *share.entry(before).or_default() += 1;
         if before == after {
             stayed += 1;
@@ -113,10 +113,10 @@ fn ring_hash_walks_past_servers_that_may_not_be_chosen() {
     let slots: Vec<Slot> = (1..=3).map(|p| Slot::new(addr(p), 1)).collect();
     let ring = Ring::new(&slots);
     for k in 0..100u64 {
-        let i = ring.pick(&slots, balance::mix(k), |i| i != 1).unwrap();
+        let i = ring.pick(&slots, balance::mix(k), |i, _| i != 1).unwrap();
         assert_ne!(i, 1);
     }
-    assert_eq!(ring.pick(&slots, 7, |_| false), None);
+    assert_eq!(ring.pick(&slots, 7, |_, _| false), None);
 }
 
 #[test]
