@@ -465,7 +465,16 @@ class Ctx:
     pass
 
 
+def warm_up(ctx, peer, where, conns, extra=()):
+    """An unmeasured wrk run of ctx.warmup seconds first, so that every peer
+    is measured in its steady state (upstream connections open, buffers
+    and pools at their working size), not in its first second."""
+    if ctx.warmup:
+        run_wrk(where + " (warm-up)", peer.port, conns, ctx.warmup, extra)
+
+
 def s1(ctx, peer, where, conns):
+    warm_up(ctx, peer, where, conns)
     mark = ctx.up.mark()
     c0, t0, b0 = peer.cpu(), time.time(), cpu_busy_ticks(LOAD_CPU)
     r = run_wrk(where, peer.port, conns, ctx.dur)
@@ -528,6 +537,7 @@ def s1_syscalls(ctx, peer, where):
 
 
 def s2(ctx, peer, where):
+    warm_up(ctx, peer, where, 64, ["-H", "Connection: close"])
     c0 = peer.cpu()
     r = run_wrk(where, peer.port, 64, ctx.dur, ["-H", "Connection: close"])
     cpu = peer.cpu() - c0
@@ -954,6 +964,7 @@ def main():
     ctx = Ctx()
     ctx.reps = args.reps or (1 if args.quick else 3)
     ctx.dur = 2 if args.quick else 5
+    ctx.warmup = 0 if args.quick else 1
     ctx.slow_secs = 4 if args.quick else 10
     ctx.slow_n = 200
     ctx.transfers = 1 if args.quick else 3
@@ -1069,8 +1080,12 @@ def main():
     raw = []
     run_id = 0
     for rep in range(1, ctx.reps + 1):
+        # The peers' order rotates from one repetition to the next, so
+        # that no peer always runs first (or right after the same one).
+        shift = (rep - 1) % len(peers)
+        order = peers[shift:] + peers[:shift]
         for key, sc, fn in runs:
-            for name in peers:
+            for name in order:
                 if name == "direct" and sc in ("S5", "S6"):
                     continue  # nothing between client and upstream to measure
                 if key == "S1c64log" and name not in SLUICES:
@@ -1113,11 +1128,12 @@ def main():
     for n in notes:
         out.append("- " + n)
     out.append("- upstream: " + up_desc + ("; S4 sink: scripts/bench/upstream.py (CPU %d)" % LOAD_CPU if sink else ""))
-    out.append("- %d repetition(s), peers alternating inside each; medians. wrk -t1 -d%ds; S2 -c64; S5 %d x "
+    out.append("- %d repetition(s), peers alternating inside each, their order rotated from one to the next; medians. wrk -t1 -d%ds, after an unmeasured "
+               "%d s warm-up run on the same proxy (S1, S2); S2 -c64; S5 %d x "
                "`curl --limit-rate 100k` for %d s on a %d MiB file; S6 %d connections, one GET each, one after the other, "
                "after %d warm-up bursts of %d; RSS read settled. "
                "S3/S4: %d transfers per run, median MiB/s. spread = (max-min)/median over the repetitions, "
-               "worst peer of the row." % (ctx.reps, ctx.dur, ctx.slow_n, ctx.slow_secs, SLOW_SIZE // MIB, ctx.idle_n,
+               "worst peer of the row." % (ctx.reps, ctx.dur, ctx.warmup, ctx.slow_n, ctx.slow_secs, SLOW_SIZE // MIB, ctx.idle_n,
                                            S6_WARMUP, S6_WARMUP_BATCH, ctx.transfers))
     out.append("- proxy CPU = user+system of the proxy's processes over the run (%s); RSS = VmRSS summed over them, "
                "growth over the idle proxy. Every proxy gets 20000 max connections; nginx keepalive_requests "

@@ -14,13 +14,22 @@
 //! `headers.rs` for its rules); start-line parts a filter changed are
 //! sanitized when encoded, so they cannot start a new line.
 
+use std::mem::MaybeUninit;
+
 use super::error::ParseError;
 use super::headers::{Headers, push_sanitized};
 
 /// How many httparse field slots live on the stack during a parse; larger
-/// `max_fields` values use a heap vector for that one call. 128 covers the
-/// default limit of 100 fields (ARCHITECTURE.md §9) with 4 KiB of stack.
-const STACK_SLOTS: usize = 128;
+/// `max_fields` values use a heap vector for that one call. 256 covers the
+/// default limits of 100 request and 256 response fields (ARCHITECTURE.md
+/// §9) with 8 KiB of stack. The slots are uninitialized: a parse costs
+/// neither an allocation nor a fill of 8 KiB (the heap vector for 256
+/// response slots, filled on every response, was the hot path's largest
+/// allocation until 2026-12-01).
+const STACK_SLOTS: usize = 256;
+
+/// One httparse field slot, written only by httparse.
+type Slot<'b> = MaybeUninit<httparse::Header<'b>>;
 
 /// httparse's error as ours: `TooManyHeaders` is the field-count limit,
 /// everything else a syntax error in the head.
@@ -38,22 +47,22 @@ fn from_httparse(e: httparse::Error) -> ParseError {
 
 /// `n` httparse slots: from `stack` when they fit, else from `heap`.
 fn field_slots<'s, 'b>(
-    stack: &'s mut [httparse::Header<'b>],
-    heap: &'s mut Vec<httparse::Header<'b>>,
+    stack: &'s mut [Slot<'b>],
+    heap: &'s mut Vec<Slot<'b>>,
     n: usize,
-) -> &'s mut [httparse::Header<'b>] {
+) -> &'s mut [Slot<'b>] {
     if n <= stack.len() {
         stack.get_mut(..n).unwrap_or_default()
     } else {
-        heap.resize(n, httparse::EMPTY_HEADER);
+        heap.resize_with(n, MaybeUninit::uninit);
         heap.as_mut_slice()
     }
 }
 
-/// Runs `f` over `max_fields` httparse field slots: on the stack up to
-/// `STACK_SLOTS`, else in a heap vector for this one call.
-fn with_slots<'b, T>(max_fields: usize, f: impl FnOnce(&mut [httparse::Header<'b>]) -> T) -> T {
-    let mut stack: [httparse::Header<'b>; STACK_SLOTS] = [httparse::EMPTY_HEADER; STACK_SLOTS];
+/// Runs `f` over `max_fields` uninitialized httparse field slots: on the
+/// stack up to `STACK_SLOTS`, else in a heap vector for this one call.
+fn with_slots<'b, T>(max_fields: usize, f: impl FnOnce(&mut [Slot<'b>]) -> T) -> T {
+    let mut stack: [Slot<'b>; STACK_SLOTS] = [const { MaybeUninit::uninit() }; STACK_SLOTS];
     let mut heap = Vec::new();
     f(field_slots(&mut stack, &mut heap, max_fields))
 }
@@ -143,8 +152,9 @@ pub struct RequestHead {
 impl ParseHead for RequestHead {
     fn parse_into(&mut self, buf: &[u8], max_fields: usize) -> Result<Option<usize>, ParseError> {
         with_slots(max_fields, |slots| {
-            let mut req = httparse::Request::new(slots);
-            let parsed = req.parse(buf);
+            let mut req = httparse::Request::new(&mut []);
+            let parsed = httparse::ParserConfig::default()
+                .parse_request_with_uninit_headers(&mut req, buf, slots);
             if matches!(parsed, Err(httparse::Error::Version)) && other_major_version(buf) {
                 return Err(ParseError::UnsupportedVersion);
             }
@@ -206,8 +216,10 @@ pub struct ResponseHead {
 impl ParseHead for ResponseHead {
     fn parse_into(&mut self, buf: &[u8], max_fields: usize) -> Result<Option<usize>, ParseError> {
         with_slots(max_fields, |slots| {
-            let mut resp = httparse::Response::new(slots);
-            let Some(len) = complete(resp.parse(buf))? else {
+            let mut resp = httparse::Response::new(&mut []);
+            let parsed = httparse::ParserConfig::default()
+                .parse_response_with_uninit_headers(&mut resp, buf, slots);
+            let Some(len) = complete(parsed)? else {
                 return Ok(None);
             };
             self.version = version_ok(resp.version)?;

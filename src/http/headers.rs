@@ -125,17 +125,21 @@ impl Headers {
 
     /// The value of the first field named `name` (ASCII case-insensitive).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
+        let names = &self.names;
+        self.fields
+            .iter()
+            .find(|f| is_named(names, f, name))
+            .map(|f| field_value(&self.values, f))
     }
 
     /// The values of every field named `name` (ASCII case-insensitive), in
     /// arrival order: together they form one list (RFC 9110 §5.3).
     pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.iter()
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
+        let names = &self.names;
+        self.fields
+            .iter()
+            .filter(move |f| is_named(names, f, name))
+            .map(|f| field_value(&self.values, f))
     }
 
     /// True if a field named `name` (ASCII case-insensitive) is present.
@@ -148,8 +152,7 @@ impl Headers {
     pub fn remove_all(&mut self, name: &str) -> usize {
         let before = self.fields.len();
         let names = &self.names;
-        self.fields
-            .retain(|f| !field_name(names, f).eq_ignore_ascii_case(name));
+        self.fields.retain(|f| !is_named(names, f, name));
         before.saturating_sub(self.fields.len())
     }
 
@@ -179,7 +182,7 @@ impl Headers {
             .fields
             .iter_mut()
             .rev()
-            .find(|f| field_name(names, f).eq_ignore_ascii_case(name))
+            .find(|f| is_named(names, f, name))
         else {
             return false;
         };
@@ -231,6 +234,17 @@ impl fmt::Debug for Headers {
     }
 }
 
+/// True if `f` is named `name` (ASCII case-insensitive, RFC 9110 §5.1).
+/// The lengths are compared first, from the offsets alone: on the hot path
+/// most fields differ in length from the name looked for.
+fn is_named(names: &str, f: &Field, name: &str) -> bool {
+    f.name_end.wrapping_sub(f.name_start) == name.len()
+        && names
+            .as_bytes()
+            .get(f.name_start..f.name_end)
+            .is_some_and(|n| n.eq_ignore_ascii_case(name.as_bytes()))
+}
+
 /// The name of `f`; "" if the offsets are broken (they never are).
 fn field_name<'a>(names: &'a str, f: &Field) -> &'a str {
     names.get(f.name_start..f.name_end).unwrap_or_default()
@@ -241,10 +255,45 @@ fn field_value<'a>(values: &'a [u8], f: &Field) -> &'a [u8] {
     values.get(f.value_start..f.value_end).unwrap_or_default()
 }
 
-/// `tchar` (RFC 9110 §5.6.2).
-pub(crate) fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+/// A CTL other than HTAB: what [`push_sanitized`] replaces with SP.
+fn is_ctl_but_htab(b: u8) -> bool {
+    (b < 0x20 && b != b'\t') || b == 0x7f
 }
+
+/// `tchar` (RFC 9110 §5.6.2), as a table of the 256 byte values (one
+/// load per byte: every field name the proxy appends is checked).
+pub(crate) fn is_tchar(b: u8) -> bool {
+    TCHAR.get(usize::from(b)).copied().unwrap_or(false)
+}
+
+/// [`is_tchar`] for every byte value, built at compile time.
+static TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    t
+};
 
 /// `token = 1*tchar` (RFC 9110 §5.6.2).
 pub(crate) fn is_token(s: &[u8]) -> bool {
@@ -275,11 +324,14 @@ pub(crate) fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// Appends `bytes` with every CTL except HTAB replaced by SP
 /// (RFC 9110 §5.5: CR, LF and NUL MUST be rejected or replaced with SP).
 pub(crate) fn push_sanitized(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.extend(bytes.iter().map(|&b| {
-        if (b < 0x20 && b != b'\t') || b == 0x7f {
-            b' '
-        } else {
-            b
-        }
-    }));
+    // Clean values (all of them on the hot path) are copied in one go.
+    if !bytes.iter().any(|&b| is_ctl_but_htab(b)) {
+        out.extend_from_slice(bytes);
+        return;
+    }
+    out.extend(
+        bytes
+            .iter()
+            .map(|&b| if is_ctl_but_htab(b) { b' ' } else { b }),
+    );
 }

@@ -560,3 +560,34 @@ fn a_request_in_another_major_version_is_505_and_a_broken_version_400() {
         );
     }
 }
+
+#[test]
+fn field_limits_at_and_past_the_stack_slots_parse_every_field() {
+    // 256 fields fit the stack slots; 300 take the heap path. Either way
+    // every field comes through in order, and one over the limit is refused.
+    for n in [256usize, 300] {
+        let mut req = b"GET / HTTP/1.1\r\n".to_vec();
+        let mut resp = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for i in 0..n {
+            let line = format!("F{i}: v{i}\r\n");
+            req.extend_from_slice(line.as_bytes());
+            resp.extend_from_slice(line.as_bytes());
+        }
+        req.extend_from_slice(b"\r\n");
+        resp.extend_from_slice(b"\r\n");
+        let mut head = RequestHead::default();
+        assert_eq!(head.parse_into(&req, n), Ok(Some(req.len())));
+        assert_eq!(head.headers.len(), n);
+        let mut rhead = ResponseHead::default();
+        assert_eq!(rhead.parse_into(&resp, n), Ok(Some(resp.len())));
+        assert_eq!(rhead.headers.len(), n);
+        let last = format!("F{}", n - 1);
+        let want = format!("v{}", n - 1);
+        assert_eq!(rhead.headers.get(&last), Some(want.as_bytes()));
+        assert_eq!(head.headers.get(&last), Some(want.as_bytes()));
+        assert_eq!(
+            rhead.parse_into(&resp, n - 1),
+            Err(ParseError::TooManyFields)
+        );
+    }
+}
