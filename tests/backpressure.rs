@@ -405,10 +405,16 @@ fn upstream_not_reading_stops_the_client_upload_at_the_watermark() {
         paused.read_pauses >= 1,
         "client read never paused: {paused:?}"
     );
+    // What the upstream stopped reading is held at the start size. The
+    // peak may have reached the high watermark first: the kernel's buffers
+    // absorb several MiB at full speed before the first stall (here the
+    // upstream's receive buffer may grow to `tcp_rmem` max, 32 MiB on the
+    // CI machine), which looks like a fast sink, and the stall then takes
+    // the buffer back (ARCHITECTURE.md §4).
     assert!(
-        paused.buffered_bytes_peak <= (BODY_START + HEAD_ROOM) as u64,
-        "an upstream that stopped reading made the buffer grow: {} bytes at peak",
-        paused.buffered_bytes_peak
+        paused.buffered_bytes <= (BODY_START + HEAD_ROOM) as u64,
+        "an upstream that stopped reading left {} bytes buffered (start size {BODY_START})",
+        paused.buffered_bytes
     );
 
     release();
