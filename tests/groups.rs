@@ -275,6 +275,45 @@ fn refused_connects_try_every_server_of_the_group_whatever_max_retries() {
     assert_eq!(proxy.stats.snapshot().status_502, 0);
 }
 
+#[test]
+fn a_retry_after_a_refused_connect_reuses_the_live_servers_pooled_connection() {
+    // A server that refuses every connect but is never ejected
+    // (max_fails = 0) makes every other request retry on the live one;
+    // nothing reached the refusing server, so the retry may take a pooled
+    // connection like a first try. Before, each retry opened a new one and
+    // the live server's idle connections piled up to the per-peer cap.
+    let good = named("good", alive());
+    let dead = refused_addr().to_string();
+    let good_addr = good.addr.to_string();
+    let proxy = proxy_with(
+        vec![group("app", &[dead.as_str(), good_addr.as_str()], |g| {
+            g.max_fails = 0
+        })],
+        vec![],
+    );
+    let mut c = Client::connect(proxy.addr);
+    for i in 0..40 {
+        let r = c.round_trip(get(&format!("/{i}")));
+        assert_eq!(
+            (r.status, r.body_str()),
+            (200, "good".to_string()),
+            "request {i}"
+        );
+    }
+    let s = proxy.stats.snapshot();
+    assert_eq!(s.status_502, 0);
+    assert!(
+        s.retries >= 10,
+        "the refusing server was never tried: {s:?}"
+    );
+    assert!(
+        good.accepted() <= 2,
+        "40 sequential requests, {} retries, {} connections to the live server",
+        s.retries,
+        good.accepted()
+    );
+}
+
 fn checked(interval_ms: u64, timeout_ms: u64) -> impl FnOnce(&mut GroupSpec) {
     move |g: &mut GroupSpec| {
         g.health_check = Some(HealthCheck {

@@ -275,6 +275,8 @@ impl ClientConn {
 
     /// Sends the request again on a new upstream connection if the retry
     /// rules allow it (ARCHITECTURE.md §7); `upstream_peer` is asked again.
+    /// After a failed connect the retry may take a pooled connection: the
+    /// request reached no server, so it is a first try of the next one.
     /// Timeouts and a spent descriptor budget are never retried (the same
     /// `EMFILE` would come back at once).
     ///
@@ -297,6 +299,7 @@ impl ClientConn {
         if !ex.may_retry(choose::retry_limit(ex, sh)) {
             return Ok(false);
         }
+        let fresh = !matches!(err.kind, ErrorKind::ConnectFailed(_));
         if let Some(k) = ex.upstream.take() {
             sh.ups.close(k);
         }
@@ -318,7 +321,7 @@ impl ClientConn {
             ex.to_upstream = Some(sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark));
         }
         ex.rewind();
-        match self.attach_upstream(sh, true) {
+        match self.attach_upstream(sh, fresh) {
             Ok(()) => Ok(true),
             Err(e) if e.kind == ErrorKind::NoDescriptor => Err(e),
             Err(e) => {
