@@ -234,6 +234,27 @@ fn interim_100_continue_and_final_response_arrive_in_order() {
 }
 
 #[test]
+fn interim_heads_final_response_and_close_in_one_read_all_reach_the_client() {
+    // Two 1xx heads, the final response and the upstream's FIN arrive
+    // together: every head is forwarded and the response completes (RFC
+    // 9110 §15.2). Taking one head per round left the final head buffered
+    // while the next read saw only the FIN: 502 in a third of the tries.
+    let upstream = Upstream::start(send_raw_and_close(
+        b"HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n\
+          HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"
+            .to_vec(),
+    ));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    for i in 0..20 {
+        let mut client = proxy.client();
+        client.send(get_close("/"));
+        let statuses: Vec<u16> = (0..3).map(|_| client.read_response().status).collect();
+        assert_eq!(statuses, [102, 103, 200], "try {i}");
+    }
+    assert_eq!(proxy.stats.snapshot().status_502, 0);
+}
+
+#[test]
 fn content_length_not_digits_gets_400() {
     assert_refused(
         b"POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 5x\r\n\r\nhello",

@@ -291,15 +291,7 @@ fn a_retry_after_a_refused_connect_reuses_the_live_servers_pooled_connection() {
         })],
         vec![],
     );
-    let mut c = Client::connect(proxy.addr);
-    for i in 0..40 {
-        let r = c.round_trip(get(&format!("/{i}")));
-        assert_eq!(
-            (r.status, r.body_str()),
-            (200, "good".to_string()),
-            "request {i}"
-        );
-    }
+    all_answered_by_good(proxy.addr, 40, |i| get(&format!("/{i}")));
     let s = proxy.stats.snapshot();
     assert_eq!(s.status_502, 0);
     assert!(
@@ -312,6 +304,68 @@ fn a_retry_after_a_refused_connect_reuses_the_live_servers_pooled_connection() {
         s.retries,
         good.accepted()
     );
+}
+
+#[test]
+fn a_connect_timeout_goes_on_to_an_untried_server_of_the_group() {
+    // A server that drops SYNs (a full accept queue) is the usual "down":
+    // nothing reached it, so the request goes on to the next server, as
+    // nginx's `proxy_next_upstream timeout` does, instead of a 504.
+    let silent = Blackhole::start();
+    let good = named("good", alive());
+    let servers = [silent.addr.to_string(), good.addr.to_string()];
+    let refs: Vec<&str> = servers.iter().map(String::as_str).collect();
+    let proxy = start_proxy(
+        |c| {
+            c.upstream = vec![group("app", &refs, |g| g.max_fails = 0)];
+            c.upstream_connect_timeout = Duration::from_millis(200);
+        },
+        ByRoutes,
+    );
+    all_answered_by_good(proxy.addr, 4, |i| {
+        if i % 2 == 0 {
+            get("/")
+        } else {
+            b"POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi".to_vec()
+        }
+    });
+    let s = proxy.stats.snapshot();
+    assert_eq!(s.status_504, 0);
+    assert!(
+        s.timeouts_connect >= 1,
+        "the silent server was never tried: {s:?}"
+    );
+}
+
+/// Sends `n` requests `req(i)` one after the other on one connection;
+/// each must get 200 from the server named "good".
+fn all_answered_by_good(proxy: SocketAddr, n: usize, req: impl Fn(usize) -> Vec<u8>) {
+    let mut c = Client::connect(proxy);
+    for i in 0..n {
+        let r = c.round_trip(req(i));
+        assert_eq!(
+            (r.status, r.body_str()),
+            (200, "good".to_string()),
+            "request {i}"
+        );
+    }
+}
+
+#[test]
+fn a_connect_timeout_to_the_only_server_is_not_retried() {
+    let silent = Blackhole::start();
+    let addr = silent.addr.to_string();
+    let proxy = start_proxy(
+        |c| {
+            c.upstream = vec![group("app", &[addr.as_str()], |_| {})];
+            c.upstream_connect_timeout = Duration::from_millis(200);
+        },
+        ByRoutes,
+    );
+    let r = proxy.client().round_trip(get("/"));
+    assert_eq!(r.status, 504);
+    let s = proxy.stats.snapshot();
+    assert_eq!((s.timeouts_connect, s.retries), (1, 0), "{s:?}");
 }
 
 fn checked(interval_ms: u64, timeout_ms: u64) -> impl FnOnce(&mut GroupSpec) {

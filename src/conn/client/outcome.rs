@@ -30,7 +30,13 @@ impl ClientConn {
         };
         let (mut env, _, filter) = sh.split();
         let mut progress = relay::feed_request(&mut self.side, ex, &mut env)?;
-        progress |= take_response_head(&mut self.side, ex, &mut env, filter, &mut self.keep_alive)?;
+        // Every complete head buffered: interim (1xx) heads and the final
+        // one may come in one read with the upstream's FIN behind them, and
+        // the next read would see only that FIN. Bounded: each turn takes
+        // one head out of the buffer, and the final head ends the loop.
+        while take_response_head(&mut self.side, ex, &mut env, filter, &mut self.keep_alive)? {
+            progress = true;
+        }
         progress |= self.release_upstream(sh);
         let finished = self
             .exchange
@@ -277,17 +283,28 @@ impl ClientConn {
     /// rules allow it (ARCHITECTURE.md §7); `upstream_peer` is asked again.
     /// After a failed connect the retry may take a pooled connection: the
     /// request reached no server, so it is a first try of the next one.
-    /// Timeouts and a spent descriptor budget are never retried (the same
-    /// `EMFILE` would come back at once).
+    /// Timeouts and a spent descriptor budget are not retried (the same
+    /// `EMFILE` would come back at once), except a connect timeout when the
+    /// group has a server this request has not tried: nothing reached the
+    /// silent server, so the next one gets it (nginx's `proxy_next_upstream
+    /// timeout`); another wait on the same server would only double the
+    /// client's.
     ///
     /// Errors: the retry's connect found no descriptor (`NoDescriptor`).
     pub(super) fn try_retry(&mut self, err: &ProxyError, sh: &mut Shared) -> Result<bool> {
-        if matches!(err.kind, ErrorKind::Timeout(_) | ErrorKind::NoDescriptor) {
-            return Ok(false);
-        }
         let Some(ex) = self.exchange.as_deref_mut() else {
             return Ok(false);
         };
+        let untried = |ex: &crate::conn::Exchange| {
+            ex.group
+                .and_then(|g| sh.groups.get(g))
+                .is_some_and(|g| g.addrs().any(|a| !ex.tried.contains(&a)))
+        };
+        match err.kind {
+            ErrorKind::Timeout(Timeout::Connect) if untried(ex) => {}
+            ErrorKind::Timeout(_) | ErrorKind::NoDescriptor => return Ok(false),
+            _ => {}
+        }
         if ex.reused
             && matches!(err.kind, ErrorKind::Closed | ErrorKind::Io(_))
             && ex.no_response_byte()
@@ -299,7 +316,10 @@ impl ClientConn {
         if !ex.may_retry(choose::retry_limit(ex, sh)) {
             return Ok(false);
         }
-        let fresh = !matches!(err.kind, ErrorKind::ConnectFailed(_));
+        let fresh = !matches!(
+            err.kind,
+            ErrorKind::ConnectFailed(_) | ErrorKind::Timeout(Timeout::Connect)
+        );
         if let Some(k) = ex.upstream.take() {
             sh.ups.close(k);
         }
