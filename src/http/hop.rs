@@ -197,20 +197,31 @@ pub fn add_forwarding_fields(
         // Formatted on the stack: no allocation per request.
         let mut text = [0u8; 64];
         let ip = crate::text::ip_text(client_ip.to_canonical(), &mut text);
-        let last_is_empty = headers
-            .get_all("x-forwarded-for")
-            .last()
-            .map(|v| list_elements(v).next().is_none());
-        match last_is_empty {
+        // The separator before our element: none after an empty value or
+        // a trailing comma and space, a space after a bare trailing comma
+        // (`a,` becomes `a, ip`, not `a,, ip`), else a comma and a space
+        // (RFC 9110 §5.6.1).
+        let separator: Option<&[u8]> = headers.get_all("x-forwarded-for").last().map(|v| {
+            if list_elements(v).next().is_none() {
+                &b""[..]
+            } else if v.ends_with(b",") {
+                &b" "[..]
+            } else if v.trim_ascii_end().ends_with(b",") {
+                &b""[..]
+            } else {
+                &b", "[..]
+            }
+        });
+        match separator {
             None => headers.append("X-Forwarded-For", ip.as_bytes()),
-            Some(true) => {
+            Some(b"") => {
                 headers.append_to_last("x-forwarded-for", ip.as_bytes());
             }
-            Some(false) => {
+            Some(sep) => {
                 let mut suffix = [0u8; 66];
-                let (head, tail) = suffix.split_at_mut(2);
-                head.copy_from_slice(b", ");
-                let len = 2 + ip.len().min(tail.len());
+                let (head, tail) = suffix.split_at_mut(sep.len().min(2));
+                head.copy_from_slice(sep.get(..head.len()).unwrap_or_default());
+                let len = head.len() + ip.len().min(tail.len());
                 if let Some(dst) = tail.get_mut(..ip.len()) {
                     dst.copy_from_slice(ip.as_bytes());
                 }

@@ -177,6 +177,15 @@ fn forwarded_for_edge_cases() {
         "X-Forwarded-For: 192.0.2.1\r\n",
         "empty value, mapped IPv4"
     );
+    for v in ["1.1.1.1,", "1.1.1.1, "] {
+        let mut h = headers(&[("X-Forwarded-For", v)]);
+        add_forwarding_fields(&mut h, ip("192.0.2.1"), None, true, false);
+        assert_eq!(
+            encoded(&h),
+            "X-Forwarded-For: 1.1.1.1, 192.0.2.1\r\n",
+            "a trailing comma gets no second one: {v:?}"
+        );
+    }
 }
 
 #[test]
