@@ -135,9 +135,13 @@ impl FromStr for HashKey {
             "client_ip" => Ok(HashKey::ClientIp),
             "path" => Ok(HashKey::Path),
             _ => match v.strip_prefix("header:") {
-                Some(name) if !name.is_empty() => Ok(HashKey::Header(name.to_string())),
+                // A field name is a token (RFC 9110 §5.1): any other name
+                // could never match, and every request would hash alike.
+                Some(name) if crate::http::headers::is_token(name.as_bytes()) => {
+                    Ok(HashKey::Header(name.to_string()))
+                }
                 _ => Err(format!(
-                    "{v:?} is not a hash key (client_ip, path or header:NAME)"
+                    "{v:?} is not a hash key (client_ip, path or header:NAME, NAME a field name)"
                 )),
             },
         }
@@ -190,13 +194,18 @@ impl FromStr for ServerSpec {
     fn from_str(v: &str) -> Result<Self, String> {
         let mut words = v.split_whitespace();
         let addr = words.next().unwrap_or("");
-        let mut weight = 1;
+        let mut weight = None;
         for w in words {
-            weight = w
-                .strip_prefix("weight=")
-                .and_then(|n| n.parse::<u32>().ok())
-                .ok_or_else(|| format!("{v:?}: {w:?} is not weight=N"))?;
+            if weight.is_some() {
+                return Err(format!("{v:?}: weight given twice"));
+            }
+            weight = Some(
+                w.strip_prefix("weight=")
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .ok_or_else(|| format!("{v:?}: {w:?} is not weight=N"))?,
+            );
         }
+        let weight = weight.unwrap_or(1);
         let bad = || format!("{v:?} is not a server like 127.0.0.1:8080 or app.internal:8080");
         let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
         let port: u16 = port.parse().map_err(|_| bad())?;
@@ -551,7 +560,8 @@ pub(crate) fn check(groups: &[GroupSpec], routes: &[RouteSpec]) -> Result<(), Co
                     g.name.span(),
                     format!(
                         "group {name:?}: health_check needs rise and fall >= 1, interval and \
-                         timeout > 0 and a path starting with /"
+                         timeout > 0, and a path starting with / with no space or control \
+                         character"
                     ),
                 );
             }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::balance::{Ring, Slot, least_conn, round_robin};
 use super::health::{Change, Health, Verdict};
 use super::route::{Route, route};
-use super::spec::{Balance, GroupSpec, RouteSpec, ServerSpec, StatusRange, check};
+use super::spec::{Balance, GroupSpec, HashKey, RouteSpec, ServerSpec, StatusRange, check};
 use super::{Groups, balance};
 use crate::http::{Headers, RequestHead};
 
@@ -260,6 +260,10 @@ fn spec_syntax_and_checks() {
     assert!("localhost".parse::<ServerSpec>().is_err());
     assert!("a b:80".parse::<ServerSpec>().is_err());
     assert!("h:80 weight=x".parse::<ServerSpec>().is_err());
+    assert!("h:80 weight=2 weight=3".parse::<ServerSpec>().is_err());
+    assert!("header:X-Key".parse::<HashKey>().is_ok());
+    assert!("header:bad name".parse::<HashKey>().is_err());
+    assert!("header:".parse::<HashKey>().is_err());
     assert_eq!("200-399".parse(), Ok(StatusRange { lo: 200, hi: 399 }));
     assert!("399-200".parse::<StatusRange>().is_err());
     let g = group(Balance::Hash, &["127.0.0.1:1"]);
