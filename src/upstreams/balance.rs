@@ -67,34 +67,24 @@ pub(crate) fn round_robin(slots: &mut [Slot], ok: impl Fn(usize, &Slot) -> bool)
 }
 
 /// Fewest requests in flight relative to weight (`outstanding / weight`,
-/// compared without division); ties go to the first candidate at or after
-/// `*cursor`, which then moves past it (round-robin among equals).
-pub(crate) fn least_conn(
-    slots: &[Slot],
-    cursor: &mut usize,
-    ok: impl Fn(usize, &Slot) -> bool,
-) -> Option<usize> {
-    let n = slots.len();
-    if n == 0 {
-        return None;
-    }
-    let mut best: Option<(usize, &Slot)> = None;
-    for step in 0..n {
-        let i = (*cursor + step) % n;
-        let Some(s) = slots.get(i).filter(|s| ok(i, s)) else {
+/// compared without division); ties go by smooth weighted round-robin
+/// ([`round_robin`] among the tied), so weights count even when nothing
+/// is in flight (nginx's `least_conn` breaks ties the same way).
+pub(crate) fn least_conn(slots: &mut [Slot], ok: impl Fn(usize, &Slot) -> bool) -> Option<usize> {
+    let mut best: Option<(u64, u64)> = None; // (outstanding, weight)
+    for (i, s) in slots.iter().enumerate() {
+        if !ok(i, s) {
             continue;
-        };
-        let better = best.is_none_or(|(_, b)| {
-            u64::from(s.outstanding) * u64::from(b.weight)
-                < u64::from(b.outstanding) * u64::from(s.weight)
-        });
-        if better {
-            best = Some((i, s));
+        }
+        let (o, w) = (u64::from(s.outstanding), u64::from(s.weight));
+        if best.is_none_or(|(bo, bw)| o * bw < bo * w) {
+            best = Some((o, w));
         }
     }
-    let (i, _) = best?;
-    *cursor = (i + 1) % n;
-    Some(i)
+    let (bo, bw) = best?;
+    round_robin(slots, |i, s| {
+        ok(i, s) && u64::from(s.outstanding) * bw == bo * u64::from(s.weight)
+    })
 }
 
 /// Virtual nodes per unit of weight on the hash ring (160, as nginx's

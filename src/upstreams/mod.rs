@@ -42,8 +42,6 @@ pub(crate) struct Group {
     origin: Vec<usize>,
     /// The hash ring (`balance = "hash"` only).
     ring: Ring,
-    /// least_conn's round-robin cursor for ties.
-    cursor: usize,
 }
 
 /// A chosen server.
@@ -64,7 +62,6 @@ impl Group {
             health: Vec::new(),
             origin: Vec::new(),
             ring: Ring::default(),
-            cursor: 0,
         }
     }
 
@@ -130,9 +127,9 @@ impl Group {
         let any = |_: usize, s: &Slot| !tried.contains(&s.addr);
         let ok = |i: usize, s: &Slot| any(i, s) && health.get(i).is_some_and(|h| h.available(now));
         let (balance, ring) = (self.spec.balance, &self.ring);
-        let (slots, cursor) = (&mut self.slots, &mut self.cursor);
-        let i = choose(balance, ring, slots, cursor, key, ok)
-            .or_else(|| choose(balance, ring, slots, cursor, key, any))?;
+        let slots = &mut self.slots;
+        let i = choose(balance, ring, slots, key, ok)
+            .or_else(|| choose(balance, ring, slots, key, any))?;
         let slot = self.slots.get_mut(i)?;
         slot.outstanding += 1;
         Some(Pick {
@@ -148,13 +145,12 @@ fn choose(
     balance: Balance,
     ring: &Ring,
     slots: &mut [Slot],
-    cursor: &mut usize,
     key: u64,
     ok: impl Fn(usize, &Slot) -> bool,
 ) -> Option<usize> {
     match balance {
         Balance::RoundRobin => balance::round_robin(slots, ok),
-        Balance::LeastConn => balance::least_conn(slots, cursor, ok),
+        Balance::LeastConn => balance::least_conn(slots, ok),
         Balance::Hash => ring.pick(slots, key, ok),
     }
 }

@@ -99,7 +99,8 @@ pub enum Balance {
     /// Smooth weighted round-robin (nginx's algorithm).
     #[default]
     RoundRobin,
-    /// Fewest requests in flight relative to weight; ties round-robin.
+    /// Fewest requests in flight relative to weight; ties by smooth
+    /// weighted round-robin.
     LeastConn,
     /// Consistent hashing on `hash_key` (a ring with virtual nodes).
     Hash,

@@ -62,10 +62,9 @@ fn least_conn_prefers_fewest_in_flight_and_rotates_ties() {
         Slot::new(addr(2), 1),
         Slot::new(addr(3), 1),
     ];
-    let mut cursor = 0;
     slots[0].outstanding = 5;
-    let a = least_conn(&slots, &mut cursor, |_, _| true).unwrap();
-    let b = least_conn(&slots, &mut cursor, |_, _| true).unwrap();
+    let a = least_conn(&mut slots, |_, _| true).unwrap();
+    let b = least_conn(&mut slots, |_, _| true).unwrap();
     assert_ne!(a, 0);
     assert_ne!(b, 0);
     assert_ne!(a, b, "ties rotate");
@@ -73,7 +72,13 @@ fn least_conn_prefers_fewest_in_flight_and_rotates_ties() {
     let mut w = vec![Slot::new(addr(1), 3), Slot::new(addr(2), 1)];
     w[0].outstanding = 2;
     w[1].outstanding = 1;
-    assert_eq!(least_conn(&w, &mut 1, |_, _| true), Some(0));
+    assert_eq!(least_conn(&mut w, |_, _| true), Some(0));
+    // Nothing in flight: ties go by weight, 3 to 1 over a cycle.
+    let mut w = vec![Slot::new(addr(1), 3), Slot::new(addr(2), 1)];
+    let picks: Vec<usize> = (0..8)
+        .map(|_| least_conn(&mut w, |_, _| true).unwrap())
+        .collect();
+    assert_eq!(picks.iter().filter(|&&i| i == 0).count(), 6, "{picks:?}");
 }
 
 #[test]
