@@ -22,8 +22,13 @@ pub(crate) fn push_ms3(buf: &mut Vec<u8>, d: Duration) {
     buf.push(b'.');
     let frac = micros % 1000;
     for div in [100, 10, 1] {
-        buf.push(b'0' + u8::try_from(frac / div % 10).unwrap_or(0));
+        buf.push(digit(frac / div));
     }
+}
+
+/// The last decimal digit of `n` as ASCII.
+pub(crate) fn digit(n: u128) -> u8 {
+    b'0' + u8::try_from(n % 10).unwrap_or(0)
 }
 
 /// Appends `ip` in its usual text form (`192.0.2.7`, `2001:db8::1`).

@@ -261,11 +261,6 @@ fn conn_name(reused: Option<bool>) -> Option<&'static str> {
     reused.map(|r| if r { "reused" } else { "new" })
 }
 
-/// The last decimal digit of `n` as ASCII.
-fn digit(n: u32) -> u8 {
-    b'0' + u8::try_from(n % 10).unwrap_or(0)
-}
-
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -328,11 +323,15 @@ impl StampCache {
         }
         let (head, tail) = out.split_at_mut(19);
         head.copy_from_slice(&self.text);
-        let ms = since.subsec_millis();
-        for (slot, b) in
-            tail.iter_mut()
-                .zip([b'.', digit(ms / 100), digit(ms / 10), digit(ms), b'Z'])
-        {
+        let ms = u128::from(since.subsec_millis());
+        let digits = [
+            b'.',
+            text::digit(ms / 100),
+            text::digit(ms / 10),
+            text::digit(ms),
+            b'Z',
+        ];
+        for (slot, b) in tail.iter_mut().zip(digits) {
             *slot = b;
         }
         std::str::from_utf8(out).unwrap_or_default()

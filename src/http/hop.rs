@@ -201,7 +201,7 @@ pub fn add_forwarding_fields(
         // a trailing comma and space, a space after a bare trailing comma
         // (`a,` becomes `a, ip`, not `a,, ip`), else a comma and a space
         // (RFC 9110 §5.6.1).
-        let separator: Option<&[u8]> = headers.get_all("x-forwarded-for").last().map(|v| {
+        let separator: Option<&'static [u8]> = headers.get_all("x-forwarded-for").last().map(|v| {
             if list_elements(v).next().is_none() {
                 &b""[..]
             } else if v.ends_with(b",") {
@@ -214,18 +214,9 @@ pub fn add_forwarding_fields(
         });
         match separator {
             None => headers.append("X-Forwarded-For", ip.as_bytes()),
-            Some(b"") => {
-                headers.append_to_last("x-forwarded-for", ip.as_bytes());
-            }
             Some(sep) => {
-                let mut suffix = [0u8; 66];
-                let (head, tail) = suffix.split_at_mut(sep.len().min(2));
-                head.copy_from_slice(sep.get(..head.len()).unwrap_or_default());
-                let len = head.len() + ip.len().min(tail.len());
-                if let Some(dst) = tail.get_mut(..ip.len()) {
-                    dst.copy_from_slice(ip.as_bytes());
-                }
-                headers.append_to_last("x-forwarded-for", suffix.get(..len).unwrap_or_default());
+                headers.append_to_last("x-forwarded-for", sep);
+                headers.append_to_last("x-forwarded-for", ip.as_bytes());
             }
         }
     }

@@ -13,7 +13,7 @@
 //! Invariant: a refused head is never rewritten half-way into something the
 //! upstream sees: refusals come before any change to the head.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use super::error::ParseError;
 use super::framing::BodyKind;
@@ -232,10 +232,13 @@ fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
 
 /// Gives an HTTP/1.0 request without `Host` one naming `authority` (the
 /// upstream peer): the request goes upstream as HTTP/1.1, which requires
-/// it (RFC 9112 §3.2). A request that has `Host` is left alone.
-pub fn ensure_host(req: &mut RequestHead, authority: &str) {
+/// it (RFC 9112 §3.2). A request that has `Host` is left alone, and
+/// nothing is formatted for it (this runs for every request).
+pub fn ensure_host(req: &mut RequestHead, authority: SocketAddr) {
     if !req.headers.contains("host") {
-        req.headers.append("Host", authority.as_bytes());
+        let mut text = Vec::with_capacity(48);
+        crate::text::push_socket_addr(&mut text, authority);
+        req.headers.append("Host", &text);
     }
 }
 

@@ -151,9 +151,7 @@ impl ClientConn {
         let req = &mut ex.req;
         // An HTTP/1.0 request without Host gets the first server's
         // address; a retry on another server keeps it (ARCHITECTURE.md §6).
-        if !req.headers.contains("host") {
-            ensure_host(req, &peer.addr.to_string());
-        }
+        ensure_host(req, peer.addr);
         ex.start(peer, plan.framing, plan.upgrade, plan.idempotent, sh.now);
         ex.group = group;
         ex.in_flight = group.is_some();

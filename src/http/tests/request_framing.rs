@@ -213,7 +213,7 @@ fn http10_without_host_is_accepted_and_ensure_host_adds_the_peer() {
     let (mut head, plan) = planned(&["GET /a HTTP/1.0", "Accept: */*"]);
     assert!(!plan.keep_alive);
     assert!(!head.headers.contains("host"));
-    ensure_host(&mut head, "10.0.0.5:8080");
+    ensure_host(&mut head, "10.0.0.5:8080".parse().unwrap());
     assert_eq!(
         upstream(&head),
         "GET /a HTTP/1.1\r\nAccept: */*\r\nHost: 10.0.0.5:8080\r\n\r\n"
@@ -225,7 +225,7 @@ fn ensure_host_leaves_a_request_with_host_alone() {
     for line in ["GET / HTTP/1.0", "GET / HTTP/1.1"] {
         let (mut head, _) = planned(&[line, "host: client.example"]);
         let before = head.clone();
-        ensure_host(&mut head, "10.0.0.5:8080");
+        ensure_host(&mut head, "10.0.0.5:8080".parse().unwrap());
         assert_eq!(head, before, "{line}");
     }
 }
