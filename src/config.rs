@@ -337,6 +337,16 @@ settings! {
         #[arg(long, action = ArgAction::SetTrue)]
         pub takeover: bool = false,
 
+        /// Accept a connection once its first bytes arrived.
+        ///
+        /// The listener gets `TCP_DEFER_ACCEPT` (1 s): the kernel hands a
+        /// connection to sluice with its request already there (one wake-up
+        /// instead of two), or after 1 s without a byte (nginx `listen …
+        /// deferred`, HAProxy `defer-accept`).
+        #[arg(long = "no-defer-accept", action = ArgAction::SetFalse,
+              help = "Accept connections before their first byte arrives")]
+        pub defer_accept: bool = true,
+
         /// Write the PID to signal into FILE.
         ///
         /// Written once the listeners are up (the supervisor's PID with

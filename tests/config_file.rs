@@ -11,7 +11,7 @@ use std::time::Duration;
 use util::*;
 
 /// Every key of the configuration file (the fields of `sluice::Config`).
-const KEYS: [&str; 25] = [
+const KEYS: [&str; 26] = [
     "listen",
     "upstream",
     "keepalive_timeout",
@@ -34,6 +34,7 @@ const KEYS: [&str; 25] = [
     "workers",
     "tunnel_idle_timeout",
     "takeover",
+    "defer_accept",
     "add_via",
     "add_x_forwarded_for",
     "add_x_forwarded_proto",
@@ -212,6 +213,7 @@ fn check_config_on_the_example_prints_every_key() {
     assert_eq!(value(&out, "workers"), "1");
     assert_eq!(value(&out, "high_watermark"), "32768");
     assert_eq!(value(&out, "add_via"), "true");
+    assert_eq!(value(&out, "defer_accept"), "true");
 }
 
 #[test]

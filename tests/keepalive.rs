@@ -209,3 +209,45 @@ fn a_head_split_across_writes_after_an_idle_wait_is_answered_and_the_wait_starts
     assert_eventually("idle again", || proxy.stats.snapshot().downstream_idle == 1);
     assert_eq!(client.round_trip(get("/3")).body, b"/3");
 }
+
+/// The last bytes before the proxy's FIN go with `MSG_MORE`
+/// (ARCHITECTURE.md §3, "The last bytes before a FIN"): whatever the size,
+/// and whether the client reads at once or only after the proxy's socket
+/// buffers filled (partial writes, each with `MSG_MORE`), a `Connection:
+/// close` response arrives whole and then the connection closes.
+#[test]
+fn connection_close_responses_of_any_size_arrive_whole_then_the_close() {
+    let upstream = Upstream::start(serve(|req| {
+        let n: usize = req.target.trim_start_matches('/').parse().unwrap_or(0);
+        let body: String = (0..n).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        ok_response(&body)
+    }));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    for (n, late) in [
+        (0, false),
+        (1, false),
+        (1400, false),
+        (70_000, false),
+        (3 << 20, true),
+    ] {
+        let mut client = proxy.client();
+        client.send(get_close(&format!("/{n}")));
+        if late {
+            // Long enough for the proxy to fill the socket buffers and
+            // wait for room (the response is 3 MiB).
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        let resp = client.read_response();
+        assert_eq!(resp.status, 200, "size {n}");
+        assert_eq!(resp.body.len(), n, "size {n}");
+        assert!(
+            resp.body
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| b == b'a' + (i % 26) as u8),
+            "size {n}: body bytes differ"
+        );
+        assert!(resp.says_close(), "size {n}: {}", preview(&resp.head));
+        client.assert_closed();
+    }
+}

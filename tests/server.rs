@@ -106,3 +106,27 @@ fn client_eof_after_a_whole_request_closes_after_at_most_the_response() {
     }
     client.assert_closed();
 }
+
+/// With `TCP_DEFER_ACCEPT` (the default) the kernel hands the connection
+/// over once its request arrives; without it, at once. Either way a client
+/// that pauses between connecting and sending is served, and a second
+/// request on the connection too.
+#[test]
+fn a_client_that_pauses_before_its_request_is_served_with_and_without_defer_accept() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    for defer in [true, false] {
+        let proxy = start_forward_proxy(upstream.addr, |c| c.defer_accept = defer);
+        let mut client = proxy.client();
+        thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            client.round_trip(get("/first")).body_str(),
+            "/first",
+            "defer {defer}"
+        );
+        assert_eq!(
+            client.round_trip(get("/second")).body_str(),
+            "/second",
+            "defer {defer}"
+        );
+    }
+}

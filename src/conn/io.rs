@@ -145,11 +145,37 @@ pub(crate) fn write_from<W: Write>(
     io: &mut Io,
     buf: &mut WatermarkBuffer,
 ) -> io::Result<usize> {
+    write_with(io, buf, |bytes| stream.write(bytes))
+}
+
+/// [`write_from`] for the last bytes before the proxy closes or shuts
+/// down its sending side: they go with `MSG_MORE`, so a short tail waits
+/// in the kernel for the FIN that follows and both leave in one segment
+/// (`tcp_send_fin` sets FIN on an unsent tail; without it, the response
+/// and the FIN are two segments and the peer acknowledges each). The hold
+/// lasts only until that FIN, or until an acknowledgment pushes pending
+/// frames (TCP_NODELAY is set on every socket).
+pub(crate) fn write_before_fin(
+    stream: &mio::net::TcpStream,
+    io: &mut Io,
+    buf: &mut WatermarkBuffer,
+) -> io::Result<usize> {
+    let sock = socket2::SockRef::from(stream);
+    write_with(io, buf, |bytes| {
+        sock.send_with_flags(bytes, libc::MSG_MORE | libc::MSG_NOSIGNAL)
+    })
+}
+
+fn write_with(
+    io: &mut Io,
+    buf: &mut WatermarkBuffer,
+    mut send: impl FnMut(&[u8]) -> io::Result<usize>,
+) -> io::Result<usize> {
     if !io.writable || buf.is_empty() {
         return Ok(0);
     }
     loop {
-        return match stream.write(buf.as_slice()) {
+        return match send(buf.as_slice()) {
             Ok(0) => Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => {
                 buf.consume(n);

@@ -32,7 +32,7 @@ use std::time::Instant;
 
 use super::client::ClientSide;
 use super::exchange::{Exchange, Resp};
-use super::io::{Read1, read_into, write_from};
+use super::io::{Read1, read_into, write_before_fin, write_from};
 use super::upstream::{Connect, UpstreamConn};
 use crate::buffer::{BufferPool, WatermarkBuffer};
 use crate::config::Config;
@@ -80,18 +80,28 @@ impl Env<'_> {
 
 // ---- upstream → client ----
 
-/// Response sink: writes pending bytes to the client.
+/// Response sink: writes pending bytes to the client; `fin_follows` when
+/// the connection closes (or shuts down its sending side) once they are
+/// out, so the last segment can carry the FIN (`io::write_before_fin`).
 ///
 /// Errors: the client's socket failed (downstream I/O).
-pub(crate) fn write_client(side: &mut ClientSide, env: &mut Env<'_>) -> Result<bool> {
+pub(crate) fn write_client(
+    side: &mut ClientSide,
+    env: &mut Env<'_>,
+    fin_follows: bool,
+) -> Result<bool> {
     let Some(out) = side.out.as_mut() else {
         return Ok(false);
     };
     // A full buffer whose client took nothing for a while: the adaptive
     // sizing's stall (buffer.rs), measured from the last write that moved.
     out.sink_waited(env.now.saturating_duration_since(side.write_at));
-    let n = write_from(&mut side.stream, &mut side.io, out)
-        .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
+    let n = if fin_follows {
+        write_before_fin(&side.stream, &mut side.io, out)
+    } else {
+        write_from(&mut side.stream, &mut side.io, out)
+    }
+    .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
     if n == 0 {
         return Ok(false);
     }

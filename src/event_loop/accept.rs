@@ -54,12 +54,16 @@ impl Server {
                             if let Some(at) = armed {
                                 self.timers.push(at, id.key(), generation);
                             }
-                            entry.insert(Entry {
+                            let e = entry.insert(Entry {
                                 conn,
                                 generation,
                                 queued: false,
                                 armed,
                             });
+                            if self.sh.cfg.defer_accept {
+                                // Its request came with it (`listen::set_defer_accept`).
+                                queue(&mut self.runnable, id, e);
+                            }
                             Stats::add(&self.sh.stats.downstream_accepted, 1);
                             Stats::add(&self.sh.stats.downstream_active, 1);
                         }

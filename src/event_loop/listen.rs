@@ -26,9 +26,16 @@ const FD_RESERVE: usize = 32;
 /// `EADDRINUSE` and so does this call, instead of silently sharing the port
 /// with an unrelated process.
 ///
+/// With `defer_accept`, the listener has `TCP_DEFER_ACCEPT`
+/// ([`DEFER_ACCEPT_SECS`]): see [`set_defer_accept`].
+///
 /// Errors name the address: `bind() to 127.0.0.1:80 failed: Permission
 /// denied (os error 13)` (nginx's wording).
-pub(crate) fn bind_listener(addr: SocketAddr, takeover: bool) -> io::Result<TcpListener> {
+pub(crate) fn bind_listener(
+    addr: SocketAddr,
+    takeover: bool,
+    defer_accept: bool,
+) -> io::Result<TcpListener> {
     let bind = || -> io::Result<TcpListener> {
         let addr = if takeover { addr } else { check_free(addr)? };
         let socket = reuse_port_socket(addr)?;
@@ -36,11 +43,47 @@ pub(crate) fn bind_listener(addr: SocketAddr, takeover: bool) -> io::Result<TcpL
         // Accepted sockets inherit TCP_NODELAY from the listener (Linux
         // copies it at accept): no setsockopt per client connection.
         socket.set_tcp_nodelay(true)?;
+        if defer_accept {
+            set_defer_accept(&socket, DEFER_ACCEPT_SECS)?;
+        }
         socket.bind(&addr.into())?;
         socket.listen(LISTEN_BACKLOG)?;
         Ok(TcpListener::from_std(socket.into()))
     };
     bind().map_err(|e| bind_error(addr, e))
+}
+
+/// How long, in seconds, the kernel holds a connection that sent no byte
+/// before handing it to `accept` anyway (`TCP_DEFER_ACCEPT`; Linux rounds
+/// it up to its SYN-ACK retransmission steps: the first is at 1 s).
+pub(crate) const DEFER_ACCEPT_SECS: i32 = 1;
+
+/// Sets `TCP_DEFER_ACCEPT` to `secs` (0: off) on a listening socket: the
+/// kernel completes the handshake as usual, but wakes the loop and lets
+/// `accept` return the connection only once its first bytes (the request)
+/// arrived, or `secs` passed. An HTTP client speaks first, so the loop
+/// accepts and reads a connection in one wake-up instead of two, and a
+/// connection that sends nothing takes no descriptor or slot until then.
+/// nginx: `listen … deferred`; HAProxy: `bind … defer-accept`.
+///
+/// Errors: the `setsockopt` error.
+pub(crate) fn set_defer_accept(socket: &impl std::os::fd::AsRawFd, secs: i32) -> io::Result<()> {
+    let value: libc::c_int = secs;
+    // SAFETY: a valid descriptor and a pointer to a c_int of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// An unbound TCP socket for `addr` with `SO_REUSEADDR` + `SO_REUSEPORT`.

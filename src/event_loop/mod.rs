@@ -168,7 +168,7 @@ impl Server {
         let budget = fit_to_fd_limit(config.max_connections);
         config.max_connections = budget.max_connections;
         let poll = Poll::new()?;
-        let mut listener = bind_listener(config.listen, config.takeover)?;
+        let mut listener = bind_listener(config.listen, config.takeover, config.defer_accept)?;
         let local_addr = listener.local_addr()?;
         poll.registry()
             .register(&mut listener, token::LISTENER, Interest::READABLE)?;

@@ -152,8 +152,11 @@ impl ClientConn {
     ) -> std::io::Result<Self> {
         // TCP_NODELAY comes from the listener (`event_loop::listen`).
         // A fresh socket is writable; the flag drops at the first WouldBlock.
+        // With TCP_DEFER_ACCEPT the request is most likely there already:
+        // the loop reads it at once instead of waiting for the event.
         let io = Io {
             writable: true,
+            readable: sh.cfg.defer_accept,
             ..Io::default()
         };
         let mut c = ClientConn {
@@ -383,8 +386,9 @@ impl ClientConn {
     /// sources, then what the state makes of the bytes that moved.
     fn step(&mut self, sh: &mut Shared) -> Result<bool> {
         let (mut env, ups, _) = sh.split();
+        let fin_follows = self.fin_follows_flush();
         let side = &mut self.side;
-        let mut progress = relay::write_client(side, &mut env)?;
+        let mut progress = relay::write_client(side, &mut env, fin_follows)?;
         if let Some(ex) = self.exchange.as_deref_mut()
             && let Some(up) = ex.upstream.and_then(|k| ups.get_mut(k))
         {

@@ -112,10 +112,7 @@ impl ClientConn {
         } else if let Some(r) = self.own_reply.take() {
             r.log(self.side.addr, sh);
         }
-        // After the client's FIN, requests it already sent (pipelined, in
-        // `inbuf`) are still served; the connection closes once they are.
-        let more = !self.side.read_eof || self.side.inbuf.as_ref().is_some_and(|b| !b.is_empty());
-        if self.keep_alive.get() && more {
+        if !self.closes_after_response() {
             self.set_state(State::Head);
             self.idle_since = sh.now;
             self.release(sh, false);
@@ -124,6 +121,31 @@ impl ClientConn {
             }
         } else {
             self.set_state(State::Closing { linger_until: None });
+        }
+    }
+
+    /// The connection closes (or shuts down its sending side) once the
+    /// current response is out: no keep-alive, or the client's FIN came
+    /// with no pipelined request behind it. Once true, it stays true for
+    /// this response (keep-alive is only ever cleared, a FIN only comes).
+    pub(super) fn closes_after_response(&self) -> bool {
+        // After the client's FIN, requests it already sent (pipelined, in
+        // `inbuf`) are still served; the connection closes once they are.
+        let more = !self.side.read_eof || self.side.inbuf.as_ref().is_some_and(|b| !b.is_empty());
+        !(self.keep_alive.get() && more)
+    }
+
+    /// The bytes pending for the client are the last before a FIN: the
+    /// connection is closing, or its response is whole in the buffer and
+    /// the connection closes after it.
+    pub(super) fn fin_follows_flush(&self) -> bool {
+        match self.state {
+            State::Closing { .. } => true,
+            State::Busy => {
+                self.exchange.as_ref().is_none_or(|ex| ex.response_done())
+                    && self.closes_after_response()
+            }
+            State::Head | State::Closed => false,
         }
     }
 
