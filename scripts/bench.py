@@ -92,7 +92,10 @@ from sluicebench.templates import BENCH_DIR, fill
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIB = 1 << 20
-PEERS = ["sluice", "sluice-old", "nginx", "nginx-nobuf", "haproxy", "direct"]
+PEERS = ["sluice", "sluice-old", "nginx", "nginx-nobuf", "nginx-deferred", "haproxy", "direct"]
+# Run only when asked for with --peers (like sluice-old): nginx with `listen ... deferred`
+# (TCP_DEFER_ACCEPT, which sluice sets by default), to compare like with like.
+OPT_IN = ("sluice-old", "nginx-deferred")
 SLUICES = ("sluice", "sluice-old")  # peers that are sluice binaries
 SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6"]
 SMALL_SIZE = 256  # bytes of the S1/S2 response body
@@ -193,7 +196,7 @@ def needed_tools(args, peers, scenarios):
         tools.append("strace")
     if {"S3", "S4", "S5"} & set(scenarios):
         tools.append("curl")
-    if {"nginx", "nginx-nobuf"} & set(peers) or args.upstream == "nginx":
+    if {"nginx", "nginx-nobuf", "nginx-deferred"} & set(peers) or args.upstream == "nginx":
         tools.append("nginx")
     if "haproxy" in peers:
         tools.append("haproxy")
@@ -376,12 +379,13 @@ class Peer:
                     "--max-connections", str(MAX_CONNS)] + log_args + SLUICE_ARGS
             env = dict(os.environ, RUST_LOG=level)
             self.proc = Proc(name, pinned(PROXY_CPU, argv), log, env=env)
-        elif name in ("nginx", "nginx-nobuf"):
+        elif name in ("nginx", "nginx-nobuf", "nginx-deferred"):
             conf = os.path.join(d, "nginx.conf")
             fill("nginx-proxy.conf.in", conf, {
                 "USER": nginx_user_line(), "NOFILE": NOFILE, "WORKER_CONNECTIONS": MAX_CONNS + 1000, "DIR": d,
                 "PORT": self.port, "UPSTREAM_PORT": upstream_port,
                 "BUFFERING": "proxy_buffering off; proxy_request_buffering off;" if name == "nginx-nobuf" else "",
+                "LISTEN_OPTS": " deferred" if name == "nginx-deferred" else "",
             })
             self.proc = Proc(name, pinned(PROXY_CPU, [tool_path("nginx"), "-p", d, "-c", conf, "-g", "daemon off;"]), log)
         elif name == "haproxy":
@@ -736,7 +740,7 @@ LOG_ROWS = [
     ("S1", "S1c64log", "cpu_on_off", "S1 64 conns: sluice CPU/req, access log on ÷ off", "", "%.3f"),
     ("S1", "S1c64log", "p99_on_off", "S1 64 conns: sluice p99, access log on ÷ off", "", "%.3f"),
 ]
-BEST_OF = ("nginx", "nginx-nobuf", "haproxy")  # the peers "best peer" is chosen from
+BEST_OF = ("nginx", "nginx-nobuf", "nginx-deferred", "haproxy")  # the peers "best peer" is chosen from
 SYSCALLS_SHOWN = ("recvfrom", "sendto", "readv", "writev", "read", "write", "epoll_wait")  # rows even when rare
 
 
@@ -922,8 +926,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="1 repetition, 2 s wrk runs, 4 s S5 (for development)")
     ap.add_argument("--only", "--scenarios", dest="only", default="",
                     help="comma-separated scenarios, e.g. S1,S3,S5 (default: all)")
-    ap.add_argument("--peers", default="", help="comma-separated peers of %s (default: all but sluice-old; "
-                    "all with --sluice-old)" % ",".join(PEERS))
+    ap.add_argument("--peers", default="", help="comma-separated peers of %s (default: all but %s; "
+                    "sluice-old too with --sluice-old)" % (",".join(PEERS), " and ".join(OPT_IN)))
     ap.add_argument("--sluice-old", default=os.environ.get("SLUICE_OLD", ""), metavar="PATH",
                     help="another sluice binary, run as the peer sluice-old next to sluice; the report "
                          "adds a new/old table (env SLUICE_OLD=PATH)")
@@ -947,7 +951,7 @@ def main():
         if s not in SCENARIOS:
             ap.error("unknown scenario %r (choose from %s)" % (s, ",".join(SCENARIOS)))
     peers = [p.strip() for p in args.peers.split(",") if p.strip()] or [
-        p for p in PEERS if p != "sluice-old" or args.sluice_old]
+        p for p in PEERS if p not in OPT_IN or (p == "sluice-old" and args.sluice_old)]
     for p in peers:
         if p not in PEERS:
             ap.error("unknown peer %r (choose from %s)" % (p, ",".join(PEERS)))
@@ -983,7 +987,7 @@ def main():
         os.sched_setaffinity(0, {LOAD_CPU})
         notes.append("CPU pinning: every proxy under test on CPU %d (taskset -c %d); load generators, upstreams "
                      "and this script on CPU %d (taskset -c %d)." % (PROXY_CPU, PROXY_CPU, LOAD_CPU, LOAD_CPU))
-    for peer, tool in (("nginx", "nginx"), ("nginx-nobuf", "nginx"), ("haproxy", "haproxy")):
+    for peer, tool in (("nginx", "nginx"), ("nginx-nobuf", "nginx"), ("nginx-deferred", "nginx"), ("haproxy", "haproxy")):
         if peer in peers and tool in missing:
             skipped[peer] = missing[tool]
     for sc, tool in (("S1", "wrk"), ("S2", "wrk"), ("S3", "curl"), ("S4", "curl"), ("S5", "curl")):
@@ -1055,7 +1059,7 @@ def main():
 
     versions = {name: version_of([bins[name], "--version"]) if name in bins else "-" for name in SLUICES
                 if name == "sluice" or name in bins}
-    if "nginx" in peers or "nginx-nobuf" in peers or up.kind == "nginx":
+    if {"nginx", "nginx-nobuf", "nginx-deferred"} & set(peers) or up.kind == "nginx":
         versions["nginx"] = version_of([tool_path("nginx"), "-v"])
     if "haproxy" in peers:
         versions["haproxy"] = version_of([tool_path("haproxy"), "-v"])
@@ -1137,7 +1141,7 @@ def main():
                                            S6_WARMUP, S6_WARMUP_BATCH, ctx.transfers))
     out.append("- proxy CPU = user+system of the proxy's processes over the run (%s); RSS = VmRSS summed over them, "
                "growth over the idle proxy. Every proxy gets 20000 max connections; nginx keepalive_requests "
-               "1000000; nginx-nobuf = proxy_buffering off + proxy_request_buffering off; sluice RUST_LOG=warn%s."
+               "1000000; nginx-nobuf = proxy_buffering off + proxy_request_buffering off; nginx-deferred = listen ... deferred (TCP_DEFER_ACCEPT, as sluice by default); sluice RUST_LOG=warn%s."
                % ("/proc/PID/task/*/schedstat" if CPU_SOURCE == "schedstat" else "/proc/PID/stat",
                   (" " + shlex.join(SLUICE_ARGS)) if SLUICE_ARGS else ""))
     out.append("- access logs: off for every peer (nginx access_log off, HAProxy no log; sluice %s), except the "
