@@ -625,6 +625,25 @@ fn idle_keepalive_connections_hold_no_buffers() {
     }
 }
 
+/// A new connection is read at once when it is accepted (with
+/// `TCP_DEFER_ACCEPT` its request is usually there). One that has sent
+/// nothing (handed over after the kernel's 1 s defer) keeps no buffer from
+/// that read.
+#[test]
+fn silent_new_connections_hold_no_buffers() {
+    const CLIENTS: usize = 20;
+    let upstream = Upstream::start(respond_forever(ok_response("hello")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let _clients: Vec<Client> = (0..CLIENTS).map(|_| proxy.client()).collect();
+    let accepted = wait_until(WAIT, || {
+        proxy.stats.snapshot().downstream_active == CLIENTS as u64
+    });
+    let s = proxy.stats.snapshot();
+    assert!(accepted, "not all accepted: {s:?}");
+    assert_eq!(s.buffers_in_use, 0, "{s:?}");
+    assert_eq!(s.buffered_bytes, 0, "{s:?}");
+}
+
 // ---------------------------------------------------------------------------
 // 5. The connection cap
 // ---------------------------------------------------------------------------

@@ -155,6 +155,28 @@ fn options_with_max_forwards_zero_is_answered_by_the_proxy() {
     assert_eq!(up.single_request().header("max-forwards"), Some("2"));
 }
 
+#[test]
+fn the_proxys_max_forwards_answer_closes_when_the_request_asks_it_to() {
+    let up = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_forward_proxy(up.addr, |_| {});
+    for request in [
+        &b"OPTIONS * HTTP/1.1\r\nHost: h\r\nMax-Forwards: 0\r\nConnection: close\r\n\r\n"[..],
+        b"TRACE / HTTP/1.1\r\nHost: h\r\nMax-Forwards: 0\r\nConnection: close\r\n\r\n",
+        b"OPTIONS /a HTTP/1.0\r\nHost: h\r\nMax-Forwards: 0\r\n\r\n",
+    ] {
+        let mut client = proxy.client();
+        let resp = client.round_trip(request);
+        assert!(
+            resp.status == 200 || resp.status == 405,
+            "{}",
+            preview(&resp.head)
+        );
+        assert!(resp.says_close(), "{}", preview(&resp.head));
+        client.assert_closed();
+    }
+    assert_eq!(up.accepted(), 0);
+}
+
 /// Sends every request to an address known only once the proxy started:
 /// its own.
 struct ToItself(Arc<OnceLock<SocketAddr>>);

@@ -227,14 +227,21 @@ fn sigterm_drains_in_flight_response_then_exits_0() {
     p.signal(libc::SIGTERM);
     p.wait_line(Duration::from_secs(5), |l| l.contains("draining"));
 
-    // New connections are not served: refused (listener closed) or, at
-    // worst, closed without an answer.
+    // A new connection is refused (listener closed), closed without an
+    // answer, or, in the first 1.5 s (the listener stays open for
+    // connections the kernel held under TCP_DEFER_ACCEPT), served as the
+    // last request of its connection.
     match Client::try_connect(loopback(port)) {
         Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e}"),
         Ok(mut s) => {
             s.send_lossy(get("/"));
             let got = s.read_what_arrives(Duration::from_secs(5));
-            assert!(got.is_empty(), "served after drain began: {got:?}");
+            let text = String::from_utf8_lossy(&got);
+            assert!(
+                got.is_empty()
+                    || text.starts_with("HTTP/1.1 200") && text.contains("Connection: close"),
+                "served after drain began without Connection: close: {text}"
+            );
         }
     }
 

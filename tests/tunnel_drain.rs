@@ -88,6 +88,25 @@ fn drain_after_one_request() -> (Upstream, Proxy, Client) {
     (upstream, proxy, client)
 }
 
+/// With `TCP_DEFER_ACCEPT` (the default) the kernel holds a connection
+/// until its first bytes come; a drain keeps the listener open, without the
+/// defer, until such connections were handed over (ARCHITECTURE.md §12).
+/// Closing it at once reset them.
+#[test]
+fn a_client_connected_but_silent_when_the_drain_begins_is_served_not_reset() {
+    let upstream = Upstream::start(respond_forever(ok_response("hello")));
+    let proxy = start_forward_proxy(upstream.addr, |c| {
+        c.drain_timeout = Duration::from_secs(10);
+    });
+    let mut client = proxy.client();
+    proxy.handle.drain();
+    thread::sleep(Duration::from_millis(300)); // pacing: the drain has begun
+    let resp = client.round_trip(get("/1"));
+    assert_eq!((resp.status, &resp.body[..]), (200, &b"hello"[..]));
+    assert_eq!(resp.header("connection"), Some("close"));
+    client.assert_closed();
+}
+
 #[test]
 fn drain_answers_the_next_request_with_connection_close() {
     let (_upstream, _proxy, mut client) = drain_after_one_request();

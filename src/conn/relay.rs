@@ -440,6 +440,14 @@ pub(crate) fn read_client_head(side: &mut ClientSide, env: &mut Env<'_>) -> Resu
         Read1::Data(n) => Stats::add(&env.stats.bytes_from_downstream, n as u64),
         Read1::Idle => {}
     }
+    // A read that found nothing (a new connection read at once, before its
+    // first byte) leaves no buffer on the idle connection.
+    if !matches!(r, Read1::Data(_))
+        && side.inbuf.as_ref().is_some_and(|b| b.is_empty())
+        && let Some(b) = side.inbuf.take()
+    {
+        env.bufs.put_buffer(b);
+    }
     Ok(r)
 }
 

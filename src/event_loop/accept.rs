@@ -60,6 +60,11 @@ impl Server {
                                 queued: false,
                                 armed,
                             });
+                            if self.drain_deadline.is_some() {
+                                // Accepted while the listener drains its
+                                // deferred connections: served, then closed.
+                                e.conn.begin_drain();
+                            }
                             if self.sh.cfg.defer_accept {
                                 // Its request came with it (`listen::set_defer_accept`).
                                 queue(&mut self.runnable, id, e);

@@ -5,6 +5,12 @@
 
 use super::*;
 
+/// How long a draining listener with `TCP_DEFER_ACCEPT` stays open: the
+/// kernel releases a held connection at its first bytes, or at the SYN-ACK
+/// retransmission 1 s after its SYN (`listen::DEFER_ACCEPT_SECS`); the rest
+/// is a margin for the client's answer to it.
+const DEFERRED_GRACE: Duration = Duration::from_millis(1500);
+
 impl Server {
     /// One turn of a graceful drain; true when the loop may return.
     pub(super) fn drain_step(&mut self) -> bool {
@@ -19,8 +25,21 @@ impl Server {
             self.accept_paused_until = None;
             self.at_capacity = false;
             self.accept();
-            if let Some(mut l) = self.listener.take() {
-                let _ = self.sh.registry.deregister(&mut l);
+            // With TCP_DEFER_ACCEPT the kernel may still hold connections
+            // whose first bytes have not come: closing the listener now
+            // would reset them. Accepting without the defer, the listener
+            // stays open until every one of them was handed over (their
+            // bytes, or the SYN-ACK retransmission at 1 s, release them);
+            // what arrives meanwhile is served here, drained.
+            let deferred = self.sh.cfg.defer_accept
+                && self
+                    .listener
+                    .as_ref()
+                    .is_some_and(|l| listen::set_defer_accept(l, 0).is_ok());
+            if deferred {
+                self.listener_close_at = Some(now + DEFERRED_GRACE);
+            } else {
+                self.close_listener();
             }
             info!(
                 "draining: {} client connections, up to {timeout:?}",
@@ -33,10 +52,14 @@ impl Server {
             self.drive_runnable();
             self.sh.access.flush();
         }
+        if self.listener_close_at.is_some_and(|t| t <= now) {
+            self.accept();
+            self.close_listener();
+        }
         let sh = &mut self.sh;
         sh.ups.close_idle(&sh.stats);
         sh.checks.close_all();
-        if self.clients.is_empty() {
+        if self.clients.is_empty() && self.listener.is_none() {
             info!("drained");
             return true;
         }
@@ -48,6 +71,15 @@ impl Server {
             return true;
         }
         false
+    }
+
+    /// Stops accepting: the listener is deregistered and closed, and new
+    /// connections go to the other processes on the port.
+    fn close_listener(&mut self) {
+        self.listener_close_at = None;
+        if let Some(mut l) = self.listener.take() {
+            let _ = self.sh.registry.deregister(&mut l);
+        }
     }
 
     pub(super) fn stop(&mut self) {

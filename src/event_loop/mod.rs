@@ -95,6 +95,9 @@ pub struct Server {
     waker: Arc<Waker>,
     /// Set when a drain began: the time it must end by.
     drain_deadline: Option<Instant>,
+    /// In a drain with `TCP_DEFER_ACCEPT`: when the listener closes
+    /// (`drain::DEFERRED_GRACE` after the drain began).
+    listener_close_at: Option<Instant>,
     accept_paused_until: Option<Instant>,
     at_capacity: bool,
     /// When the connection-cap warning was last logged (once per
@@ -208,6 +211,7 @@ impl Server {
             reopen: Arc::new(AtomicBool::new(false)),
             waker,
             drain_deadline: None,
+            listener_close_at: None,
             accept_paused_until: None,
             at_capacity: false,
             cap_warned_at: None,
@@ -263,6 +267,7 @@ impl Server {
                         self.sh.checks.next_deadline(),
                         self.accept_paused_until,
                         self.drain_deadline,
+                        self.listener_close_at,
                         self.sh.access.next_flush(),
                         self.admin.as_ref().and_then(Admin::next_deadline),
                         self.sh.may_trim().then_some(self.next_trim),

@@ -63,10 +63,14 @@ pub enum Refusal {
     /// `OPTIONS` or `TRACE` with `Max-Forwards: 0`: the proxy is the final
     /// recipient (RFC 9110 §7.6.2) and answers itself with `status`, with
     /// an `Allow` field of [`ALLOW`]: 200 to `OPTIONS`, 405 to `TRACE`
-    /// (which proxies commonly disable). The connection stays open.
+    /// (which proxies commonly disable). The connection stays open unless
+    /// the request says otherwise.
     MaxForwards {
         /// 200 or 405.
         status: u16,
+        /// The request allows keep-alive (its version and `Connection`,
+        /// RFC 9112 §9.3).
+        keep_alive: bool,
     },
     /// The request's `Via` already names this proxy's pseudonym: it went
     /// round a loop (508 Loop Detected, RFC 5842 §7.2), then close.
@@ -84,7 +88,7 @@ impl Refusal {
         match self {
             Refusal::Invalid(e) => e.request_status(),
             Refusal::NotImplemented => 501,
-            Refusal::MaxForwards { status } => *status,
+            Refusal::MaxForwards { status, .. } => *status,
             Refusal::LoopDetected => 508,
         }
     }
@@ -148,7 +152,8 @@ pub fn plan_request(
     }
     if (req.is_method("OPTIONS") || req.is_method("TRACE")) && !decrement_max_forwards(req) {
         let status = if req.is_method("OPTIONS") { 200 } else { 405 };
-        return Err(Refusal::MaxForwards { status });
+        let keep_alive = request_keep_alive(req.version, &req.headers);
+        return Err(Refusal::MaxForwards { status, keep_alive });
     }
     normalize_framing_fields(&mut req.headers, framing);
     let keep_alive = request_keep_alive(req.version, &req.headers);

@@ -98,15 +98,20 @@ impl ClientConn {
     }
 
     pub(super) fn finish_request(&mut self, sh: &mut Shared) {
-        self.pipelined = false;
+        // Bytes the client sent after this request (buffered, or seen
+        // waiting in the socket by the probe) make a close linger: closing
+        // over unread bytes sends a reset, which can destroy the response
+        // still on its way (RFC 9112 §9.6).
         if self
             .exchange
             .as_ref()
             .is_some_and(|e| e.request_abandoned())
             || self.side.inbuf.as_ref().is_some_and(|b| !b.is_empty())
+            || self.pipelined
         {
             self.linger = true;
         }
+        self.pipelined = false;
         if let Some(ex) = self.exchange.take() {
             ex.end(self.side.addr, None, 0, Termination::Complete, sh);
         } else if let Some(r) = self.own_reply.take() {
@@ -177,6 +182,13 @@ impl ClientConn {
             return false;
         }
         if self.side.read_eof || !self.linger {
+            if !self.side.read_eof {
+                // The last bytes went with MSG_MORE (`write_before_fin`):
+                // the FIN sends them before the close can turn into a
+                // reset (bytes the client sent since would make it one,
+                // and a reset drops what is still held).
+                let _ = self.side.stream.shutdown(Shutdown::Write);
+            }
             self.set_state(State::Closed);
             return true;
         }

@@ -95,8 +95,14 @@ impl ClientConn {
         let req = &mut ex.req;
         let plan = match plan_request(req, self.side.addr.ip(), fwd) {
             Ok(plan) => plan,
-            Err(Refusal::MaxForwards { status }) => {
+            Err(Refusal::MaxForwards { status, keep_alive }) => {
                 // RFC 9110 §7.6.2: the proxy is the final recipient.
+                if !keep_alive {
+                    self.keep_alive.clear("request");
+                }
+                if self.draining {
+                    self.keep_alive.clear("drain");
+                }
                 let has_body = req.body_kind().map_or(true, |k| {
                     !matches!(k, BodyKind::Empty | BodyKind::Length(0))
                 });

@@ -109,9 +109,43 @@ fn invalid_host_values_get_400_before_anything_is_rewritten() {
 #[test]
 fn max_forwards_zero_is_answered_by_the_proxy() {
     let r = refused(&["OPTIONS * HTTP/1.1", "Host: h", "Max-Forwards: 0"]);
-    assert_eq!(r, Refusal::MaxForwards { status: 200 });
+    assert_eq!(
+        r,
+        Refusal::MaxForwards {
+            status: 200,
+            keep_alive: true
+        }
+    );
     let r = refused(&["TRACE / HTTP/1.1", "Host: h", "Max-Forwards: 0"]);
-    assert_eq!(r, Refusal::MaxForwards { status: 405 });
+    assert_eq!(
+        r,
+        Refusal::MaxForwards {
+            status: 405,
+            keep_alive: true
+        }
+    );
+    // The proxy's own answer closes when the request asks it to.
+    let r = refused(&[
+        "OPTIONS * HTTP/1.1",
+        "Host: h",
+        "Max-Forwards: 0",
+        "Connection: close",
+    ]);
+    assert_eq!(
+        r,
+        Refusal::MaxForwards {
+            status: 200,
+            keep_alive: false
+        }
+    );
+    let r = refused(&["OPTIONS /a HTTP/1.0", "Host: h", "Max-Forwards: 0"]);
+    assert_eq!(
+        r,
+        Refusal::MaxForwards {
+            status: 200,
+            keep_alive: false
+        }
+    );
 }
 
 #[test]
