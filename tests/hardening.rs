@@ -156,6 +156,26 @@ fn options_with_max_forwards_zero_is_answered_by_the_proxy() {
 }
 
 #[test]
+fn the_proxys_max_forwards_answer_to_an_http10_keep_alive_request_says_keep_alive() {
+    let up = Upstream::start(respond_forever(ok_response("ok")));
+    let proxy = start_forward_proxy(up.addr, |_| {});
+    let mut client = proxy.client();
+    let request =
+        b"OPTIONS * HTTP/1.0\r\nHost: h\r\nConnection: keep-alive\r\nMax-Forwards: 0\r\n\r\n";
+    for _ in 0..2 {
+        let resp = client.round_trip(request);
+        assert_eq!(resp.status, 200);
+        assert_eq!(
+            resp.header("connection"),
+            Some("keep-alive"),
+            "{}",
+            preview(&resp.head)
+        );
+    }
+    assert_eq!(up.accepted(), 0);
+}
+
+#[test]
 fn the_proxys_max_forwards_answer_closes_when_the_request_asks_it_to() {
     let up = Upstream::start(respond_forever(ok_response("ok")));
     let proxy = start_forward_proxy(up.addr, |_| {});

@@ -176,3 +176,71 @@ fn slow_upstream_reader_keeps_proxy_buffering_bounded() {
         "the slow upstream never paused the client: {stats:?}"
     );
 }
+
+/// An early answer of 1 MiB while the client keeps uploading and reads the
+/// answer slowly (about 250 KiB/s, 4 s): the proxy lingers, dropping the
+/// upload, for as long as the client goes on taking the response, and
+/// closes only once it left. Closing at a fixed 2 s reset the connection
+/// and the kernel dropped the rest (RFC 9112 §9.6; a break-it pass got
+/// 224 KB of 300 KB).
+#[test]
+fn an_early_answer_reaches_a_slow_reader_whole_while_it_keeps_uploading() {
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+    const N: usize = 1 << 20;
+    let upstream = Upstream::start(|mut conn: UpConn| {
+        if conn.read_request_head().is_none() {
+            return;
+        }
+        let body = "y".repeat(N);
+        if !conn.send(ok_response(&body)) {
+            return;
+        }
+        // Takes and drops the upload until the proxy closes.
+        let _ = std::io::copy(&mut conn.wire.stream, &mut std::io::sink());
+    });
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut stream = std::net::TcpStream::connect(proxy.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream
+        .write_all(
+            b"POST /early HTTP/1.1\r\nHost: example.test\r\nContent-Length: 100000000000\r\n\r\n",
+        )
+        .unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let mut up = stream.try_clone().unwrap();
+    let stop = done.clone();
+    let uploader = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 64 * 1024];
+        let end = Instant::now() + Duration::from_secs(15);
+        while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+            if up.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let mut got = Vec::new();
+    let mut piece = vec![0u8; 16 * 1024];
+    let end = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < end {
+        match stream.read(&mut piece) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&piece[..n]),
+        }
+        std::thread::sleep(Duration::from_millis(60)); // pacing: a slow reader
+    }
+    done.store(true, Ordering::Relaxed);
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = uploader.join();
+    let split = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(0, |i| i + 4);
+    let head = String::from_utf8_lossy(&got[..split]);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(got.len() - split, N, "response body cut short; head {head}");
+}

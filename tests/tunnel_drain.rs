@@ -155,3 +155,19 @@ fn drain_closes_an_idle_keep_alive_connection_once_it_stayed_idle() {
     let rest = client.read_until_closed(Duration::from_secs(3));
     assert!(rest.is_empty(), "{}", preview(&rest));
 }
+
+/// With `TCP_DEFER_ACCEPT`, a connection that has sent nothing when the
+/// drain hands it over is idle, like a kept connection: closed after the
+/// drain's idle grace (1 s), not held for the request head timeout (10 s).
+#[test]
+fn a_silent_connection_is_closed_early_in_a_drain() {
+    let upstream = Upstream::start(respond_forever(ok_response("hello")));
+    let proxy = start_forward_proxy(upstream.addr, |c| {
+        c.drain_timeout = Duration::from_secs(20);
+        c.request_head_timeout = Duration::from_secs(10);
+    });
+    let mut client = proxy.client();
+    proxy.handle.drain();
+    let rest = client.read_until_closed(Duration::from_secs(5));
+    assert!(rest.is_empty(), "{}", preview(&rest));
+}

@@ -166,6 +166,21 @@ pub(crate) fn write_before_fin(
     })
 }
 
+/// Bytes in `stream`'s send queue: not yet sent, or sent and not yet
+/// acknowledged (`SIOCOUTQ`); 0 if the kernel does not say.
+pub(crate) fn unsent_bytes(stream: &mio::net::TcpStream) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut queued: libc::c_int = 0;
+    // SAFETY: a valid descriptor and a pointer to a c_int, which
+    // SIOCOUTQ (TIOCOUTQ) fills.
+    let rc = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+    if rc == 0 {
+        usize::try_from(queued).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
 fn write_with(
     io: &mut Io,
     buf: &mut WatermarkBuffer,

@@ -40,7 +40,7 @@ use mio::net::TcpStream;
 
 use super::access::Termination;
 use super::exchange::Exchange;
-use super::io::{Io, Read1, interest};
+use super::io::{Io, Read1, interest, unsent_bytes};
 use super::relay;
 use super::{KeepAlive, Shared};
 use crate::buffer::WatermarkBuffer;
@@ -136,6 +136,10 @@ pub(crate) struct ClientConn {
     /// body, pipelined bytes. Otherwise the socket closes once flushed, as
     /// nginx's `lingering_close on` does.
     linger: bool,
+    /// Bytes the kernel still held for the client at the last linger
+    /// deadline (`usize::MAX` before the first): the linger goes on only
+    /// while this shrinks.
+    linger_queued: usize,
     /// Bytes of a next request were seen while this one is served.
     pipelined: bool,
 }
@@ -182,6 +186,7 @@ impl ClientConn {
             idle_counted: false,
             draining: false,
             linger: false,
+            linger_queued: usize::MAX,
             pipelined: false,
         };
         c.side.io.set_interest(
@@ -269,7 +274,21 @@ impl ClientConn {
                 debug!("client {}: keep-alive timeout", self.side.addr);
                 self.set_state(State::Closed);
             }
-            Timeout::Linger => self.set_state(State::Closed),
+            Timeout::Linger => {
+                // Closing over unread client bytes resets the connection,
+                // and the kernel drops what of the response it has not sent
+                // (RFC 9112 §9.6): while that shrinks (the client reads),
+                // linger on.
+                let queued = unsent_bytes(&self.side.stream);
+                if queued > 0 && queued < self.linger_queued {
+                    self.linger_queued = queued;
+                    self.set_state(State::Closing {
+                        linger_until: Some(sh.now + LINGER),
+                    });
+                } else {
+                    self.set_state(State::Closed);
+                }
+            }
             Timeout::DrainIdle => {
                 debug!("client {}: idle during the drain: closed", self.side.addr);
                 self.set_state(State::Closed);
@@ -584,10 +603,18 @@ impl ClientConn {
 /// the keep-alive timeout if shorter), the keep-alive timeout between
 /// requests, and `DRAIN_IDLE_GRACE` during a drain (ARCHITECTURE.md §12).
 fn wait_deadline(cfg: &Config, served: bool, draining: bool, since: Instant) -> (Instant, Timeout) {
-    if draining && served {
+    if draining && (served || cfg.defer_accept) {
+        // With TCP_DEFER_ACCEPT a connection reaches the loop without a
+        // byte only after the kernel held it silent for 1 s, or when the
+        // drain turned the defer off (its client sends within a round
+        // trip): idle, like a kept connection.
         let idle = since + DRAIN_IDLE_GRACE;
-        let ka = since + cfg.keepalive_timeout;
-        (idle.min(ka), Timeout::DrainIdle)
+        let limit = if served {
+            cfg.keepalive_timeout
+        } else {
+            cfg.request_head_timeout.min(cfg.keepalive_timeout)
+        };
+        (idle.min(since + limit), Timeout::DrainIdle)
     } else if served {
         (since + cfg.keepalive_timeout, Timeout::KeepAlive)
     } else if cfg.request_head_timeout <= cfg.keepalive_timeout {

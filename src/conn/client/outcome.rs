@@ -271,7 +271,8 @@ impl ClientConn {
                 if code == 503 {
                     fields.append("Retry-After", RETRY_AFTER_SECS.to_string().as_bytes());
                 }
-                self.queue_reply(sh, code, &fields, body.as_bytes(), false);
+                // Keep-alive is off here: `Connection: close` whatever the version.
+                self.queue_reply(sh, code, &fields, body.as_bytes(), false, 1);
                 reply_len = body.len() as u64;
                 status = Some(code);
                 self.set_state(State::Closing { linger_until: None });

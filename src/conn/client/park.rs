@@ -239,6 +239,7 @@ impl ClientConn {
             idle_counted: p.idle_counted,
             draining: p.draining,
             linger: false,
+            linger_queued: usize::MAX,
             pipelined: false,
         }
     }

@@ -19,7 +19,7 @@ use crate::http::request::ALLOW;
 use crate::http::sniff::check_request_start;
 use crate::http::{
     BodyKind, Forwarding, Headers, ParseError, ParseHead, Refusal, RequestHead, ResponseHead,
-    ensure_host, plan_request,
+    ensure_host, finish_response_head, plan_request,
 };
 use crate::stats::Stats;
 use log::{debug, warn};
@@ -184,8 +184,16 @@ impl ClientConn {
         }
         let mut own = OwnReply::new(&ex.req, reply.status, sh.now, Termination::ProxyReply);
         let head_only = ex.req.is_method("HEAD");
+        let version = ex.req.version;
         sh.recycle_exchange(ex);
-        self.queue_reply(sh, reply.status, &reply.headers, &reply.body, head_only);
+        self.queue_reply(
+            sh,
+            reply.status,
+            &reply.headers,
+            &reply.body,
+            head_only,
+            version,
+        );
         own.bytes = if head_only {
             0
         } else {
@@ -233,8 +241,10 @@ impl ClientConn {
     }
 
     /// Queues a response the proxy makes: status line, `fields`, `Date`
-    /// (unless `fields` has one), `Content-Length`, `Connection: close` unless keep-alive, and `body`
-    /// (left out for a HEAD request). Returns the bytes queued.
+    /// (unless `fields` has one), `Content-Length`, `Connection: close`
+    /// unless keep-alive (`keep-alive` to an HTTP/1.0 client, whose
+    /// `request_version` is 0), and `body` (left out for a HEAD request).
+    /// Returns the bytes queued.
     pub(super) fn queue_reply(
         &mut self,
         sh: &mut Shared,
@@ -242,6 +252,7 @@ impl ClientConn {
         fields: &Headers,
         body: &[u8],
         head_only: bool,
+        request_version: u8,
     ) -> usize {
         let mut head = ResponseHead::new(status);
         for (name, value) in fields.iter() {
@@ -257,9 +268,8 @@ impl ClientConn {
         }
         head.headers
             .append("Content-Length", body.len().to_string().as_bytes());
-        if !self.keep_alive.get() {
-            head.headers.append("Connection", b"close");
-        }
+        // RFC 9112 §9.3: `close`, or `keep-alive` for an HTTP/1.0 client.
+        finish_response_head(&mut head, false, request_version, self.keep_alive.get());
         let mut bytes = Vec::with_capacity(128 + body.len());
         head.encode(&mut bytes);
         if !head_only {
