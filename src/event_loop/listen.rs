@@ -179,11 +179,17 @@ pub(crate) fn fit_to_fd_limit(max_connections: usize) -> FdBudget {
     let descriptors = soft.saturating_sub(FD_RESERVE).max(2);
     let clients_fit = descriptors / 2;
     let max_connections = if clients_fit < max_connections {
-        warn!(
-            "max-connections {max_connections} lowered to {clients_fit}: the open-file limit is \
-             {soft} and each client is budgeted 2 descriptors (its own and an upstream one); \
-             raise it with ulimit -n"
-        );
+        // Once per value asked for: a reload binds a new loop, mostly with
+        // the same setting.
+        static WARNED_FOR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        if WARNED_FOR.swap(max_connections, std::sync::atomic::Ordering::Relaxed) != max_connections
+        {
+            warn!(
+                "max-connections {max_connections} lowered to {clients_fit}: the open-file limit \
+                 is {soft} and each client is budgeted 2 descriptors (its own and an upstream \
+                 one); raise it with ulimit -n"
+            );
+        }
         clients_fit
     } else {
         max_connections
