@@ -83,9 +83,7 @@ impl Server {
     }
 
     pub(super) fn stop(&mut self) {
-        if let Some(mut l) = self.listener.take() {
-            let _ = self.sh.registry.deregister(&mut l);
-        }
+        self.close_listener();
         let keys: Vec<usize> = self.clients.iter().map(|(k, _)| k).collect();
         for key in keys {
             if let Some(e) = self.clients.try_remove(key) {

@@ -23,7 +23,8 @@ use std::time::Instant;
 
 use mio::net::TcpStream;
 
-use super::{ClientConn, ClientSide, State, wait_deadline};
+use super::deadline::wait_deadline;
+use super::{ClientConn, ClientSide, State};
 use crate::conn::io::Io;
 use crate::conn::{KeepAlive, Shared};
 use crate::error::Timeout;
