@@ -13,6 +13,7 @@
 //! What it must not know: the client socket, how the loop schedules, how
 //! the pool chooses.
 
+use crate::http::known::Known;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -506,7 +507,7 @@ impl Exchange {
             method: &self.req.method,
             target: self.req.target.as_bytes(),
             version: Some(self.req.version),
-            host: self.req.headers.get("host"),
+            host: self.req.headers.get_known(Known::Host),
             status,
             bytes_in: self.req_body_bytes,
             bytes_out: self.resp_body_bytes,

@@ -13,6 +13,7 @@ use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Filter;
 use crate::http::date::add_date_if_missing;
 use crate::http::hop::keep_alive_timeout;
+use crate::http::known::Known;
 use crate::http::{
     BodyDecoder, BodyKind, ParseError, ParseHead, ResponseContext, ResponsePlan, ResponseRefusal,
     finish_response_head, plan_response,
@@ -70,7 +71,7 @@ pub(crate) fn take_response_head(
         method: &ex.req.method,
         request_version: ex.req.version,
         upgrade_requested: ex.upgrade,
-        upgrade_offer: ex.req.headers.get("upgrade").unwrap_or_default(),
+        upgrade_offer: ex.req.headers.get_known(Known::Upgrade).unwrap_or_default(),
         request_body_done: ex.request_body_done(),
         request_write_failed: ex.write_failed.is_some(),
         interim_bytes: ex.interim_bytes,

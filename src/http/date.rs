@@ -9,6 +9,7 @@
 //! What it must not know: the clock itself (no `SystemTime::now` here),
 //! sockets, heads.
 
+use super::known::Known;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::head::ResponseHead;
@@ -54,7 +55,7 @@ impl HttpDate {
 /// forwarding a response without it). 1xx heads are left alone (an origin
 /// MAY omit `Date` from them, §6.6.1).
 pub fn add_date_if_missing(head: &mut ResponseHead, date: &HttpDate) {
-    if head.status >= 200 && !head.headers.contains("date") {
+    if head.status >= 200 && !head.headers.has_known(Known::Date) {
         head.headers.append("Date", date.value());
     }
 }

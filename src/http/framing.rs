@@ -21,6 +21,7 @@ use super::chunked::ChunkedScanner;
 use super::error::ParseError;
 use super::head::{RequestHead, ResponseHead};
 use super::headers::{Headers, is_token, list_elements, trim_ows};
+use super::known::Known;
 
 /// How a message body is delimited (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +83,7 @@ pub fn request_framing(headers: &Headers) -> Result<BodyKind, ParseError> {
     // rather than forwarded with a list the upstream may read differently.
     if has_cl {
         let values: usize = headers
-            .get_all("content-length")
+            .get_all_known(Known::ContentLength)
             .map(|v| v.split(|&b| b == b',').count())
             .sum();
         if values > 1 {
@@ -126,7 +127,7 @@ pub fn response_framing(
     // Step 4: chunked only if it is the final coding; else until close.
     if has_te {
         let last = headers
-            .get_all("transfer-encoding")
+            .get_all_known(Known::TransferEncoding)
             .flat_map(list_elements)
             .last();
         return Ok(match last {
@@ -146,8 +147,8 @@ pub fn response_framing(
 /// Content-Length)`. Both at once is an error in either role (RFC 9112
 /// §6.3 step 3: a proxy must not guess; a request is a smuggling attempt).
 fn framing_fields(headers: &Headers) -> Result<(bool, bool), ParseError> {
-    let has_te = headers.contains("transfer-encoding");
-    let has_cl = headers.contains("content-length");
+    let has_te = headers.has_known(Known::TransferEncoding);
+    let has_cl = headers.has_known(Known::ContentLength);
     if has_te && has_cl {
         return Err(ParseError::Framing(
             "both Transfer-Encoding and Content-Length",
@@ -161,7 +162,7 @@ impl RequestHead {
     /// HTTP/1.0 request with `Transfer-Encoding` has faulty framing →
     /// `Err(Framing)` (nginx answers 400 too).
     pub fn body_kind(&self) -> Result<BodyKind, ParseError> {
-        if self.version == 0 && self.headers.contains("transfer-encoding") {
+        if self.version == 0 && self.headers.has_known(Known::TransferEncoding) {
             return Err(ParseError::Framing(
                 "Transfer-Encoding in an HTTP/1.0 request",
             ));
@@ -178,7 +179,7 @@ impl ResponseHead {
         let kind = response_framing(request_method, self.status, &self.headers)?;
         if self.version == 0
             && kind != BodyKind::Empty
-            && self.headers.contains("transfer-encoding")
+            && self.headers.has_known(Known::TransferEncoding)
         {
             return Err(ParseError::Framing(
                 "Transfer-Encoding in an HTTP/1.0 response",
@@ -190,7 +191,11 @@ impl ResponseHead {
 
 /// RFC 9112 §6.3 step 4 for a request: see [`request_framing`].
 fn request_codings(headers: &Headers) -> Result<BodyKind, ParseError> {
-    let codings = || headers.get_all("transfer-encoding").flat_map(list_elements);
+    let codings = || {
+        headers
+            .get_all_known(Known::TransferEncoding)
+            .flat_map(list_elements)
+    };
     // Every element must be a known coding before its position matters.
     let mut count: usize = 0;
     for coding in codings() {
@@ -242,7 +247,7 @@ fn coding_name(element: &[u8]) -> &[u8] {
 /// Only called when a Content-Length field is present.
 fn content_length(headers: &Headers) -> Result<u64, ParseError> {
     let mut length: Option<u64> = None;
-    for value in headers.get_all("content-length") {
+    for value in headers.get_all_known(Known::ContentLength) {
         // Empty elements are not skipped here: "5," is not a valid length.
         for element in value.split(|&b| b == b',') {
             let n = parse_digits(trim_ows(element))?;

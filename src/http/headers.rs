@@ -14,6 +14,7 @@
 use std::fmt;
 
 use super::error::ParseError;
+use super::known::Known;
 
 /// One field's position in the two arenas of [`Headers`]: byte offsets,
 /// `start..end`.
@@ -23,6 +24,8 @@ struct Field {
     name_end: usize,
     value_start: usize,
     value_end: usize,
+    /// The name's tag, from [`Known::of`] when the field was stored.
+    known: Known,
 }
 
 /// The header (or trailer) fields of one head, in arrival order.
@@ -32,6 +35,11 @@ struct Field {
 /// plus one vector of offsets, so [`Headers::clear`] keeps all three
 /// allocations for the next head. Removing a field or growing a value in
 /// place leaves unreachable bytes in an arena until the next `clear`.
+///
+/// Each field's name is recognised once, when it is stored ([`Known`]),
+/// and a bit per known name records whether one is present: a lookup of a
+/// name the proxy knows compares a byte per field, or nothing at all when
+/// the bit is clear.
 ///
 /// Equality compares the fields (names byte for byte, values, order), not
 /// the arenas.
@@ -43,6 +51,42 @@ pub struct Headers {
     values: Vec<u8>,
     /// One entry per field, in arrival order.
     fields: Vec<Field>,
+    /// [`Known::bit`] of every known name among `fields`: set if and only
+    /// if at least one field has that tag.
+    present: u16,
+}
+
+/// Which stored fields a lookup by name matches: by tag for a known name
+/// (and none at all if its bit is clear), by comparing names otherwise.
+#[derive(Clone, Copy)]
+struct Lookup<'n> {
+    name: &'n str,
+    known: Known,
+}
+
+impl<'n> Lookup<'n> {
+    fn new(name: &'n str) -> Self {
+        Lookup {
+            name,
+            known: Known::of(name.as_bytes()),
+        }
+    }
+
+    /// A lookup by tag alone (the codec's own lookups: no name to compare).
+    fn tag(known: Known) -> Self {
+        debug_assert!(known != Known::Other, "a tag lookup needs a known name");
+        Lookup { name: "", known }
+    }
+
+    /// True if `f` is named like this lookup (ASCII case-insensitive,
+    /// RFC 9110 §5.1). A known name's fields all carry its tag, and a field
+    /// tagged with another known name cannot match an unknown one.
+    fn matches(self, names: &str, f: &Field) -> bool {
+        match self.known {
+            Known::Other => f.known == Known::Other && is_named(names, f, self.name),
+            k => f.known == k,
+        }
+    }
 }
 
 impl Headers {
@@ -56,6 +100,7 @@ impl Headers {
         self.names.clear();
         self.values.clear();
         self.fields.clear();
+        self.present = 0;
     }
 
     /// Number of fields (a name that appears twice counts twice).
@@ -90,12 +135,7 @@ impl Headers {
         self.names.push_str(name);
         let value_start = self.values.len();
         push_sanitized(&mut self.values, value);
-        self.fields.push(Field {
-            name_start,
-            name_end: self.names.len(),
-            value_start,
-            value_end: self.values.len(),
-        });
+        self.push_field(name_start, value_start, Known::of(name.as_bytes()));
         Ok(())
     }
 
@@ -115,30 +155,93 @@ impl Headers {
         self.names.push_str(name);
         let value_start = self.values.len();
         self.values.extend_from_slice(value);
+        self.push_field(name_start, value_start, Known::of(name.as_bytes()));
+    }
+
+    /// Records the field whose name and value were just pushed at the ends
+    /// of the arenas, from `name_start` and `value_start`.
+    fn push_field(&mut self, name_start: usize, value_start: usize, known: Known) {
         self.fields.push(Field {
             name_start,
             name_end: self.names.len(),
             value_start,
             value_end: self.values.len(),
+            known,
         });
+        self.present |= known.bit();
+    }
+
+    /// The fields a lookup can match: none if it names a known field whose
+    /// bit is clear, else all of them.
+    fn candidates(&self, lookup: Lookup<'_>) -> &[Field] {
+        let bit = lookup.known.bit();
+        if bit != 0 && self.present & bit == 0 {
+            &[]
+        } else {
+            &self.fields
+        }
+    }
+
+    /// Recomputes the presence bits from the fields (after a removal).
+    fn recount(&mut self) {
+        self.present = self.fields.iter().fold(0, |m, f| m | f.known.bit());
+    }
+
+    /// True if a field tagged `known` is present (one test of a bit).
+    pub(crate) fn has_known(&self, known: Known) -> bool {
+        self.present & known.bit() != 0
+    }
+
+    /// Keeps only the fields for which `f(tag, name, value)` is true, like
+    /// [`Headers::retain`], passing each field's [`Known`] tag so the caller
+    /// need not compare names.
+    pub(crate) fn retain_tagged(&mut self, mut f: impl FnMut(Known, &str, &[u8]) -> bool) {
+        let names = &self.names;
+        let values = &self.values;
+        self.fields.retain(|field| {
+            f(
+                field.known,
+                field_name(names, field),
+                field_value(values, field),
+            )
+        });
+        self.recount();
     }
 
     /// The value of the first field named `name` (ASCII case-insensitive).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.first(Lookup::new(name))
+    }
+
+    /// [`Headers::get`] for a name the codec knows, without comparing names.
+    pub(crate) fn get_known(&self, known: Known) -> Option<&[u8]> {
+        self.first(Lookup::tag(known))
+    }
+
+    fn first(&self, lookup: Lookup<'_>) -> Option<&[u8]> {
         let names = &self.names;
-        self.fields
+        self.candidates(lookup)
             .iter()
-            .find(|f| is_named(names, f, name))
+            .find(|f| lookup.matches(names, f))
             .map(|f| field_value(&self.values, f))
     }
 
     /// The values of every field named `name` (ASCII case-insensitive), in
     /// arrival order: together they form one list (RFC 9110 §5.3).
     pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.all(Lookup::new(name))
+    }
+
+    /// [`Headers::get_all`] for a name the codec knows.
+    pub(crate) fn get_all_known(&self, known: Known) -> impl Iterator<Item = &[u8]> {
+        self.all(Lookup::tag(known))
+    }
+
+    fn all<'a>(&'a self, lookup: Lookup<'a>) -> impl Iterator<Item = &'a [u8]> + 'a {
         let names = &self.names;
-        self.fields
+        self.candidates(lookup)
             .iter()
-            .filter(move |f| is_named(names, f, name))
+            .filter(move |f| lookup.matches(names, f))
             .map(|f| field_value(&self.values, f))
     }
 
@@ -150,9 +253,22 @@ impl Headers {
     /// Removes every field named `name` (ASCII case-insensitive); returns how
     /// many were removed. The other fields keep their order.
     pub fn remove_all(&mut self, name: &str) -> usize {
+        self.remove(Lookup::new(name))
+    }
+
+    /// [`Headers::remove_all`] for a name the codec knows.
+    pub(crate) fn remove_known(&mut self, known: Known) -> usize {
+        self.remove(Lookup::tag(known))
+    }
+
+    fn remove(&mut self, lookup: Lookup<'_>) -> usize {
+        if self.candidates(lookup).is_empty() {
+            return 0;
+        }
         let before = self.fields.len();
         let names = &self.names;
-        self.fields.retain(|f| !is_named(names, f, name));
+        self.fields.retain(|f| !lookup.matches(names, f));
+        self.present &= !lookup.known.bit();
         before.saturating_sub(self.fields.len())
     }
 
@@ -163,6 +279,7 @@ impl Headers {
         let values = &self.values;
         self.fields
             .retain(|field| f(field_name(names, field), field_value(values, field)));
+        self.recount();
     }
 
     /// `(name, value)` of every field in arrival order, names as they arrived.
@@ -177,12 +294,24 @@ impl Headers {
     /// changes nothing) if there is no such field. `suffix` is cleaned like a
     /// value given to [`Headers::append`] (RFC 9110 §5.5).
     pub fn append_to_last(&mut self, name: &str, suffix: &[u8]) -> bool {
+        self.append_to_last_of(Lookup::new(name), suffix)
+    }
+
+    /// [`Headers::append_to_last`] for a name the codec knows.
+    pub(crate) fn append_to_last_known(&mut self, known: Known, suffix: &[u8]) -> bool {
+        self.append_to_last_of(Lookup::tag(known), suffix)
+    }
+
+    fn append_to_last_of(&mut self, lookup: Lookup<'_>, suffix: &[u8]) -> bool {
+        if self.candidates(lookup).is_empty() {
+            return false;
+        }
         let names = &self.names;
         let Some(field) = self
             .fields
             .iter_mut()
             .rev()
-            .find(|f| is_named(names, f, name))
+            .find(|f| lookup.matches(names, f))
         else {
             return false;
         };

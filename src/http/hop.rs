@@ -19,15 +19,16 @@
 use std::net::IpAddr;
 
 use super::headers::{Headers, list_elements};
+use super::known::Known;
 
 /// Fields that are hop-by-hop whatever `Connection` says (RFC 9110 §7.6.1;
 /// `Proxy-Connection` and `Keep-Alive` are the pre-standard ones it names).
-const HOP_BY_HOP: [&str; 5] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "upgrade",
+const HOP_BY_HOP: [Known; 5] = [
+    Known::Connection,
+    Known::KeepAlive,
+    Known::ProxyConnection,
+    Known::Te,
+    Known::Upgrade,
 ];
 
 /// Fields kept even if `Connection` names them. RFC 9110 §7.6.1 forbids a
@@ -35,13 +36,18 @@ const HOP_BY_HOP: [&str; 5] = [
 /// would let a client strip the framing the proxy used (`Content-Length`,
 /// `Transfer-Encoding`: request smuggling), the `Trailer` announcement
 /// (RFC 9110 §6.6.2: end-to-end) or `Host` (routing).
-const NEVER_REMOVED: [&str; 4] = ["transfer-encoding", "content-length", "trailer", "host"];
+const NEVER_REMOVED: [Known; 4] = [
+    Known::TransferEncoding,
+    Known::ContentLength,
+    Known::Trailer,
+    Known::Host,
+];
 
 /// True if any `Connection` field lists `token` (a comma-separated list of
 /// tokens with OWS, compared ignoring ASCII case; RFC 9110 §7.6.1).
 pub fn connection_has(headers: &Headers, token: &str) -> bool {
     headers
-        .get_all("connection")
+        .get_all_known(Known::Connection)
         .flat_map(list_elements)
         .any(|t| t.eq_ignore_ascii_case(token.as_bytes()))
 }
@@ -49,7 +55,7 @@ pub fn connection_has(headers: &Headers, token: &str) -> bool {
 /// True if `Connection` lists `upgrade` and an `Upgrade` field is present
 /// (RFC 9110 §7.8: a sender of Upgrade must also send that option).
 pub fn is_upgrade_request(headers: &Headers) -> bool {
-    connection_has(headers, "upgrade") && headers.contains("upgrade")
+    connection_has(headers, "upgrade") && headers.has_known(Known::Upgrade)
 }
 
 /// Removes the hop-by-hop fields (RFC 9110 §7.6.1): `Connection`,
@@ -63,34 +69,41 @@ pub fn is_upgrade_request(headers: &Headers) -> bool {
 /// stays, and every `Connection` field is replaced by one
 /// `Connection: upgrade` at the end (ARCHITECTURE.md §6).
 pub fn remove_hop_by_hop(headers: &mut Headers, keep_upgrade: bool) {
+    // Without any hop-by-hop field there is no `Connection` to name others
+    // either: nothing to remove (most requests; one test per name).
+    if !HOP_BY_HOP.iter().any(|&k| headers.has_known(k)) {
+        if keep_upgrade {
+            headers.append("Connection", b"upgrade");
+        }
+        return;
+    }
     // The names `Connection` lists, copied: `retain` borrows `headers`.
     // Most messages carry none or only `close`/`keep-alive` (which name no
     // field): then nothing is collected and nothing allocated.
     let names_fields = headers
-        .get_all("connection")
+        .get_all_known(Known::Connection)
         .flat_map(list_elements)
         .any(|t| !t.eq_ignore_ascii_case(b"close") && !t.eq_ignore_ascii_case(b"keep-alive"));
     let named: Vec<Vec<u8>> = if names_fields {
         headers
-            .get_all("connection")
+            .get_all_known(Known::Connection)
             .flat_map(list_elements)
             .map(<[u8]>::to_vec)
             .collect()
     } else {
         Vec::new()
     };
-    headers.retain(|name, _| {
-        let is = |list: &[&str]| list.iter().any(|n| n.eq_ignore_ascii_case(name));
-        if is(&NEVER_REMOVED) {
+    headers.retain_tagged(|known, name, _| {
+        if NEVER_REMOVED.contains(&known) {
             return true;
         }
-        if keep_upgrade && name.eq_ignore_ascii_case("upgrade") {
+        if keep_upgrade && known == Known::Upgrade {
             return true;
         }
         let listed = named
             .iter()
             .any(|n| n.eq_ignore_ascii_case(name.as_bytes()));
-        !(is(&HOP_BY_HOP) || listed)
+        !(HOP_BY_HOP.contains(&known) || listed)
     });
     if keep_upgrade {
         headers.append("Connection", b"upgrade");
@@ -121,7 +134,7 @@ pub fn response_keep_alive(version: u8, headers: &Headers) -> bool {
 /// ignoring ASCII case): the request already passed this proxy.
 pub fn via_names(headers: &Headers, pseudonym: &str) -> bool {
     headers
-        .get_all("via")
+        .get_all_known(Known::Via)
         .flat_map(list_elements)
         .filter_map(|e| {
             e.split(|&b| b == b' ' || b == b'\t')
@@ -141,7 +154,7 @@ const MAX_KEEP_ALIVE_HINT: u64 = 86_400;
 /// quoted), at most a day. `None` if absent or malformed.
 pub fn keep_alive_timeout(headers: &Headers) -> Option<u64> {
     headers
-        .get_all("keep-alive")
+        .get_all_known(Known::KeepAlive)
         .flat_map(list_elements)
         .find_map(|param| {
             let eq = param.iter().position(|&b| b == b'=')?;
@@ -201,27 +214,28 @@ pub fn add_forwarding_fields(
         // a trailing comma and space, a space after a bare trailing comma
         // (`a,` becomes `a, ip`, not `a,, ip`), else a comma and a space
         // (RFC 9110 §5.6.1).
-        let separator: Option<&'static [u8]> = headers.get_all("x-forwarded-for").last().map(|v| {
-            if list_elements(v).next().is_none() {
-                &b""[..]
-            } else if v.ends_with(b",") {
-                &b" "[..]
-            } else if v.trim_ascii_end().ends_with(b",") {
-                &b""[..]
-            } else {
-                &b", "[..]
-            }
-        });
+        let separator: Option<&'static [u8]> =
+            headers.get_all_known(Known::XForwardedFor).last().map(|v| {
+                if list_elements(v).next().is_none() {
+                    &b""[..]
+                } else if v.ends_with(b",") {
+                    &b" "[..]
+                } else if v.trim_ascii_end().ends_with(b",") {
+                    &b""[..]
+                } else {
+                    &b", "[..]
+                }
+            });
         match separator {
             None => headers.append("X-Forwarded-For", ip.as_bytes()),
             Some(sep) => {
-                headers.append_to_last("x-forwarded-for", sep);
-                headers.append_to_last("x-forwarded-for", ip.as_bytes());
+                headers.append_to_last_known(Known::XForwardedFor, sep);
+                headers.append_to_last_known(Known::XForwardedFor, ip.as_bytes());
             }
         }
     }
     if xfp {
-        headers.remove_all("x-forwarded-proto");
+        headers.remove_known(Known::XForwardedProto);
         headers.append("X-Forwarded-Proto", b"http");
     }
 }

@@ -36,6 +36,7 @@ pub mod framing;
 pub mod head;
 pub mod headers;
 pub mod hop;
+pub(crate) mod known;
 pub mod request;
 pub mod response;
 pub mod scanner;

@@ -13,6 +13,7 @@
 //! Invariant: a refused head is never rewritten half-way into something the
 //! upstream sees: refusals come before any change to the head.
 
+use super::known::Known;
 use std::net::{IpAddr, SocketAddr};
 
 use super::error::ParseError;
@@ -188,30 +189,30 @@ pub fn normalize_framing_fields(headers: &mut Headers, framing: BodyKind) {
     match framing {
         BodyKind::Chunked => {
             let canonical = {
-                let mut fields = headers.get_all("transfer-encoding");
+                let mut fields = headers.get_all_known(Known::TransferEncoding);
                 fields.next().is_some_and(|v| v == b"chunked") && fields.next().is_none()
             };
             if canonical {
                 return;
             }
             let codings: Vec<Vec<u8>> = headers
-                .get_all("transfer-encoding")
+                .get_all_known(Known::TransferEncoding)
                 .flat_map(list_elements)
                 .map(<[u8]>::to_ascii_lowercase)
                 .collect();
-            headers.remove_all("transfer-encoding");
+            headers.remove_known(Known::TransferEncoding);
             headers.append("Transfer-Encoding", &codings.join(&b", "[..]));
         }
         BodyKind::Length(n) => {
             let mut digits = [0u8; 20];
             let text = decimal(n, &mut digits);
             let canonical = {
-                let mut fields = headers.get_all("content-length");
+                let mut fields = headers.get_all_known(Known::ContentLength);
                 fields.next() == Some(text) && fields.next().is_none()
             };
             if !canonical {
                 let text = text.to_vec();
-                headers.remove_all("content-length");
+                headers.remove_known(Known::ContentLength);
                 headers.append("Content-Length", &text);
             }
         }
@@ -240,7 +241,7 @@ fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
 /// it (RFC 9112 §3.2). A request that has `Host` is left alone, and
 /// nothing is formatted for it (this runs for every request).
 pub fn ensure_host(req: &mut RequestHead, authority: SocketAddr) {
-    if !req.headers.contains("host") {
+    if !req.headers.has_known(Known::Host) {
         let mut text = Vec::with_capacity(48);
         crate::text::push_socket_addr(&mut text, authority);
         req.headers.append("Host", &text);
@@ -252,7 +253,7 @@ pub fn ensure_host(req: &mut RequestHead, authority: SocketAddr) {
 /// by its value minus one (one field). A request without the field, or
 /// with a value that is not `1*DIGIT`, goes on unchanged (true).
 fn decrement_max_forwards(req: &mut RequestHead) -> bool {
-    let Some(value) = req.headers.get("max-forwards") else {
+    let Some(value) = req.headers.get_known(Known::MaxForwards) else {
         return true;
     };
     let value = value.trim_ascii();
@@ -265,7 +266,7 @@ fn decrement_max_forwards(req: &mut RequestHead) -> bool {
     if n == 0 {
         return false;
     }
-    req.headers.remove_all("max-forwards");
+    req.headers.remove_known(Known::MaxForwards);
     req.headers
         .append("Max-Forwards", (n - 1).to_string().as_bytes());
     true
@@ -289,7 +290,7 @@ pub fn is_idempotent(method: &str) -> bool {
 ///
 /// Errors: `Malformed`, naming the rule broken.
 pub fn check_target_and_host(req: &RequestHead) -> Result<(), ParseError> {
-    let mut hosts = req.headers.get_all("host");
+    let mut hosts = req.headers.get_all_known(Known::Host);
     let first = hosts.next();
     if hosts.next().is_some() {
         return Err(ParseError::Malformed("several Host fields"));

@@ -18,6 +18,7 @@ use super::framing::BodyKind;
 use super::head::ResponseHead;
 use super::headers::{Headers, list_elements};
 use super::hop::{remove_hop_by_hop, response_keep_alive};
+use super::known::Known;
 
 /// What the plan needs to know about the request and the exchange so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,9 +161,9 @@ pub fn plan_response(
         // RFC 9112 §6.1: no Transfer-Encoding to an HTTP/1.0 request; a
         // 304's Transfer-Encoding could only announce a body it lacks.
         // (A 304's Content-Length is the selected representation's.)
-        head.headers.remove_all("transfer-encoding");
+        head.headers.remove_known(Known::TransferEncoding);
         if http10 {
-            head.headers.remove_all("trailer");
+            head.headers.remove_known(Known::Trailer);
         }
     }
     single_content_length(&mut head.headers);
@@ -170,8 +171,8 @@ pub fn plan_response(
     if dechunk {
         // An HTTP/1.0 client knows no chunked coding (RFC 9112 §7.1): it
         // gets the chunk data, delimited by the close.
-        head.headers.remove_all("transfer-encoding");
-        head.headers.remove_all("trailer");
+        head.headers.remove_known(Known::TransferEncoding);
+        head.headers.remove_known(Known::Trailer);
     }
     let abandon_request = cx.request_write_failed;
     // An early answer (final head before the request body was all read):
@@ -220,7 +221,7 @@ pub fn finish_response_head(
 fn only_chunked_or_identity(headers: &Headers) -> bool {
     let mut chunked = 0;
     headers
-        .get_all("transfer-encoding")
+        .get_all_known(Known::TransferEncoding)
         .flat_map(list_elements)
         .all(|c| {
             if c.eq_ignore_ascii_case(b"chunked") {
@@ -235,8 +236,8 @@ fn only_chunked_or_identity(headers: &Headers) -> bool {
 /// Removes `Content-Length` and `Transfer-Encoding` (from 1xx and 204
 /// heads, which have no body, RFC 9110 §8.6).
 fn remove_framing_fields(headers: &mut Headers) {
-    headers.remove_all("content-length");
-    headers.remove_all("transfer-encoding");
+    headers.remove_known(Known::ContentLength);
+    headers.remove_known(Known::TransferEncoding);
 }
 
 /// Several `Content-Length` values (fields or a list) that agree go on as
@@ -246,7 +247,7 @@ fn remove_framing_fields(headers: &mut Headers) {
 /// where they are removed rather than forwarded.
 fn single_content_length(headers: &mut Headers) {
     let mut values = headers
-        .get_all("content-length")
+        .get_all_known(Known::ContentLength)
         .flat_map(|v| v.split(|&b| b == b','));
     let Some(first) = values.next().map(<[u8]>::trim_ascii) else {
         return;
@@ -259,13 +260,13 @@ fn single_content_length(headers: &mut Headers) {
     }
     if !several {
         if !agree {
-            headers.remove_all("content-length");
+            headers.remove_known(Known::ContentLength);
         }
         return;
     }
     // Rare (a misconfigured upstream): one small copy is fine here.
     let value = first.to_vec();
-    headers.remove_all("content-length");
+    headers.remove_known(Known::ContentLength);
     if agree {
         headers.append("Content-Length", &value);
     }
@@ -277,7 +278,7 @@ fn single_content_length(headers: &mut Headers) {
 /// switch to a protocol the client did not indicate).
 fn upgrade_was_offered(headers: &Headers, offer: &[u8]) -> bool {
     let mut named = headers
-        .get_all("upgrade")
+        .get_all_known(Known::Upgrade)
         .flat_map(list_elements)
         .peekable();
     if named.peek().is_none() {

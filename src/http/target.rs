@@ -10,6 +10,7 @@
 
 use super::error::ParseError;
 use super::head::RequestHead;
+use super::known::Known;
 
 /// Rewrites an absolute-form target (`http://authority/path?query`, scheme
 /// case-insensitive, `http` or `https`) to origin form (`/path?query`, or
@@ -48,7 +49,7 @@ pub fn normalize_absolute_form(req: &mut RequestHead) -> Result<(), ParseError> 
         format!("/{path}")
     };
     let authority = authority.to_string();
-    req.headers.remove_all("host");
+    req.headers.remove_known(Known::Host);
     req.headers.append("Host", authority.as_bytes());
     req.target = origin;
     Ok(())

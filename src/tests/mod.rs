@@ -1,3 +1,5 @@
+//! In-crate tests of the connection layer, and helpers the codec's tests share.
+
 mod buffer;
 mod buffer_sizing;
 mod error;
@@ -7,3 +9,18 @@ mod pool;
 mod pool_choice;
 mod stamp;
 mod token;
+
+/// A 64-bit linear congruential generator (Knuth's MMIX constants): a
+/// repeatable sequence for tests that try many operation orders.
+pub(crate) struct Lcg(pub(crate) u64);
+
+impl Lcg {
+    /// The next value in `0..n` (`n` > 0).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}

@@ -1,6 +1,7 @@
 //! Unit tests for `crate::pool`: LIFO per key, exact caps with the right
 //! victims, removal, expiry order, and a long deterministic random walk.
 
+use super::Lcg;
 use crate::pool::{EvictReason, IdlePool};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -209,19 +210,6 @@ fn drain_returns_everything_oldest_first() {
     assert_eq!(pool.next_deadline(), None);
     pool.put("a", 1, base);
     assert_eq!(pool.take(&"a"), Some(1));
-}
-
-/// A 64-bit linear congruential generator (Knuth's MMIX constants).
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
 }
 
 #[test]

@@ -9,6 +9,7 @@
 //! What it must not know: sockets, servers, health.
 
 use crate::http::RequestHead;
+use crate::http::known::Known;
 
 /// How a route matches the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +72,7 @@ impl Route {
 /// The host of `req` without its port: from `Host` (`[v6]:port`,
 /// `name:port`, `name`), empty when absent.
 pub(crate) fn request_host(req: &RequestHead) -> &[u8] {
-    let h = req.headers.get("host").unwrap_or(&[]);
+    let h = req.headers.get_known(Known::Host).unwrap_or(&[]);
     if h.first() == Some(&b'[') {
         return match h.iter().position(|&b| b == b']') {
             Some(end) => h.get(..=end).unwrap_or(h),

@@ -5,6 +5,7 @@
 //!
 //! What it must not know: how bytes move (the relay), the pool's choice.
 
+use crate::http::known::Known;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -262,7 +263,7 @@ impl ClientConn {
                 head.headers.append(name, value);
             }
         }
-        if !head.headers.contains("date") {
+        if !head.headers.has_known(Known::Date) {
             // RFC 9110 §6.6.1; a filter's own Date stays.
             head.headers.append("Date", sh.date.value());
         }
@@ -295,7 +296,7 @@ impl OwnReply {
             method: req.method.clone(),
             target: req.target.clone().into_bytes(),
             version: Some(req.version),
-            host: req.headers.get("host").map(<[u8]>::to_vec),
+            host: req.headers.get_known(Known::Host).map(<[u8]>::to_vec),
             status,
             bytes: 0,
             started: now,

@@ -9,6 +9,7 @@ mod framing;
 mod hardening;
 mod head;
 mod hop;
+mod known_fields;
 mod plan_helpers;
 mod request_fields;
 mod request_framing;

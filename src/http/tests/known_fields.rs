@@ -1,0 +1,125 @@
+//! `Headers` lookups by tag ([`Known`]) and by name agree with a plain scan
+//! of the fields comparing names ignoring ASCII case, after any sequence of
+//! appends, removals, retains, in-place growth and clears.
+
+use crate::http::Headers;
+use crate::http::ParseHead;
+use crate::http::ResponseHead;
+use crate::http::known::{ALL, Known};
+use crate::tests::Lcg;
+
+/// Names the sequence draws from: every known name in odd spellings, names
+/// of the same length as known ones, and a few others.
+const NAMES: [&str; 22] = [
+    "Content-Length",
+    "content-LENGTH",
+    "Transfer-Encoding",
+    "X-Forwarded-Proto",
+    "CONNECTION",
+    "Keep-Alive",
+    "Proxy-Connection",
+    "te",
+    "TE",
+    "Upgrade",
+    "Trailer",
+    "host",
+    "Date",
+    "Max-Forwards",
+    "Via",
+    "X-Forwarded-For",
+    "Expect",
+    "ETag",
+    "Server",
+    "Content-Type",
+    "X-Forwarded-Fo",
+    "Connectio",
+];
+
+/// The values of the fields named `name`, by a plain scan.
+fn scan<'a>(h: &'a Headers, name: &str) -> Vec<&'a [u8]> {
+    h.iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v)
+        .collect()
+}
+
+#[track_caller]
+fn assert_lookups_agree(h: &Headers, step: usize) {
+    for (k, lower) in ALL {
+        let want = scan(h, lower);
+        assert_eq!(
+            h.get_all_known(k).collect::<Vec<_>>(),
+            want,
+            "step {step} {lower}"
+        );
+        assert_eq!(h.get_known(k), want.first().copied(), "step {step} {lower}");
+        assert_eq!(h.has_known(k), !want.is_empty(), "step {step} {lower}");
+    }
+    for name in NAMES {
+        let want = scan(h, name);
+        assert_eq!(
+            h.get_all(name).collect::<Vec<_>>(),
+            want,
+            "step {step} {name}"
+        );
+        assert_eq!(h.get(name), want.first().copied(), "step {step} {name}");
+    }
+}
+
+/// The next index below `n` from `rng`.
+fn pick(rng: &mut Lcg, n: usize) -> usize {
+    usize::try_from(rng.below(n as u64)).unwrap_or(0)
+}
+
+#[test]
+fn tag_and_name_lookups_agree_with_a_scan_after_any_edit() {
+    let mut rng = Lcg(7);
+    let mut h = Headers::new();
+    for step in 0..4_000 {
+        let name = NAMES[pick(&mut rng, NAMES.len())];
+        let (k, lower) = ALL[pick(&mut rng, ALL.len())];
+        match pick(&mut rng, 9) {
+            0..=3 => h.append(name, format!("v{step}").as_bytes()),
+            4 => {
+                let want = scan(&h, name).len();
+                assert_eq!(h.remove_all(name), want, "step {step}");
+            }
+            5 => {
+                let want = scan(&h, lower).len();
+                assert_eq!(h.remove_known(k), want, "step {step}");
+            }
+            6 => {
+                let drop = pick(&mut rng, NAMES.len());
+                h.retain(|n, _| !n.eq_ignore_ascii_case(NAMES[drop]));
+            }
+            7 => {
+                let had = !scan(&h, lower).is_empty();
+                assert_eq!(h.append_to_last_known(k, b",x"), had, "step {step}");
+                assert_eq!(h.append_to_last(name, b";y"), !scan(&h, name).is_empty());
+            }
+            _ => {
+                if pick(&mut rng, 10) == 0 {
+                    h.clear();
+                }
+            }
+        }
+        assert_lookups_agree(&h, step);
+    }
+}
+
+#[test]
+fn parsed_fields_are_tagged_like_appended_ones() {
+    let head = b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\nCONNECTION: keep-alive\r\n\
+        Keep-Alive: timeout=5\r\nDate: x\r\nServer: y\r\nTE: trailers\r\n\r\n";
+    let Ok(Some((r, _))) = ResponseHead::parse(head, 100) else {
+        panic!("a valid head");
+    };
+    assert_lookups_agree(&r.headers, 0);
+    assert_eq!(r.headers.get_known(Known::ContentLength), Some(&b"3"[..]));
+    assert!(r.headers.has_known(Known::Te));
+    assert!(!r.headers.has_known(Known::Host));
+    let mut again = r.headers.clone();
+    again.remove_known(Known::Connection);
+    assert!(!again.has_known(Known::Connection));
+    assert_lookups_agree(&again, 1);
+}
