@@ -56,7 +56,7 @@ impl HttpDate {
 /// MAY omit `Date` from them, §6.6.1).
 pub fn add_date_if_missing(head: &mut ResponseHead, date: &HttpDate) {
     if head.status >= 200 && !head.headers.has_known(Known::Date) {
-        head.headers.append("Date", date.value());
+        head.headers.append_known(Known::Date, date.value());
     }
 }
 

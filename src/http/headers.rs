@@ -139,6 +139,17 @@ impl Headers {
         Ok(())
     }
 
+    /// [`Headers::append`] of a field the codec knows, spelled as
+    /// [`Known::spelling`] (a token: nothing to check but the value).
+    pub(crate) fn append_known(&mut self, known: Known, value: &[u8]) {
+        debug_assert!(known != Known::Other, "append_known needs a known name");
+        let name_start = self.names.len();
+        self.names.push_str(known.spelling());
+        let value_start = self.values.len();
+        push_sanitized(&mut self.values, value);
+        self.push_field(name_start, value_start, known);
+    }
+
     /// Adds a field that httparse already validated (a token name, a value
     /// of HTAB / SP / VCHAR / obs-text).
     /// Replaces every field with those httparse found, in their order,
@@ -190,6 +201,16 @@ impl Headers {
     /// True if a field tagged `known` is present (one test of a bit).
     pub(crate) fn has_known(&self, known: Known) -> bool {
         self.present & known.bit() != 0
+    }
+
+    /// Removes every field whose tag's bit is in `mask` (an OR of
+    /// [`Known::bit`]s); the others keep their order.
+    pub(crate) fn remove_known_set(&mut self, mask: u16) {
+        if self.present & mask == 0 {
+            return;
+        }
+        self.fields.retain(|f| f.known.bit() & mask == 0);
+        self.present &= !mask;
     }
 
     /// Keeps only the fields for which `f(tag, name, value)` is true, like

@@ -31,6 +31,17 @@ const HOP_BY_HOP: [Known; 5] = [
     Known::Upgrade,
 ];
 
+/// [`HOP_BY_HOP`] as a mask of [`Known::bit`]s.
+const HOP_BY_HOP_MASK: u16 = {
+    let mut mask = 0;
+    let mut i = 0;
+    while i < HOP_BY_HOP.len() {
+        mask |= HOP_BY_HOP[i].bit();
+        i += 1;
+    }
+    mask
+};
+
 /// Fields kept even if `Connection` names them. RFC 9110 §7.6.1 forbids a
 /// sender to list a field meant for all recipients; honouring such a list
 /// would let a client strip the framing the proxy used (`Content-Length`,
@@ -69,30 +80,33 @@ pub fn is_upgrade_request(headers: &Headers) -> bool {
 /// stays, and every `Connection` field is replaced by one
 /// `Connection: upgrade` at the end (ARCHITECTURE.md §6).
 pub fn remove_hop_by_hop(headers: &mut Headers, keep_upgrade: bool) {
-    // Without any hop-by-hop field there is no `Connection` to name others
-    // either: nothing to remove (most requests; one test per name).
-    if !HOP_BY_HOP.iter().any(|&k| headers.has_known(k)) {
-        if keep_upgrade {
-            headers.append("Connection", b"upgrade");
-        }
-        return;
-    }
-    // The names `Connection` lists, copied: `retain` borrows `headers`.
-    // Most messages carry none or only `close`/`keep-alive` (which name no
-    // field): then nothing is collected and nothing allocated.
+    // Most messages carry no `Connection` or one that lists only `close`
+    // or `keep-alive`, which name no field.
     let names_fields = headers
         .get_all_known(Known::Connection)
         .flat_map(list_elements)
         .any(|t| !t.eq_ignore_ascii_case(b"close") && !t.eq_ignore_ascii_case(b"keep-alive"));
-    let named: Vec<Vec<u8>> = if names_fields {
-        headers
-            .get_all_known(Known::Connection)
-            .flat_map(list_elements)
-            .map(<[u8]>::to_vec)
-            .collect()
-    } else {
-        Vec::new()
-    };
+    if !names_fields {
+        // Only the hop-by-hop fields themselves go, by tag, without
+        // looking at names (nothing at all for most requests: one test of
+        // a mask).
+        let keep = if keep_upgrade {
+            Known::Upgrade.bit()
+        } else {
+            0
+        };
+        headers.remove_known_set(HOP_BY_HOP_MASK & !keep);
+        if keep_upgrade {
+            headers.append_known(Known::Connection, b"upgrade");
+        }
+        return;
+    }
+    // The names `Connection` lists, copied: `retain` borrows `headers`.
+    let named: Vec<Vec<u8>> = headers
+        .get_all_known(Known::Connection)
+        .flat_map(list_elements)
+        .map(<[u8]>::to_vec)
+        .collect();
     headers.retain_tagged(|known, name, _| {
         if NEVER_REMOVED.contains(&known) {
             return true;
@@ -106,7 +120,7 @@ pub fn remove_hop_by_hop(headers: &mut Headers, keep_upgrade: bool) {
         !(HOP_BY_HOP.contains(&known) || listed)
     });
     if keep_upgrade {
-        headers.append("Connection", b"upgrade");
+        headers.append_known(Known::Connection, b"upgrade");
     }
 }
 
@@ -204,7 +218,7 @@ pub fn add_forwarding_fields(
             *dst = *src;
             len += 1;
         }
-        headers.append("Via", value.get(..len).unwrap_or_default());
+        headers.append_known(Known::Via, value.get(..len).unwrap_or_default());
     }
     if xff {
         // Formatted on the stack: no allocation per request.
@@ -227,7 +241,7 @@ pub fn add_forwarding_fields(
                 }
             });
         match separator {
-            None => headers.append("X-Forwarded-For", ip.as_bytes()),
+            None => headers.append_known(Known::XForwardedFor, ip.as_bytes()),
             Some(sep) => {
                 headers.append_to_last_known(Known::XForwardedFor, sep);
                 headers.append_to_last_known(Known::XForwardedFor, ip.as_bytes());
@@ -236,6 +250,6 @@ pub fn add_forwarding_fields(
     }
     if xfp {
         headers.remove_known(Known::XForwardedProto);
-        headers.append("X-Forwarded-Proto", b"http");
+        headers.append_known(Known::XForwardedProto, b"http");
     }
 }

@@ -87,9 +87,32 @@ impl Known {
             .map_or(Known::Other, |&(k, _)| k)
     }
 
+    /// The name as the proxy writes it when it adds such a field (the
+    /// spelling of the RFCs); "" for `Other`.
+    pub(crate) fn spelling(self) -> &'static str {
+        match self {
+            Known::Other => "",
+            Known::ContentLength => "Content-Length",
+            Known::TransferEncoding => "Transfer-Encoding",
+            Known::Connection => "Connection",
+            Known::KeepAlive => "Keep-Alive",
+            Known::ProxyConnection => "Proxy-Connection",
+            Known::Te => "TE",
+            Known::Upgrade => "Upgrade",
+            Known::Trailer => "Trailer",
+            Known::Host => "Host",
+            Known::Date => "Date",
+            Known::MaxForwards => "Max-Forwards",
+            Known::Via => "Via",
+            Known::XForwardedFor => "X-Forwarded-For",
+            Known::XForwardedProto => "X-Forwarded-Proto",
+            Known::Expect => "Expect",
+        }
+    }
+
     /// This name's bit in a presence mask ([`super::Headers`] keeps one);
     /// 0 for `Other`, which has no bit.
-    pub(crate) fn bit(self) -> u16 {
+    pub(crate) const fn bit(self) -> u16 {
         match self {
             Known::Other => 0,
             k => 1 << (k as u8),
@@ -138,6 +161,14 @@ mod tests {
             assert_eq!(Known::of(name.as_bytes()), k, "{name}");
             assert_eq!(Known::of(name.to_ascii_uppercase().as_bytes()), k);
             assert_ne!(k.bit(), 0);
+        }
+    }
+
+    #[test]
+    fn spellings_are_tokens_of_their_own_tag() {
+        for (k, _) in ALL {
+            assert_eq!(Known::of(k.spelling().as_bytes()), k);
+            assert!(crate::http::headers::is_token(k.spelling().as_bytes()));
         }
     }
 

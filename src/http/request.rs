@@ -201,7 +201,7 @@ pub fn normalize_framing_fields(headers: &mut Headers, framing: BodyKind) {
                 .map(<[u8]>::to_ascii_lowercase)
                 .collect();
             headers.remove_known(Known::TransferEncoding);
-            headers.append("Transfer-Encoding", &codings.join(&b", "[..]));
+            headers.append_known(Known::TransferEncoding, &codings.join(&b", "[..]));
         }
         BodyKind::Length(n) => {
             let mut digits = [0u8; 20];
@@ -213,7 +213,7 @@ pub fn normalize_framing_fields(headers: &mut Headers, framing: BodyKind) {
             if !canonical {
                 let text = text.to_vec();
                 headers.remove_known(Known::ContentLength);
-                headers.append("Content-Length", &text);
+                headers.append_known(Known::ContentLength, &text);
             }
         }
         BodyKind::Empty | BodyKind::UntilClose => {}
@@ -244,7 +244,7 @@ pub fn ensure_host(req: &mut RequestHead, authority: SocketAddr) {
     if !req.headers.has_known(Known::Host) {
         let mut text = Vec::with_capacity(48);
         crate::text::push_socket_addr(&mut text, authority);
-        req.headers.append("Host", &text);
+        req.headers.append_known(Known::Host, &text);
     }
 }
 
@@ -268,7 +268,7 @@ fn decrement_max_forwards(req: &mut RequestHead) -> bool {
     }
     req.headers.remove_known(Known::MaxForwards);
     req.headers
-        .append("Max-Forwards", (n - 1).to_string().as_bytes());
+        .append_known(Known::MaxForwards, (n - 1).to_string().as_bytes());
     true
 }
 

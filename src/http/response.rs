@@ -209,9 +209,9 @@ pub fn finish_response_head(
         return;
     }
     if !client_keep_alive {
-        head.headers.append("Connection", b"close");
+        head.headers.append_known(Known::Connection, b"close");
     } else if request_version == 0 {
-        head.headers.append("Connection", b"keep-alive");
+        head.headers.append_known(Known::Connection, b"keep-alive");
     }
 }
 
@@ -268,7 +268,7 @@ fn single_content_length(headers: &mut Headers) {
     let value = first.to_vec();
     headers.remove_known(Known::ContentLength);
     if agree {
-        headers.append("Content-Length", &value);
+        headers.append_known(Known::ContentLength, &value);
     }
 }
 

@@ -50,7 +50,7 @@ pub fn normalize_absolute_form(req: &mut RequestHead) -> Result<(), ParseError> 
     };
     let authority = authority.to_string();
     req.headers.remove_known(Known::Host);
-    req.headers.append("Host", authority.as_bytes());
+    req.headers.append_known(Known::Host, authority.as_bytes());
     req.target = origin;
     Ok(())
 }

@@ -265,10 +265,10 @@ impl ClientConn {
         }
         if !head.headers.has_known(Known::Date) {
             // RFC 9110 §6.6.1; a filter's own Date stays.
-            head.headers.append("Date", sh.date.value());
+            head.headers.append_known(Known::Date, sh.date.value());
         }
         head.headers
-            .append("Content-Length", body.len().to_string().as_bytes());
+            .append_known(Known::ContentLength, body.len().to_string().as_bytes());
         // RFC 9112 §9.3: `close`, or `keep-alive` for an HTTP/1.0 client.
         finish_response_head(&mut head, false, request_version, self.keep_alive.get());
         let mut bytes = Vec::with_capacity(128 + body.len());

@@ -78,7 +78,7 @@ fn tag_and_name_lookups_agree_with_a_scan_after_any_edit() {
     for step in 0..4_000 {
         let name = NAMES[pick(&mut rng, NAMES.len())];
         let (k, lower) = ALL[pick(&mut rng, ALL.len())];
-        match pick(&mut rng, 9) {
+        match pick(&mut rng, 11) {
             0..=3 => h.append(name, format!("v{step}").as_bytes()),
             4 => {
                 let want = scan(&h, name).len();
@@ -97,6 +97,23 @@ fn tag_and_name_lookups_agree_with_a_scan_after_any_edit() {
                 assert_eq!(h.append_to_last_known(k, b",x"), had, "step {step}");
                 assert_eq!(h.append_to_last(name, b";y"), !scan(&h, name).is_empty());
             }
+            8 => {
+                let (k2, lower2) = ALL[pick(&mut rng, ALL.len())];
+                let want = h
+                    .iter()
+                    .filter(|(n, _)| {
+                        !n.eq_ignore_ascii_case(lower) && !n.eq_ignore_ascii_case(lower2)
+                    })
+                    .map(|(n, v)| (n.to_owned(), v.to_vec()))
+                    .collect::<Vec<_>>();
+                h.remove_known_set(k.bit() | k2.bit());
+                let got = h
+                    .iter()
+                    .map(|(n, v)| (n.to_owned(), v.to_vec()))
+                    .collect::<Vec<_>>();
+                assert_eq!(got, want, "step {step}");
+            }
+            9 => h.append_known(k, b"added"),
             _ => {
                 if pick(&mut rng, 10) == 0 {
                     h.clear();
