@@ -15,7 +15,10 @@
 //!
 //! Invariants kept (single-threaded, so the caps hold exactly):
 //! - Each parked id is in exactly three places: its peer's stack, the global
-//!   order, and the id map; `len()` is the size of each view.
+//!   order, and the id map; `len()` is the size of the stacks and the map.
+//!   The global order may also hold entries of ids removed since (lazy
+//!   deletion), never at either end, and at most about twice as many
+//!   entries as ids parked.
 //! - `len_for(key) <= max_per_peer` and `len() <= max_total` after every call.
 //! - A peer's stack is in put order (oldest first, newest last) and a peer
 //!   with no parked id has no stack.
@@ -23,8 +26,11 @@
 //!   the globally oldest id and, since all ids share one idle timeout, the
 //!   one with the earliest deadline.
 //!
-//! Costs: `put`, `take`, `remove`, `pop_expired` are O(log n) plus
-//! O(per-peer cap) for a removal inside a peer's stack.
+//! Costs: `put`, `take`, `remove`, `pop_expired` are O(1) amortized (hash
+//! maps, and a queue that puts append to) plus O(per-peer cap) for a
+//! removal inside a peer's stack. A put with a parked time earlier than
+//! the newest one (time does not go back in the loop; tests may) is
+//! inserted in order, O(n).
 //!
 //! # The choice rule ([`IdlePool::choose`], issue 14)
 //!
@@ -67,7 +73,7 @@
 //!
 //! With nothing learned the rule is plain LIFO for every request.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
@@ -97,6 +103,27 @@ struct Parked<K> {
     seq: u64,
 }
 
+/// One entry of the global order: `id`, parked at `parked_at` by put
+/// number `seq`. It stands for the id only while the id map holds the
+/// same `seq` for it (else the id was removed, and maybe parked again).
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    parked_at: Instant,
+    seq: u64,
+    id: usize,
+}
+
+impl Entry {
+    /// The order's sort key.
+    fn rank(&self) -> (Instant, u64) {
+        (self.parked_at, self.seq)
+    }
+}
+
+/// Entries of removed ids the global order may hold beyond the parked
+/// ids before it is compacted (plus as many as there are parked ids).
+const COMPACT_SLACK: usize = 64;
+
 /// Peers whose emptied LIFO stack is kept for reuse; past this many
 /// peers, an emptied stack is dropped so peers that come and go cannot
 /// grow the map without bound.
@@ -123,8 +150,9 @@ pub struct IdlePool<K> {
     idle_timeout: Duration,
     /// Per peer: parked ids, oldest first, newest last.
     peers: HashMap<K, Vec<usize>>,
-    /// Every parked id by (parked time, put sequence): oldest first.
-    order: BTreeMap<(Instant, u64), usize>,
+    /// Every parked id by (parked time, put sequence): oldest first; its
+    /// first and last entries are always live (see [`Entry`]).
+    order: VecDeque<Entry>,
     /// Every parked id: its key and its place in `order`.
     parked: HashMap<usize, Parked<K>>,
     /// Sequence number for the next put.
@@ -163,7 +191,7 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
             max_total,
             idle_timeout,
             peers: HashMap::default(),
-            order: BTreeMap::new(),
+            order: VecDeque::new(),
             parked: HashMap::default(),
             next_seq: 0,
             limits: IdleLimits::default(),
@@ -311,7 +339,18 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
         let seq = self.next_seq;
         // u64 put counts do not wrap in practice (584 years at 1 GHz).
         self.next_seq = self.next_seq.wrapping_add(1);
-        self.order.insert((now, seq), id);
+        let entry = Entry {
+            parked_at: now,
+            seq,
+            id,
+        };
+        match self.order.back() {
+            Some(newest) if newest.parked_at > now => {
+                let at = self.order.partition_point(|e| e.rank() <= entry.rank());
+                self.order.insert(at, entry);
+            }
+            _ => self.order.push_back(entry),
+        }
         self.limits.observe_park(&key, now);
         self.peers.entry(key.clone()).or_default().push(id);
         self.parked.insert(
@@ -322,6 +361,10 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
                 seq,
             },
         );
+        if self.order.len() > self.parked.len() * 2 + COMPACT_SLACK {
+            let parked = &self.parked;
+            self.order.retain(|e| is_live(parked, e));
+        }
         evicted
     }
 
@@ -346,8 +389,18 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
         let Some(entry) = self.parked.remove(&id) else {
             return false;
         };
-        let in_order = self.order.remove(&(entry.parked_at, entry.seq));
-        debug_assert_eq!(in_order, Some(id), "IdlePool: order out of sync");
+        // Its entry in the global order goes when it reaches an end (at
+        // once for the newest: the usual LIFO take) or at a compaction.
+        while self
+            .order
+            .front()
+            .is_some_and(|e| !is_live(&self.parked, e))
+        {
+            self.order.pop_front();
+        }
+        while self.order.back().is_some_and(|e| !is_live(&self.parked, e)) {
+            self.order.pop_back();
+        }
         let mut emptied = false;
         if let Some(stack) = self.peers.get_mut(&entry.key) {
             // Newest ids are taken most: search from the top of the stack.
@@ -373,7 +426,7 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
     /// idle timeout) is `<= now`, oldest first; `None` if none. Call in a
     /// loop; each returned id was evicted for [`EvictReason::IdleTimeout`].
     pub fn pop_expired(&mut self, now: Instant) -> Option<usize> {
-        let (&(parked_at, _), &id) = self.order.first_key_value()?;
+        let &Entry { parked_at, id, .. } = self.order.front()?;
         let deadline = parked_at.checked_add(self.idle_timeout)?;
         if deadline > now {
             return None;
@@ -389,7 +442,7 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
     /// Removes and returns the globally oldest parked id, whatever its
     /// deadline (the caller needs its socket's descriptor back).
     pub fn pop_oldest(&mut self) -> Option<usize> {
-        let id = self.order.values().next().copied()?;
+        let id = self.order.front()?.id;
         self.remove(id);
         Some(id)
     }
@@ -398,8 +451,7 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
     /// [`IdlePool::pop_expired`] next); `None` if nothing is parked or the
     /// deadline is past what `Instant` can hold (never expires).
     pub fn next_deadline(&self) -> Option<Instant> {
-        let (&(parked_at, _), _) = self.order.first_key_value()?;
-        parked_at.checked_add(self.idle_timeout)
+        self.order.front()?.parked_at.checked_add(self.idle_timeout)
     }
 
     /// Idle ids parked, over all keys.
@@ -425,7 +477,14 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
 
     /// Removes and returns every parked id, oldest first (shutdown).
     pub fn drain(&mut self) -> Vec<usize> {
-        let ids = std::mem::take(&mut self.order).into_values().collect();
+        let parked = &self.parked;
+        let ids = self
+            .order
+            .iter()
+            .filter(|e| is_live(parked, e))
+            .map(|e| e.id)
+            .collect();
+        self.order.clear();
         self.peers.clear();
         self.parked.clear();
         ids
@@ -438,6 +497,18 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
 
     /// The globally oldest parked id.
     fn global_oldest(&self) -> Option<usize> {
-        self.order.first_key_value().map(|(_, &id)| id)
+        self.order.front().map(|e| e.id)
     }
+
+    /// Entries in the global order, live or not (tests: its size stays
+    /// bounded).
+    #[cfg(test)]
+    pub fn order_len(&self) -> usize {
+        self.order.len()
+    }
+}
+
+/// True if `e` still stands for its id: the id is parked by the same put.
+fn is_live<K>(parked: &HashMap<usize, Parked<K>>, e: &Entry) -> bool {
+    parked.get(&e.id).is_some_and(|p| p.seq == e.seq)
 }

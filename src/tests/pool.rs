@@ -221,6 +221,9 @@ fn random_walk_keeps_caps_and_counts() {
     let mut rng = Lcg(0x5eed);
     // The model: which key each parked id is under.
     let mut model: HashMap<usize, u64> = HashMap::new();
+    // When each parked id was parked (ids grow with puts, so (time, id)
+    // orders them as the pool must).
+    let mut since: HashMap<usize, u64> = HashMap::new();
     let mut next_id = 0usize;
     let mut clock = 0u64;
     let mut evictions = 0usize;
@@ -232,18 +235,24 @@ fn random_walk_keeps_caps_and_counts() {
             0..=4 => {
                 let id = next_id;
                 next_id += 1;
+                let oldest = since.iter().map(|(&i, &t)| (t, i)).min();
                 if let Some((victim, reason)) = pool.put(key, id, now) {
                     evictions += 1;
                     let victim_key = model.remove(&victim).expect("victim was parked");
+                    since.remove(&victim);
                     if reason == EvictReason::PeerCap {
                         assert_eq!(victim_key, key);
+                    } else {
+                        assert_eq!(oldest.map(|(_, i)| i), Some(victim), "globally oldest");
                     }
                 }
                 model.insert(id, key);
+                since.insert(id, clock);
             }
             5..=7 => {
                 if let Some(id) = pool.take(&key) {
                     assert_eq!(model.remove(&id), Some(key));
+                    since.remove(&id);
                     let newer = model.iter().any(|(other, k)| *k == key && *other > id);
                     assert!(!newer, "take must return the newest id of the key");
                 }
@@ -251,11 +260,19 @@ fn random_walk_keeps_caps_and_counts() {
             8 => {
                 let id = rng.below(next_id.max(1) as u64) as usize;
                 assert_eq!(pool.remove(id), model.remove(&id).is_some());
+                since.remove(&id);
                 assert!(!pool.contains(id));
             }
             _ => {
+                let oldest = since.iter().map(|(&i, &t)| (t, i)).min();
+                if let Some(id) = pool.pop_expired(now) {
+                    assert_eq!(oldest.map(|(_, i)| i), Some(id), "oldest expires first");
+                    assert!(model.remove(&id).is_some());
+                    since.remove(&id);
+                }
                 while let Some(id) = pool.pop_expired(now) {
                     assert!(model.remove(&id).is_some());
+                    since.remove(&id);
                 }
                 if let Some(deadline) = pool.next_deadline() {
                     assert!(deadline > now);
@@ -273,6 +290,10 @@ fn random_walk_keeps_caps_and_counts() {
         assert_eq!(pool.len(), sum);
         assert_eq!(pool.len(), model.len());
         assert_eq!(pool.is_empty(), model.is_empty());
+        assert!(
+            pool.order_len() <= 2 * (pool.len() + 1) + 64,
+            "order stays compact"
+        );
     }
     assert!(evictions > 0, "the walk should hit a cap");
     let drained: HashSet<usize> = pool.drain().into_iter().collect();
@@ -293,4 +314,37 @@ fn pop_oldest_takes_the_globally_oldest_whatever_its_deadline() {
     assert!(!pool.contains(1));
     assert_eq!(pool.take(&"b"), Some(2));
     assert_eq!(pool.pop_oldest(), None);
+}
+
+#[test]
+fn a_put_with_an_earlier_time_is_ordered_by_its_time() {
+    let base = Instant::now();
+    let mut pool = IdlePool::new(8, 8, Duration::from_secs(30));
+    pool.put("a", 1, secs(base, 10));
+    pool.put("b", 2, secs(base, 5));
+    pool.put("c", 3, secs(base, 7));
+    pool.put("d", 4, secs(base, 7));
+    assert_eq!(pool.next_deadline(), Some(secs(base, 35)));
+    assert_eq!(pool.pop_oldest(), Some(2));
+    assert_eq!(pool.pop_oldest(), Some(3));
+    assert_eq!(pool.pop_oldest(), Some(4));
+    assert_eq!(pool.pop_oldest(), Some(1));
+    assert_eq!(pool.pop_oldest(), None);
+}
+
+#[test]
+fn removals_behind_a_long_idle_connection_do_not_grow_the_order() {
+    let base = Instant::now();
+    let mut pool = IdlePool::new(8, 64, Duration::from_secs(3600));
+    pool.put("old", 0, base);
+    for i in 1..10_000 {
+        let now = secs(base, 1) + Duration::from_micros(i as u64);
+        pool.put("b", 2 * i, now);
+        pool.put("c", 2 * i + 1, now);
+        // The middle entry dies; the newest stays.
+        assert_eq!(pool.take(&"b"), Some(2 * i));
+        assert!(pool.order_len() <= 2 * (pool.len() + 1) + 64);
+    }
+    assert_eq!(pool.pop_oldest(), Some(0), "the oldest is still first");
+    assert_eq!(pool.len(), 8, "c holds its cap");
 }
