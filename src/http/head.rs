@@ -170,7 +170,7 @@ impl ParseHead for RequestHead {
             self.method.push_str(method);
             self.target.clear();
             self.target.push_str(target);
-            self.headers.refill(req.headers);
+            self.headers.refill(req.headers, buf);
             Ok(Some(len))
         })
     }
@@ -229,7 +229,7 @@ impl ParseHead for ResponseHead {
             };
             self.reason.clear();
             self.reason.push_str(resp.reason.unwrap_or_default());
-            self.headers.refill(resp.headers);
+            self.headers.refill(resp.headers, buf);
             Ok(Some(len))
         })
     }

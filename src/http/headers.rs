@@ -16,7 +16,7 @@ use std::fmt;
 use super::error::ParseError;
 use super::known::Known;
 
-/// One field's position in the two arenas of [`Headers`]: byte offsets,
+/// One field's position in the arena of [`Headers`]: byte offsets,
 /// `start..end`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Field {
@@ -26,15 +26,29 @@ struct Field {
     value_end: usize,
     /// The name's tag, from [`Known::of`] when the field was stored.
     known: Known,
+    /// The arena holds this field as one line, `name: value\r\n`, from
+    /// `name_start` to `value_end + 2`: encoding may copy it (and the
+    /// lines next to it) as it is.
+    line: bool,
+}
+
+impl Field {
+    /// Where the field's line ends in the arena (meaningful if `line`).
+    fn line_end(&self) -> usize {
+        self.value_end.saturating_add(2)
+    }
 }
 
 /// The header (or trailer) fields of one head, in arrival order.
 ///
 /// Names keep the spelling they arrived with; every lookup compares names
-/// ignoring ASCII case (RFC 9110 §5.1). Storage is two arenas (names, values)
-/// plus one vector of offsets, so [`Headers::clear`] keeps all three
-/// allocations for the next head. Removing a field or growing a value in
-/// place leaves unreachable bytes in an arena until the next `clear`.
+/// ignoring ASCII case (RFC 9110 §5.1). Storage is one arena of bytes plus
+/// one vector of offsets, so [`Headers::clear`] keeps both allocations for
+/// the next head. A parsed head's field lines are copied into the arena in
+/// one piece, and a field the proxy adds is written there as a line too, so
+/// [`Headers::encode`] copies runs of unchanged lines at once. Removing a
+/// field or growing a value in place leaves unreachable bytes in the arena
+/// until the next `clear`.
 ///
 /// Each field's name is recognised once, when it is stored ([`Known`]),
 /// and a bit per known name records whether one is present: a lookup of a
@@ -45,10 +59,9 @@ struct Field {
 /// the arenas.
 #[derive(Clone, Default)]
 pub struct Headers {
-    /// Names of all fields, back to back (ASCII: names are tokens).
-    names: String,
-    /// Values of all fields, back to back.
-    values: Vec<u8>,
+    /// Names and values of all fields (names are tokens: ASCII), mostly
+    /// as `name: value\r\n` lines.
+    bytes: Vec<u8>,
     /// One entry per field, in arrival order.
     fields: Vec<Field>,
     /// [`Known::bit`] of every known name among `fields`: set if and only
@@ -81,7 +94,7 @@ impl<'n> Lookup<'n> {
     /// True if `f` is named like this lookup (ASCII case-insensitive,
     /// RFC 9110 §5.1). A known name's fields all carry its tag, and a field
     /// tagged with another known name cannot match an unknown one.
-    fn matches(self, names: &str, f: &Field) -> bool {
+    fn matches(self, names: &[u8], f: &Field) -> bool {
         match self.known {
             Known::Other => f.known == Known::Other && is_named(names, f, self.name),
             k => f.known == k,
@@ -97,8 +110,7 @@ impl Headers {
 
     /// Removes every field and keeps the storage for reuse.
     pub fn clear(&mut self) {
-        self.names.clear();
-        self.values.clear();
+        self.bytes.clear();
         self.fields.clear();
         self.present = 0;
     }
@@ -131,11 +143,7 @@ impl Headers {
         if !is_token(name.as_bytes()) {
             return Err(ParseError::Malformed("invalid field name"));
         }
-        let name_start = self.names.len();
-        self.names.push_str(name);
-        let value_start = self.values.len();
-        push_sanitized(&mut self.values, value);
-        self.push_field(name_start, value_start, Known::of(name.as_bytes()));
+        self.push_line(name, value, Known::of(name.as_bytes()));
         Ok(())
     }
 
@@ -143,43 +151,121 @@ impl Headers {
     /// [`Known::spelling`] (a token: nothing to check but the value).
     pub(crate) fn append_known(&mut self, known: Known, value: &[u8]) {
         debug_assert!(known != Known::Other, "append_known needs a known name");
-        let name_start = self.names.len();
-        self.names.push_str(known.spelling());
-        let value_start = self.values.len();
-        push_sanitized(&mut self.values, value);
-        self.push_field(name_start, value_start, known);
+        self.push_line(known.spelling(), value, known);
     }
 
-    /// Adds a field that httparse already validated (a token name, a value
-    /// of HTAB / SP / VCHAR / obs-text).
-    /// Replaces every field with those httparse found, in their order,
-    /// keeping this storage's capacity.
-    pub(crate) fn refill(&mut self, parsed: &[httparse::Header<'_>]) {
+    /// Writes `name: value\r\n` at the end of the arena (`value` cleaned,
+    /// RFC 9110 §5.5) and records the field.
+    fn push_line(&mut self, name: &str, value: &[u8], known: Known) {
+        let name_start = self.bytes.len();
+        self.bytes.extend_from_slice(name.as_bytes());
+        let name_end = self.bytes.len();
+        self.bytes.extend_from_slice(b": ");
+        let value_start = self.bytes.len();
+        push_sanitized(&mut self.bytes, value);
+        let value_end = self.bytes.len();
+        self.bytes.extend_from_slice(b"\r\n");
+        self.push_field(Field {
+            name_start,
+            name_end,
+            value_start,
+            value_end,
+            known,
+            line: true,
+        });
+    }
+
+    /// Replaces every field with those httparse found in `head` (the bytes
+    /// it parsed), in their order, keeping this storage's capacity. httparse
+    /// validated them: token names, values of HTAB / SP / VCHAR / obs-text,
+    /// no obs-fold. The field lines are copied in one piece; a field whose
+    /// line is not exactly `name: value\r\n` (OWS around the value, a bare
+    /// LF) is marked so and encoded afresh.
+    pub(crate) fn refill(&mut self, parsed: &[httparse::Header<'_>], head: &[u8]) {
         self.clear();
-        for h in parsed {
-            self.push_parsed(h.name, h.value);
+        if !self.refill_in_one_piece(parsed, head) {
+            // The slices were not where expected (never with httparse):
+            // copy field by field.
+            self.clear();
+            for h in parsed {
+                let name_start = self.bytes.len();
+                self.bytes.extend_from_slice(h.name.as_bytes());
+                let name_end = self.bytes.len();
+                self.bytes.extend_from_slice(h.value);
+                self.push_field(Field {
+                    name_start,
+                    name_end,
+                    value_start: name_end,
+                    value_end: self.bytes.len(),
+                    known: Known::of(h.name.as_bytes()),
+                    line: false,
+                });
+            }
         }
     }
 
-    fn push_parsed(&mut self, name: &str, value: &[u8]) {
-        let name_start = self.names.len();
-        self.names.push_str(name);
-        let value_start = self.values.len();
-        self.values.extend_from_slice(value);
-        self.push_field(name_start, value_start, Known::of(name.as_bytes()));
+    /// [`Headers::refill`] by copying the bytes from the first field's
+    /// name to the end of the last field's line; false (with fields maybe
+    /// half recorded) if a slice is not inside `head`.
+    fn refill_in_one_piece(&mut self, parsed: &[httparse::Header<'_>], head: &[u8]) -> bool {
+        let (Some(first), Some(last)) = (parsed.first(), parsed.last()) else {
+            return true;
+        };
+        let base = head.as_ptr() as usize;
+        // Offset of `part` in `head`, if it lies inside.
+        let offset = |part: &[u8]| {
+            let at = (part.as_ptr() as usize).checked_sub(base)?;
+            (at.checked_add(part.len())? <= head.len()).then_some(at)
+        };
+        let (Some(start), Some(last_value)) = (offset(first.name.as_bytes()), offset(last.value))
+        else {
+            return false;
+        };
+        let end = last_value
+            .saturating_add(last.value.len())
+            .saturating_add(2)
+            .min(head.len());
+        let Some(region) = head.get(start..end) else {
+            return false;
+        };
+        self.bytes.extend_from_slice(region);
+        for h in parsed {
+            let (Some(name_at), Some(value_at)) = (offset(h.name.as_bytes()), offset(h.value))
+            else {
+                return false;
+            };
+            let (Some(name_start), Some(value_start)) =
+                (name_at.checked_sub(start), value_at.checked_sub(start))
+            else {
+                return false;
+            };
+            let name_end = name_start.saturating_add(h.name.len());
+            let value_end = value_start.saturating_add(h.value.len());
+            if name_end > value_start || value_end > self.bytes.len() {
+                return false;
+            }
+            let at = |i: usize| self.bytes.get(i).copied();
+            let line = value_start == name_end.saturating_add(2)
+                && at(name_end) == Some(b':')
+                && at(name_end.saturating_add(1)) == Some(b' ')
+                && at(value_end) == Some(b'\r')
+                && at(value_end.saturating_add(1)) == Some(b'\n');
+            self.push_field(Field {
+                name_start,
+                name_end,
+                value_start,
+                value_end,
+                known: Known::of(h.name.as_bytes()),
+                line,
+            });
+        }
+        true
     }
 
-    /// Records the field whose name and value were just pushed at the ends
-    /// of the arenas, from `name_start` and `value_start`.
-    fn push_field(&mut self, name_start: usize, value_start: usize, known: Known) {
-        self.fields.push(Field {
-            name_start,
-            name_end: self.names.len(),
-            value_start,
-            value_end: self.values.len(),
-            known,
-        });
-        self.present |= known.bit();
+    /// Records a field whose bytes are in the arena.
+    fn push_field(&mut self, field: Field) {
+        self.present |= field.known.bit();
+        self.fields.push(field);
     }
 
     /// The fields a lookup can match: none if it names a known field whose
@@ -217,13 +303,12 @@ impl Headers {
     /// [`Headers::retain`], passing each field's [`Known`] tag so the caller
     /// need not compare names.
     pub(crate) fn retain_tagged(&mut self, mut f: impl FnMut(Known, &str, &[u8]) -> bool) {
-        let names = &self.names;
-        let values = &self.values;
+        let bytes = &self.bytes;
         self.fields.retain(|field| {
             f(
                 field.known,
-                field_name(names, field),
-                field_value(values, field),
+                field_name(bytes, field),
+                field_value(bytes, field),
             )
         });
         self.recount();
@@ -240,11 +325,11 @@ impl Headers {
     }
 
     fn first(&self, lookup: Lookup<'_>) -> Option<&[u8]> {
-        let names = &self.names;
+        let bytes = &self.bytes;
         self.candidates(lookup)
             .iter()
-            .find(|f| lookup.matches(names, f))
-            .map(|f| field_value(&self.values, f))
+            .find(|f| lookup.matches(bytes, f))
+            .map(|f| field_value(bytes, f))
     }
 
     /// The values of every field named `name` (ASCII case-insensitive), in
@@ -259,11 +344,11 @@ impl Headers {
     }
 
     fn all<'a>(&'a self, lookup: Lookup<'a>) -> impl Iterator<Item = &'a [u8]> + 'a {
-        let names = &self.names;
+        let bytes = &self.bytes;
         self.candidates(lookup)
             .iter()
-            .filter(move |f| lookup.matches(names, f))
-            .map(|f| field_value(&self.values, f))
+            .filter(move |f| lookup.matches(bytes, f))
+            .map(|f| field_value(bytes, f))
     }
 
     /// True if a field named `name` (ASCII case-insensitive) is present.
@@ -287,8 +372,8 @@ impl Headers {
             return 0;
         }
         let before = self.fields.len();
-        let names = &self.names;
-        self.fields.retain(|f| !lookup.matches(names, f));
+        let bytes = &self.bytes;
+        self.fields.retain(|f| !lookup.matches(bytes, f));
         self.present &= !lookup.known.bit();
         before.saturating_sub(self.fields.len())
     }
@@ -296,10 +381,9 @@ impl Headers {
     /// Keeps only the fields for which `f(name, value)` is true; the kept
     /// fields keep their order.
     pub fn retain(&mut self, mut f: impl FnMut(&str, &[u8]) -> bool) {
-        let names = &self.names;
-        let values = &self.values;
+        let bytes = &self.bytes;
         self.fields
-            .retain(|field| f(field_name(names, field), field_value(values, field)));
+            .retain(|field| f(field_name(bytes, field), field_value(bytes, field)));
         self.recount();
     }
 
@@ -307,7 +391,7 @@ impl Headers {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
         self.fields
             .iter()
-            .map(|f| (field_name(&self.names, f), field_value(&self.values, f)))
+            .map(|f| (field_name(&self.bytes, f), field_value(&self.bytes, f)))
     }
 
     /// Appends `suffix` to the value of the *last* field named `name` (ASCII
@@ -327,41 +411,61 @@ impl Headers {
         if self.candidates(lookup).is_empty() {
             return false;
         }
-        let names = &self.names;
+        let bytes = &self.bytes;
         let Some(field) = self
             .fields
             .iter_mut()
             .rev()
-            .find(|f| lookup.matches(names, f))
+            .find(|f| lookup.matches(bytes, f))
         else {
             return false;
         };
         let (start, end) = (field.value_start, field.value_end);
-        if start > end || end > self.values.len() {
+        if start > end || end > self.bytes.len() {
             debug_assert!(false, "field value out of its arena");
             return false;
         }
-        if end != self.values.len() {
-            // Not the last value in the arena: move it to the end so it can
-            // grow; the old bytes stay unreachable until `clear`.
-            let new_start = self.values.len();
-            self.values.extend_from_within(start..end);
+        if end != self.bytes.len() {
+            // Not the last bytes in the arena: move the value to the end so
+            // it can grow; the old bytes stay unreachable until `clear`,
+            // and the field is no longer one line there.
+            let new_start = self.bytes.len();
+            self.bytes.extend_from_within(start..end);
             field.value_start = new_start;
+            field.line = false;
         }
-        push_sanitized(&mut self.values, suffix);
-        field.value_end = self.values.len();
+        push_sanitized(&mut self.bytes, suffix);
+        field.value_end = self.bytes.len();
         true
     }
 
     /// Writes every field as `Name: value\r\n`, in arrival order, names as
     /// they arrived (RFC 9112 §5).
+    ///
+    /// Fields that are lines in the arena, one after the other, are copied
+    /// in one piece (a parsed head with its hop-by-hop fields removed is
+    /// two or three copies); the others are written part by part.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        for (name, value) in self.iter() {
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value);
-            out.extend_from_slice(b"\r\n");
+        let bytes = &self.bytes;
+        // The run of adjacent lines not yet written: `start..end`.
+        let mut run = 0..0;
+        for f in &self.fields {
+            if f.line && run.end == f.name_start && !run.is_empty() {
+                run.end = f.line_end();
+                continue;
+            }
+            out.extend_from_slice(bytes.get(run.clone()).unwrap_or_default());
+            if f.line {
+                run = f.name_start..f.line_end();
+            } else {
+                run = 0..0;
+                out.extend_from_slice(bytes.get(f.name_start..f.name_end).unwrap_or_default());
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(field_value(bytes, f));
+                out.extend_from_slice(b"\r\n");
+            }
         }
+        out.extend_from_slice(bytes.get(run).unwrap_or_default());
     }
 }
 
@@ -387,22 +491,25 @@ impl fmt::Debug for Headers {
 /// True if `f` is named `name` (ASCII case-insensitive, RFC 9110 §5.1).
 /// The lengths are compared first, from the offsets alone: on the hot path
 /// most fields differ in length from the name looked for.
-fn is_named(names: &str, f: &Field, name: &str) -> bool {
+fn is_named(bytes: &[u8], f: &Field, name: &str) -> bool {
     f.name_end.wrapping_sub(f.name_start) == name.len()
-        && names
-            .as_bytes()
+        && bytes
             .get(f.name_start..f.name_end)
             .is_some_and(|n| n.eq_ignore_ascii_case(name.as_bytes()))
 }
 
-/// The name of `f`; "" if the offsets are broken (they never are).
-fn field_name<'a>(names: &'a str, f: &Field) -> &'a str {
-    names.get(f.name_start..f.name_end).unwrap_or_default()
+/// The name of `f`; "" if the offsets are broken (they never are; names
+/// are tokens, so ASCII).
+fn field_name<'a>(bytes: &'a [u8], f: &Field) -> &'a str {
+    bytes
+        .get(f.name_start..f.name_end)
+        .and_then(|n| std::str::from_utf8(n).ok())
+        .unwrap_or_default()
 }
 
 /// The value of `f`; empty if the offsets are broken (they never are).
-fn field_value<'a>(values: &'a [u8], f: &Field) -> &'a [u8] {
-    values.get(f.value_start..f.value_end).unwrap_or_default()
+fn field_value<'a>(bytes: &'a [u8], f: &Field) -> &'a [u8] {
+    bytes.get(f.value_start..f.value_end).unwrap_or_default()
 }
 
 /// A CTL other than HTAB: what [`push_sanitized`] replaces with SP.

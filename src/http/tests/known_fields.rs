@@ -1,6 +1,8 @@
 //! `Headers` lookups by tag ([`Known`]) and by name agree with a plain scan
-//! of the fields comparing names ignoring ASCII case, after any sequence of
-//! appends, removals, retains, in-place growth and clears.
+//! of the fields comparing names ignoring ASCII case, and `encode` (which
+//! copies runs of lines from the arena) writes what writing each field
+//! afresh writes, after any sequence of appends, removals, retains,
+//! in-place growth and clears, from an empty set or a parsed head.
 
 use crate::http::Headers;
 use crate::http::ParseHead;
@@ -43,8 +45,33 @@ fn scan<'a>(h: &'a Headers, name: &str) -> Vec<&'a [u8]> {
         .collect()
 }
 
+/// What `encode` must write: every field as `name: value\r\n`.
+fn encode_afresh(h: &Headers) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (n, v) in h.iter() {
+        out.extend_from_slice(n.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+#[track_caller]
+fn assert_encodes_afresh(h: &Headers, step: usize) {
+    let mut out = b"prefix".to_vec();
+    h.encode(&mut out);
+    let want = [&b"prefix"[..], &encode_afresh(h)].concat();
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        String::from_utf8_lossy(&want),
+        "step {step}"
+    );
+}
+
 #[track_caller]
 fn assert_lookups_agree(h: &Headers, step: usize) {
+    assert_encodes_afresh(h, step);
     for (k, lower) in ALL {
         let want = scan(h, lower);
         assert_eq!(
@@ -71,11 +98,53 @@ fn pick(rng: &mut Lcg, n: usize) -> usize {
     usize::try_from(rng.below(n as u64)).unwrap_or(0)
 }
 
+/// Response heads of every shape httparse accepts: canonical lines, OWS
+/// around values, empty values, a bare LF, obs-text, one field, none.
+const HEADS: [&[u8]; 7] = [
+    b"HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Tue, 01 Dec 2026 08:00:00 GMT\r\n\
+      Content-Type: text/plain\r\nContent-Length: 3\r\nConnection: keep-alive\r\n\
+      ETag: \"x\"\r\nAccept-Ranges: bytes\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nA:b\r\nC:   d  \r\nE: f\t\r\nG: h\r\nEmpty:\r\nEmpty2: \r\nI: j\r\n\r\n",
+    b"HTTP/1.1 200 OK\nA: b\nKeep-Alive: timeout=5\r\nC: d\n\n",
+    b"HTTP/1.1 200 OK\r\nX-Obs: caf\xe9\r\nTE: trailers\r\nConnection: close, x-obs\r\n\r\n",
+    b"HTTP/1.1 204 No Content\r\nDate: x\r\n\r\n",
+    b"HTTP/1.1 204 No Content\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\nVia: 1.1 a\r\n\
+      X-Forwarded-For: a,\r\nHost: h\r\n\r\n",
+];
+
+#[test]
+fn a_parsed_head_encodes_as_its_fields_written_afresh() {
+    for (i, head) in HEADS.iter().enumerate() {
+        let Ok(Some((r, _))) = ResponseHead::parse(head, 100) else {
+            panic!("head {i} parses");
+        };
+        assert_lookups_agree(&r.headers, i);
+    }
+    // A canonical head comes out byte for byte.
+    let Ok(Some((r, _))) = ResponseHead::parse(HEADS[0], 100) else {
+        panic!("head 0 parses");
+    };
+    let mut out = Vec::new();
+    r.encode(&mut out);
+    assert_eq!(out, HEADS[0]);
+}
+
 #[test]
 fn tag_and_name_lookups_agree_with_a_scan_after_any_edit() {
-    let mut rng = Lcg(7);
-    let mut h = Headers::new();
-    for step in 0..4_000 {
+    for (seed, head) in HEADS.iter().enumerate() {
+        let Ok(Some((r, _))) = ResponseHead::parse(head, 100) else {
+            panic!("head {seed} parses");
+        };
+        edit_at_random(r.headers, seed as u64 + 7);
+    }
+    edit_at_random(Headers::new(), 1);
+}
+
+/// Edits `h` 1,500 times, checking lookups and encoding after each edit.
+fn edit_at_random(mut h: Headers, seed: u64) {
+    let mut rng = Lcg(seed);
+    for step in 0..1_500 {
         let name = NAMES[pick(&mut rng, NAMES.len())];
         let (k, lower) = ALL[pick(&mut rng, ALL.len())];
         match pick(&mut rng, 11) {
