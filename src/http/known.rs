@@ -52,8 +52,6 @@ pub(crate) enum Known {
     XForwardedFor,
     /// `X-Forwarded-Proto` (de facto).
     XForwardedProto,
-    /// `Expect` (RFC 9110 §10.1.1).
-    Expect,
 }
 
 impl Known {
@@ -65,7 +63,6 @@ impl Known {
             2 => &[(Known::Te, "te")],
             3 => &[(Known::Via, "via")],
             4 => &[(Known::Host, "host"), (Known::Date, "date")],
-            6 => &[(Known::Expect, "expect")],
             7 => &[(Known::Upgrade, "upgrade"), (Known::Trailer, "trailer")],
             10 => &[
                 (Known::Connection, "connection"),
@@ -106,7 +103,6 @@ impl Known {
             Known::Via => "Via",
             Known::XForwardedFor => "X-Forwarded-For",
             Known::XForwardedProto => "X-Forwarded-Proto",
-            Known::Expect => "Expect",
         }
     }
 
@@ -133,7 +129,7 @@ fn is_lower_case_of(name: &[u8], lower: &[u8]) -> bool {
 
 /// Every known name but [`Known::Other`], lower case, by tag.
 #[cfg(test)]
-pub(crate) const ALL: [(Known, &str); 15] = [
+pub(crate) const ALL: [(Known, &str); 14] = [
     (Known::ContentLength, "content-length"),
     (Known::TransferEncoding, "transfer-encoding"),
     (Known::Connection, "connection"),
@@ -148,7 +144,6 @@ pub(crate) const ALL: [(Known, &str); 15] = [
     (Known::Via, "via"),
     (Known::XForwardedFor, "x-forwarded-for"),
     (Known::XForwardedProto, "x-forwarded-proto"),
-    (Known::Expect, "expect"),
 ];
 
 #[cfg(test)]
