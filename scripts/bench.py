@@ -804,14 +804,30 @@ def medians(results, key, metric, cols):
     return {p: median([r.get(metric) for r in results.get((key, p), [])]) for p in cols}
 
 
+def paired_best(results, key, metric, better, best_of):
+    """Median over the repetitions of sluice's value divided by the best of
+    best_of in the same repetition. The peers of a repetition run back to
+    back, so a pair shares the machine's state; the machine's drift from one
+    repetition to the next (often 20%) cancels out of each pair."""
+    pairs = []
+    for i, r in enumerate(results.get((key, "sluice"), [])):
+        vals = [rs[i].get(metric) for rs in (results.get((key, p), []) for p in best_of) if i < len(rs)]
+        vals = [v for v in vals if v is not None]
+        if vals and better:
+            pairs.append(ratio(r.get(metric), min(vals) if better == "lower" else max(vals)))
+    return median(pairs)
+
+
 def table(results, peers, scenarios, ctx, rows=ROWS):
     """The main table; "sluice/best peer" divides by the best of BEST_OF in
-    the row (lowest for "lower" rows, highest for "higher" ones)."""
+    the row (lowest for "lower" rows, highest for "higher" ones), from the
+    medians; "paired" is the median of the same ratio taken within each
+    repetition (paired_best)."""
     cols = [p for p in PEERS if p in peers]
     others = [p for p in cols if p != "sluice"]
     best_of = [p for p in BEST_OF if p in cols]
     head = (["scenario / metric", "better"] + cols + (["sluice/" + p for p in others] if "sluice" in cols else [])
-            + (["sluice/best peer"] if "sluice" in cols and best_of else []) + ["spread"])
+            + (["sluice/best peer", "paired"] if "sluice" in cols and best_of else []) + ["spread"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for sc, key, metric, label, better, fmt in rows:
         if sc not in scenarios or not any((key, p) in results for p in cols):
@@ -828,6 +844,8 @@ def table(results, peers, scenarios, ctx, rows=ROWS):
                 vals = [meds[p] for p in best_of if meds[p] is not None]
                 best = (min(vals) if better == "lower" else max(vals)) if vals and better else None
                 r = ratio(meds["sluice"], best)
+                cells.append("%.2f" % r if r is not None else "-")
+                r = paired_best(results, key, metric, better, best_of)
                 cells.append("%.2f" % r if r is not None else "-")
         spreads = [spread([r.get(metric) for r in results.get((key, p), [])]) for p in cols]
         spreads = [x for x in spreads if x is not None]
