@@ -143,7 +143,7 @@ impl Headers {
         if !is_token(name.as_bytes()) {
             return Err(ParseError::Malformed("invalid field name"));
         }
-        self.push_line(name, value, Known::of(name.as_bytes()));
+        self.push_line(name, &[value], Known::of(name.as_bytes()));
         Ok(())
     }
 
@@ -151,18 +151,27 @@ impl Headers {
     /// [`Known::spelling`] (a token: nothing to check but the value).
     pub(crate) fn append_known(&mut self, known: Known, value: &[u8]) {
         debug_assert!(known != Known::Other, "append_known needs a known name");
-        self.push_line(known.spelling(), value, known);
+        self.push_line(known.spelling(), &[value], known);
     }
 
-    /// Writes `name: value\r\n` at the end of the arena (`value` cleaned,
-    /// RFC 9110 §5.5) and records the field.
-    fn push_line(&mut self, name: &str, value: &[u8], known: Known) {
+    /// [`Headers::append_known`] of a value given in `parts`, written one
+    /// after the other (e.g. `Via: 1.1 ` and a pseudonym).
+    pub(crate) fn append_known_parts(&mut self, known: Known, parts: &[&[u8]]) {
+        debug_assert!(known != Known::Other, "append_known needs a known name");
+        self.push_line(known.spelling(), parts, known);
+    }
+
+    /// Writes `name: value\r\n` at the end of the arena, the value from
+    /// its `parts` (cleaned, RFC 9110 §5.5), and records the field.
+    fn push_line(&mut self, name: &str, parts: &[&[u8]], known: Known) {
         let name_start = self.bytes.len();
         self.bytes.extend_from_slice(name.as_bytes());
         let name_end = self.bytes.len();
         self.bytes.extend_from_slice(b": ");
         let value_start = self.bytes.len();
-        push_sanitized(&mut self.bytes, value);
+        for part in parts {
+            push_sanitized(&mut self.bytes, part);
+        }
         let value_end = self.bytes.len();
         self.bytes.extend_from_slice(b"\r\n");
         self.push_field(Field {

@@ -211,14 +211,7 @@ pub fn add_forwarding_fields(
     xfp: bool,
 ) {
     if let Some(name) = via {
-        let mut value = [0u8; 68];
-        let text = b"1.1 ".iter().chain(name.as_bytes());
-        let mut len = 0;
-        for (dst, src) in value.iter_mut().zip(text) {
-            *dst = *src;
-            len += 1;
-        }
-        headers.append_known(Known::Via, value.get(..len).unwrap_or_default());
+        headers.append_known_parts(Known::Via, &[b"1.1 ", name.as_bytes()]);
     }
     if xff {
         // Formatted on the stack: no allocation per request.

@@ -92,7 +92,7 @@ fn check_path_query(s: &[u8]) -> Result<(), ParseError> {
     if s.contains(&b'#') {
         return Err(ParseError::Malformed("fragment in the request target"));
     }
-    if !all_chars(s, |b| is_pchar(b) || b == b'/' || b == b'?') {
+    if !all_chars(s, |b| in_class(b, PATH_QUERY)) {
         return Err(ParseError::Malformed("invalid byte in the request target"));
     }
     Ok(())
@@ -118,15 +118,56 @@ fn all_chars(s: &[u8], ok: impl Fn(u8) -> bool) -> bool {
     true
 }
 
-/// `unreserved / sub-delims / ":" / "@"` (RFC 3986 §3.3; pct-encoded is
-/// checked by the caller).
-fn is_pchar(b: u8) -> bool {
-    is_unreserved_or_sub_delim(b) || b == b':' || b == b'@'
+/// Class bit: `unreserved / sub-delims` (RFC 3986 §2.3, §2.2).
+const UNRESERVED_OR_SUB_DELIM: u8 = 1;
+/// Class bit: a byte of a path or query besides pct-encoded: `pchar`
+/// (`unreserved / sub-delims / ":" / "@"`, RFC 3986 §3.3) or `/` or `?`
+/// (§3.4).
+const PATH_QUERY: u8 = 2;
+
+/// The classes of each byte value, built at compile time: one load per
+/// byte of every target and `Host` checked.
+static URI_CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        let unreserved_or_sub_delim = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+            );
+        if unreserved_or_sub_delim {
+            t[i] = UNRESERVED_OR_SUB_DELIM | PATH_QUERY;
+        } else if matches!(b, b':' | b'@' | b'/' | b'?') {
+            t[i] = PATH_QUERY;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// True if byte `b` is in a class of `mask` (an OR of the class bits).
+fn in_class(b: u8, mask: u8) -> bool {
+    URI_CLASS.get(usize::from(b)).is_some_and(|c| c & mask != 0)
 }
 
 /// `unreserved / sub-delims` (RFC 3986 §2.3, §2.2).
 fn is_unreserved_or_sub_delim(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b)
+    in_class(b, UNRESERVED_OR_SUB_DELIM)
 }
 
 /// Checks a URI authority as `Host` carries it (RFC 9112 §3.2, RFC 3986
@@ -184,4 +225,28 @@ pub fn check_authority(a: &[u8]) -> Result<(), ParseError> {
         return Err(ParseError::Malformed("invalid port in the authority"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod class_tests {
+    use super::*;
+
+    #[test]
+    fn the_byte_classes_match_rfc_3986_for_every_byte() {
+        for b in 0..=255u8 {
+            let unreserved_or_sub_delim =
+                b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b);
+            let pchar = unreserved_or_sub_delim || b == b':' || b == b'@';
+            assert_eq!(
+                is_unreserved_or_sub_delim(b),
+                unreserved_or_sub_delim,
+                "{b}"
+            );
+            assert_eq!(
+                in_class(b, PATH_QUERY),
+                pchar || b == b'/' || b == b'?',
+                "{b}"
+            );
+        }
+    }
 }
