@@ -16,18 +16,19 @@ pub(crate) fn push_uint<N: itoa::Integer>(buf: &mut Vec<u8>, n: N) {
 
 /// Appends `d` in milliseconds with three decimals, rounded to the
 /// nearest microsecond, halves up (`1.235` for 1,234,567 ns).
+/// In 64-bit arithmetic (a `u128` division is a library call per record).
 pub(crate) fn push_ms3(buf: &mut Vec<u8>, d: Duration) {
-    let micros = d.as_nanos().saturating_add(500) / 1000;
+    let micros = d
+        .as_secs()
+        .saturating_mul(1_000_000)
+        .saturating_add((u64::from(d.subsec_nanos()) + 500) / 1000);
     push_uint(buf, micros / 1000);
-    buf.push(b'.');
     let frac = micros % 1000;
-    for div in [100, 10, 1] {
-        buf.push(digit(frac / div));
-    }
+    buf.extend_from_slice(&[b'.', digit(frac / 100), digit(frac / 10), digit(frac)]);
 }
 
 /// The last decimal digit of `n` as ASCII.
-pub(crate) fn digit(n: u128) -> u8 {
+pub(crate) fn digit(n: u64) -> u8 {
     b'0' + u8::try_from(n % 10).unwrap_or(0)
 }
 
@@ -91,6 +92,23 @@ pub(crate) fn push_socket_addr(buf: &mut Vec<u8>, addr: SocketAddr) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn milliseconds_with_three_decimals_round_to_the_microsecond() {
+        for (nanos, want) in [
+            (0u64, "0.000"),
+            (499, "0.000"),
+            (500, "0.001"),
+            (1_234_567, "1.235"),
+            (999_999_499, "999.999"),
+            (999_999_500, "1000.000"),
+            (86_400_123_456_789, "86400123.457"),
+        ] {
+            let mut buf = Vec::new();
+            push_ms3(&mut buf, Duration::from_nanos(nanos));
+            assert_eq!(String::from_utf8_lossy(&buf), want, "{nanos} ns");
+        }
+    }
 
     #[test]
     fn addresses_read_as_display_does() {

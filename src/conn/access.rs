@@ -272,14 +272,21 @@ fn round3(v: f64) -> f64 {
 
 /// Appends `bytes` with `"`, `\`, control bytes and bytes outside
 /// 0x20..=0x7e written as `\xHH` (nginx's `escape=default`).
-pub(crate) fn escape_text(buf: &mut Vec<u8>, bytes: &[u8]) {
-    for &b in bytes {
-        if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
-            let _ = write!(buf, "\\x{b:02X}");
-        } else {
-            buf.push(b);
-        }
+pub(crate) fn escape_text(buf: &mut Vec<u8>, mut bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let escaped = |b: u8| b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b);
+    // Runs of bytes that need no escape (all of them, mostly) go in one copy.
+    while let Some(at) = bytes.iter().position(|&b| escaped(b)) {
+        let (run, rest) = bytes.split_at(at);
+        buf.extend_from_slice(run);
+        let Some((&b, rest)) = rest.split_first() else {
+            return;
+        };
+        let hex = |n: u8| HEX.get(usize::from(n & 0xf)).copied().unwrap_or(b'0');
+        buf.extend_from_slice(&[b'\\', b'x', hex(b >> 4), hex(b)]);
+        bytes = rest;
     }
+    buf.extend_from_slice(bytes);
 }
 
 /// `time` as RFC 3339 in UTC with milliseconds (`2026-01-02T03:04:05.678Z`);
@@ -323,7 +330,7 @@ impl StampCache {
         }
         let (head, tail) = out.split_at_mut(19);
         head.copy_from_slice(&self.text);
-        let ms = u128::from(since.subsec_millis());
+        let ms = u64::from(since.subsec_millis());
         let digits = [
             b'.',
             text::digit(ms / 100),
