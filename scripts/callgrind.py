@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""User-space instructions per small keep-alive request (S1) of one or more
+sluice binaries, side by side, under callgrind. Driven by
+scripts/callgrind.sh (which builds the binary and passes --bin and --tmp).
+
+One nginx upstream serving /small (the benchmark's, scripts/bench.py) on
+CPU 0; each binary in turn runs under `valgrind --tool=callgrind` on CPU 1
+(`--access-log off`, or a text access log with --access-log), is loaded
+with `wrk -t1 -cCONNS` for WARM + SECS seconds, and is stopped by its PID.
+Instructions per request = the program's total (startup included) over the
+requests wrk completed. A `rep movsb` copy counts one instruction per byte,
+so copies weigh more here than in time. With --profiles DIR the raw
+profiles are written there (callgrind-N.out, N the binary's place in the
+list), for `callgrind_annotate`.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+import bench
+from sluicebench.net import free_port
+from sluicebench.procs import Proc
+
+
+def instructions(profile):
+    """The PROGRAM TOTALS line of callgrind_annotate, as an int."""
+    out = subprocess.run(["callgrind_annotate", profile], capture_output=True, text=True,
+                         timeout=120).stdout
+    for line in out.splitlines():
+        if "PROGRAM TOTALS" in line:
+            return int(line.split()[0].replace(",", ""))
+    raise RuntimeError("no PROGRAM TOTALS in " + profile)
+
+
+def measure(args, binary, n, up_port):
+    """Runs BINARY under callgrind behind wrk; returns (requests, instructions)."""
+    port = free_port()
+    profile = os.path.join(args.profiles or args.tmp, "callgrind-%d.out" % n)
+    log = ["--access-log", os.path.join(args.tmp, "access-%d.log" % n), "--access-log-format", "text"] \
+        if args.access_log else ["--access-log", "off"]
+    argv = bench.pinned(bench.PROXY_CPU, [
+        "valgrind", "--tool=callgrind", "--callgrind-out-file=" + profile, binary,
+        "--listen", "127.0.0.1:%d" % port, "--upstream", "127.0.0.1:%d" % up_port] + log)
+    proc = Proc("sluice %d" % n, argv, os.path.join(args.tmp, "sluice-%d.log" % n),
+                env=dict(os.environ, RUST_LOG="warn"))
+    try:
+        bench.wait_ready(proc, port, timeout=60.0)
+        requests = 0
+        for secs in (args.warm, args.secs):
+            requests += bench.run_wrk("callgrind %s" % binary, port, args.conns, secs)["requests"]
+    finally:
+        proc.stop(timeout=30.0)
+    return requests, instructions(profile)
+
+
+def run(args):
+    if (os.cpu_count() or 1) < 2 or not shutil.which("taskset"):
+        bench.PIN = False
+    if args.profiles:
+        os.makedirs(args.profiles, exist_ok=True)
+    os.makedirs(os.path.join(args.tmp, "www"), exist_ok=True)
+    up = bench.NginxUpstream(args.tmp, os.path.join(args.tmp, "www"), 4096)
+    rows = []
+    try:
+        for n, binary in enumerate(args.bin):
+            requests, instr = measure(args, binary, n, up.port)
+            rows.append((binary, requests, instr))
+    finally:
+        up.proc.stop()
+    print("| binary | access log | wrk -c%d requests | instructions | per request |" % args.conns)
+    print("|---|---|---|---|---|")
+    for binary, requests, instr in rows:
+        print("| %s | %s | %d | %d | %.1fk |" % (
+            binary, "text" if args.access_log else "off", requests, instr, instr / max(requests, 1) / 1000))
+    if bench.PROBLEMS:
+        for where, cmd, output in bench.PROBLEMS:
+            print("callgrind: %s: %s\n%s" % (where, cmd, output), file=sys.stderr)
+        return 1
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", action="append", required=True, help="a sluice binary (repeat to compare)")
+    ap.add_argument("--tmp", required=True)
+    ap.add_argument("--conns", type=int, default=64)
+    ap.add_argument("--warm", type=int, default=2, help="seconds of load before the measured ones")
+    ap.add_argument("--secs", type=int, default=6)
+    ap.add_argument("--access-log", action="store_true", help="a text access log instead of none")
+    ap.add_argument("--profiles", help="keep the raw profiles in this directory")
+    return run(ap.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
