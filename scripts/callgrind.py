@@ -22,7 +22,7 @@ import sys
 
 import bench
 from sluicebench.net import free_port
-from sluicebench.procs import Proc
+from sluicebench.procs import Fail, Proc, main_guard
 
 
 def instructions(profile):
@@ -57,10 +57,16 @@ def measure(args, binary, n, up_port):
 
 
 def run(args):
+    for binary in args.bin:
+        if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+            raise Fail("--bin %s: not an executable file" % binary)
     if (os.cpu_count() or 1) < 2 or not shutil.which("taskset"):
         bench.PIN = False
     if args.profiles:
-        os.makedirs(args.profiles, exist_ok=True)
+        try:
+            os.makedirs(args.profiles, exist_ok=True)
+        except OSError as e:
+            raise Fail("--profiles %s: %s" % (args.profiles, e)) from e
     os.makedirs(os.path.join(args.tmp, "www"), exist_ok=True)
     up = bench.NginxUpstream(args.tmp, os.path.join(args.tmp, "www"), 4096)
     rows = []
@@ -68,6 +74,8 @@ def run(args):
         for n, binary in enumerate(args.bin):
             requests, instr = measure(args, binary, n, up.port)
             rows.append((binary, requests, instr))
+    except RuntimeError as e:  # bench.wait_ready: the proxy did not come up
+        raise Fail(str(e)) from e
     finally:
         up.proc.stop()
     print("| binary | access log | wrk -c%d requests | instructions | per request |" % args.conns)
@@ -86,12 +94,22 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", action="append", required=True, help="a sluice binary (repeat to compare)")
     ap.add_argument("--tmp", required=True)
-    ap.add_argument("--conns", type=int, default=64)
-    ap.add_argument("--warm", type=int, default=2, help="seconds of load before the measured ones")
-    ap.add_argument("--secs", type=int, default=6)
+    ap.add_argument("--conns", type=at_least(1), default=64)
+    ap.add_argument("--warm", type=at_least(1), default=2, help="seconds of load before the measured ones")
+    ap.add_argument("--secs", type=at_least(1), default=6)
     ap.add_argument("--access-log", action="store_true", help="a text access log instead of none")
     ap.add_argument("--profiles", help="keep the raw profiles in this directory")
-    return run(ap.parse_args())
+    return main_guard(run, ap.parse_args(), "callgrind")
+
+
+def at_least(low):
+    """An argparse type: an int >= low."""
+    def parse(text):
+        n = int(text)
+        if n < low:
+            raise argparse.ArgumentTypeError("must be at least %d" % low)
+        return n
+    return parse
 
 
 if __name__ == "__main__":

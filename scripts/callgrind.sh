@@ -21,7 +21,11 @@ for tool in valgrind nginx wrk; do
     command -v "$tool" >/dev/null 2>&1 || lib_apt "$tool"
 done
 need valgrind nginx wrk callgrind_annotate
-if [[ " $* " != *" --bin "* ]]; then
+given_bin=0
+for arg in "$@"; do
+    [[ "$arg" == --bin || "$arg" == --bin=* ]] && given_bin=1
+done
+if [[ "$given_bin" == 0 ]]; then
     lib_tmp
     lib_sluice_bin
     set -- --bin "$SLUICE" "$@"
