@@ -40,7 +40,7 @@
 //! after the end every call returns `Ok(0)`.
 
 use super::error::ParseError;
-use super::headers::is_tchar;
+use super::syntax::is_tchar;
 
 /// Longest chunk-size line accepted, in bytes, from the first hex digit to
 /// the LF included (size and chunk extensions). hyper and h11 do not bound

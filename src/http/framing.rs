@@ -20,8 +20,9 @@
 use super::chunked::ChunkedScanner;
 use super::error::ParseError;
 use super::head::{RequestHead, ResponseHead};
-use super::headers::{Headers, is_token, list_elements, trim_ows};
+use super::headers::Headers;
 use super::known::Known;
+use super::syntax::{is_token, list_elements, trim_ows};
 
 /// How a message body is delimited (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,8 @@
 use std::mem::MaybeUninit;
 
 use super::error::ParseError;
-use super::headers::{Headers, push_sanitized};
+use super::headers::Headers;
+use super::syntax::push_sanitized;
 
 /// How many httparse field slots live on the stack during a parse; larger
 /// `max_fields` values use a heap vector for that one call. 256 covers the

@@ -18,8 +18,9 @@
 
 use std::net::IpAddr;
 
-use super::headers::{Headers, list_elements};
+use super::headers::Headers;
 use super::known::Known;
+use super::syntax::list_elements;
 
 /// Fields that are hop-by-hop whatever `Connection` says (RFC 9110 §7.6.1;
 /// `Proxy-Connection` and `Keep-Alive` are the pre-standard ones it names).

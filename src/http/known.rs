@@ -163,7 +163,7 @@ mod tests {
     fn spellings_are_tokens_of_their_own_tag() {
         for (k, _) in ALL {
             assert_eq!(Known::of(k.spelling().as_bytes()), k);
-            assert!(crate::http::headers::is_token(k.spelling().as_bytes()));
+            assert!(crate::http::syntax::is_token(k.spelling().as_bytes()));
         }
     }
 

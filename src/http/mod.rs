@@ -11,6 +11,8 @@
 //! Parts:
 //! - [`head`]: [`RequestHead`], [`ResponseHead`], [`Headers`], and the
 //!   incremental end-of-head finder [`HeadScanner`] (RFC 9112 §2-§5).
+//! - [`syntax`](syntax): the token, list and field-value rules of RFC 9110
+//!   §5, as byte functions.
 //! - [`hop`]: hop-by-hop removal, keep-alive verdicts, forwarding fields
 //!   (RFC 9110 §7.6, RFC 9112 §9.3).
 //! - [`framing`]: body length per role (RFC 9112 §6.3) and [`BodyDecoder`].
@@ -41,6 +43,7 @@ pub mod request;
 pub mod response;
 pub mod scanner;
 pub mod sniff;
+pub(crate) mod syntax;
 pub mod target;
 
 pub use error::ParseError;

@@ -19,10 +19,11 @@ use std::net::{IpAddr, SocketAddr};
 use super::error::ParseError;
 use super::framing::BodyKind;
 use super::head::RequestHead;
-use super::headers::{Headers, list_elements};
+use super::headers::Headers;
 use super::hop::{
     add_forwarding_fields, is_upgrade_request, remove_hop_by_hop, request_keep_alive, via_names,
 };
+use super::syntax::list_elements;
 use super::target::{check_authority, check_origin_form, normalize_absolute_form};
 
 /// Which of the proxy's own fields go on requests sent upstream

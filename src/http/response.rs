@@ -16,9 +16,10 @@
 use super::error::ParseError;
 use super::framing::BodyKind;
 use super::head::ResponseHead;
-use super::headers::{Headers, list_elements};
+use super::headers::Headers;
 use super::hop::{remove_hop_by_hop, response_keep_alive};
 use super::known::Known;
+use super::syntax::list_elements;
 
 /// What the plan needs to know about the request and the exchange so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@
 //! syntax (httparse checks it once the head is complete).
 
 use super::error::ParseError;
-use super::headers::is_tchar;
+use super::syntax::is_tchar;
 
 /// The HTTP/2 connection preface's first line (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";

@@ -138,7 +138,7 @@ impl FromStr for HashKey {
             _ => match v.strip_prefix("header:") {
                 // A field name is a token (RFC 9110 §5.1): any other name
                 // could never match, and every request would hash alike.
-                Some(name) if crate::http::headers::is_token(name.as_bytes()) => {
+                Some(name) if crate::http::syntax::is_token(name.as_bytes()) => {
                     Ok(HashKey::Header(name.to_string()))
                 }
                 _ => Err(format!(
