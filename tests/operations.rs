@@ -232,8 +232,11 @@ fn sighup_reloads_the_config_file_and_keeps_the_running_one_if_invalid() {
         // The old loop's listener stays open 1.5 s into its drain (for
         // connections the kernel still held under TCP_DEFER_ACCEPT): until
         // its drain ends a new connection may still reach the old
-        // configuration.
-        p.wait_line(STARTUP, |l| l.contains("drained"));
+        // configuration. Every old worker drains on its own: wait for
+        // each one's line, not the first.
+        let n: usize = workers.parse().unwrap();
+        let all_drained = wait_until(STARTUP, || p.count(|l| l.contains("drained")) >= n);
+        assert!(all_drained, "not every old worker drained: {}", p.log());
         for _ in 0..10 {
             assert_eq!(body_via(port), "b", "--workers {workers}");
         }
