@@ -59,6 +59,8 @@ pub use validate::ConfigError;
 pub(crate) use values::duration;
 use values::{addr, parse_addr, parse_duration, parse_workers, whole, workers};
 
+/// Smallest `high_watermark` accepted, bytes.
+pub const MIN_WATERMARK: usize = 1024;
 /// Largest `high_watermark` accepted, bytes.
 pub const MAX_WATERMARK: usize = 64 * 1024 * 1024;
 /// Largest `max_head_size` accepted, bytes.

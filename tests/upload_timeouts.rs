@@ -109,3 +109,81 @@ fn upstream_that_stops_reading_the_body_gets_504_by_the_write_gap() {
     let got = client.read_until_closed(Duration::from_secs(5));
     assert!(got.starts_with(b"HTTP/1.1 504"), "{}", preview(&got));
 }
+
+// ---- Expect: 100-continue (RFC 9110 §10.1.1) --------------------------------
+
+const EXPECT_HEAD: &[u8] =
+    b"POST /up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n";
+
+/// Reads the request head, waits `delay` (a slow upstream, on purpose),
+/// sends `100 Continue`, then reads the body and answers 200 (if it came).
+fn continue_after(delay: Duration) -> impl Fn(UpConn) + Send + Sync + 'static {
+    move |mut conn: UpConn| {
+        let Some(mut req) = conn.read_request_head() else {
+            return;
+        };
+        thread::sleep(delay);
+        conn.send(b"HTTP/1.1 100 Continue\r\n\r\n");
+        if let Ok(body) = conn.wire.read_body(req.framing()) {
+            req.body = body;
+            conn.record(req);
+            conn.send(ok_response("stored"));
+        }
+        conn.hold_until_closed();
+    }
+}
+
+#[test]
+fn client_waiting_for_100_continue_from_a_silent_upstream_gets_504_not_408() {
+    // The client may wait for the 100 (RFC 9110 §10.1.1): the silent side
+    // is the upstream, which has the head.
+    let upstream = Upstream::start(|mut conn: UpConn| {
+        if conn.read_request_head().is_some() {
+            conn.hold_until_closed();
+        }
+    });
+    let proxy = start_forward_proxy(upstream.addr, |c| {
+        c.client_body_timeout = Duration::from_millis(100);
+        c.upstream_read_timeout = READ_TIMEOUT;
+    });
+    let mut client = proxy.client();
+    client.send(EXPECT_HEAD);
+    let got = client.read_until_closed(Duration::from_secs(3));
+    assert!(got.starts_with(b"HTTP/1.1 504"), "{}", preview(&got));
+    let st = proxy.stats.snapshot();
+    assert_eq!((st.status_408, st.status_504), (0, 1));
+}
+
+#[test]
+fn a_100_continue_later_than_the_client_body_timeout_still_gets_the_body_through() {
+    let upstream = Upstream::start(continue_after(Duration::from_millis(400)));
+    let proxy = start_forward_proxy(upstream.addr, |c| {
+        c.client_body_timeout = Duration::from_millis(100);
+        c.upstream_read_timeout = Duration::from_secs(5);
+    });
+    let mut client = proxy.client();
+    client.send(EXPECT_HEAD);
+    let interim = client.read_response_head();
+    assert_eq!(interim.status, 100);
+    client.send(b"hello");
+    let resp = client.read_response();
+    assert_eq!(resp.status, 200, "{}", preview(&resp.raw()));
+    assert_eq!(upstream.single_request().body, b"hello");
+}
+
+#[test]
+fn client_silent_after_its_100_continue_gets_408() {
+    // Once the 100 came, the body is the client's to send.
+    let upstream = Upstream::start(continue_after(Duration::ZERO));
+    let proxy = start_forward_proxy(upstream.addr, |c| {
+        c.client_body_timeout = READ_TIMEOUT;
+        c.upstream_read_timeout = Duration::from_secs(5);
+    });
+    let mut client = proxy.client();
+    client.send(EXPECT_HEAD);
+    assert_eq!(client.read_response_head().status, 100);
+    let got = client.read_until_closed(Duration::from_secs(3));
+    assert!(got.starts_with(b"HTTP/1.1 408"), "{}", preview(&got));
+    let st = proxy.stats.snapshot();
+    assert_eq!((st.status_408, st.status_504), (1, 0));
+}

@@ -408,6 +408,21 @@ mod tests {
              (a unit is required)"
         );
         assert_eq!(
+            err(&["--request-head-timeout", "99999999999999h"]),
+            "--request-head-timeout: \"99999999999999h\" is too long a duration \
+             (at most 18446744073709551615 ms)"
+        );
+        assert_eq!(
+            err(&["--request-head-timeout", "99999999999999999999ms"]),
+            "--request-head-timeout: \"99999999999999999999ms\" is too long a duration \
+             (at most 18446744073709551615 ms)"
+        );
+        assert_eq!(
+            err(&["--request-head-timeout", "ms"]),
+            "--request-head-timeout: \"ms\" is not a duration like 500ms, 10s or 2m \
+             (a unit is required)"
+        );
+        assert_eq!(
             err(&["--workers", "0"]),
             "--workers: \"0\" is not a number of workers (1, 2, … or \"auto\")"
         );

@@ -18,17 +18,24 @@ pub(super) fn parse_addr(v: &str) -> Result<SocketAddr, String> {
 /// line as in the file: a bare `10` is refused, not read as seconds.
 pub(super) fn parse_duration(v: &str) -> Result<Duration, String> {
     let bad = || format!("{v:?} is not a duration like 500ms, 10s or 2m (a unit is required)");
+    let too_long = || format!("{v:?} is too long a duration (at most {} ms)", u64::MAX);
     let split = v.find(|ch: char| !ch.is_ascii_digit()).unwrap_or(v.len());
     let (digits, unit) = v.split_at(split);
-    let n: u64 = digits.parse().map_err(|_| bad())?;
-    let ms = match unit {
-        "ms" => Some(n),
-        "s" => n.checked_mul(1000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        _ => None,
+    let factor: u64 = match unit {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(bad()),
     };
-    ms.map(Duration::from_millis).ok_or_else(bad)
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    // All digits: parsing fails only by overflow.
+    let n: u64 = digits.parse().map_err(|_| too_long())?;
+    n.checked_mul(factor)
+        .map(Duration::from_millis)
+        .ok_or_else(too_long)
 }
 
 /// Writes a duration the way [`parse_duration`] reads it back: whole

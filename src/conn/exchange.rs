@@ -154,6 +154,9 @@ pub(crate) struct Exchange {
     /// A write to the upstream failed before its response head came; what
     /// it already sent is read before the error is answered.
     pub write_failed: Option<std::io::ErrorKind>,
+    /// The request asked `Expect: 100-continue` and no body byte came yet:
+    /// the client may be waiting for a `100 Continue` (RFC 9110 §10.1.1).
+    pub expect_continue: bool,
     /// The request asked for a protocol upgrade.
     pub upgrade: bool,
     /// A 101 switched both directions to a raw tunnel.
@@ -212,6 +215,7 @@ impl Exchange {
             idle_hint: None,
             retries: 0,
             write_failed: None,
+            expect_continue: false,
             upgrade: false,
             tunnel: false,
             dechunk: false,
@@ -272,7 +276,12 @@ impl Exchange {
     ///
     /// Errors: the body's framing is invalid (chunked syntax).
     pub(crate) fn scan_request(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
-        self.req_half.scan(bytes, &mut self.req_body_bytes)
+        let n = self.req_half.scan(bytes, &mut self.req_body_bytes)?;
+        if n > 0 {
+            // The client no longer waits for a 100.
+            self.expect_continue = false;
+        }
+        Ok(n)
     }
 
     /// The client sent EOF while the request half was open.
@@ -404,7 +413,12 @@ impl Exchange {
     /// - upstream write: the gap since the upstream last accepted a byte,
     ///   while bytes for it are pending;
     /// - client body: the gap since the client last sent a body byte or the
-    ///   upstream last made room for one, while the body's buffer has room.
+    ///   upstream last made room for one, while the body's buffer has room;
+    /// - a client that asked `Expect: 100-continue` and sent no body byte
+    ///   may wait for the `100` (RFC 9110 §10.1.1): until a response byte
+    ///   comes, the upstream, which has the head, is the side that must
+    ///   move (upstream read, from the head's write: 504), and the client
+    ///   body gap starts again at the last response byte.
     pub(crate) fn deadline(
         &self,
         cfg: &Config,
@@ -419,6 +433,7 @@ impl Exchange {
             }
         };
         let bytes_for_upstream = self.to_upstream.as_ref().is_some_and(|b| !b.is_empty());
+        let awaiting_continue = self.expect_continue && self.first_byte.is_none();
         if let Some(up) = up {
             if let Some(d) = up.deadline(cfg.upstream_connect_timeout) {
                 return Some(d);
@@ -441,14 +456,22 @@ impl Exchange {
                     Timeout::UpstreamWrite,
                 );
             }
+            if awaiting_continue && self.up_written >= self.head_bytes.len() as u64 {
+                consider(
+                    self.up_write_at + cfg.upstream_read_timeout,
+                    Timeout::UpstreamRead,
+                );
+            }
         }
         let wants_body =
             !self.request_taken() && self.to_upstream.as_ref().is_none_or(|b| !b.is_paused());
-        if wants_body && !self.tunnel {
-            consider(
-                self.down_read_at.max(self.up_write_at) + cfg.client_body_timeout,
-                Timeout::ClientBody,
-            );
+        if wants_body && !self.tunnel && !awaiting_continue {
+            let mut since = self.down_read_at.max(self.up_write_at);
+            if self.expect_continue {
+                // The 100 (or an early final head) the client waited for.
+                since = since.max(self.up_read_at);
+            }
+            consider(since + cfg.client_body_timeout, Timeout::ClientBody);
         }
         best
     }

@@ -360,6 +360,8 @@ pub(crate) fn read_request(
         Read1::Data(n) => {
             Stats::add(&env.stats.bytes_from_downstream, n as u64);
             ex.down_read_at = env.now;
+            // Body bytes: the client no longer waits for a 100.
+            ex.expect_continue = false;
             let Some(buf) = ex.to_upstream.as_mut() else {
                 return Ok(true);
             };

@@ -32,8 +32,10 @@
 //!   nothing else outside the grammar;
 //! - trailer field lines must be `token ":" value` with no obs-fold and no
 //!   CTL in the value (RFC 9112 §5.1, §5.2);
-//! - the chunk size is summed with checked arithmetic: more than `u64::MAX`
-//!   is an error, not a wrap.
+//! - a chunk size over [`MAX_CHUNK_SIZE`] (2^63 - 1, the bound of a
+//!   `Content-Length`) is an error: a next hop counting in a signed 64-bit
+//!   integer (nginx's `off_t`, curl, Java) could not represent it, and
+//!   RFC 9112 §7.1 asks recipients to guard against integer overflow.
 //!
 //! Invariants: each byte is examined once; the state is one variant per
 //! grammar position; after an error every call returns the same error;
@@ -52,6 +54,10 @@ pub const MAX_CHUNK_LINE: usize = 4 * 1024;
 /// any u64; more can only be leading zeros, which parsers count
 /// differently).
 pub const MAX_SIZE_DIGITS: usize = 16;
+
+/// Largest chunk size accepted, in bytes: 2^63 - 1, the same bound as a
+/// `Content-Length` ([`super::framing::MAX_CONTENT_LENGTH`]).
+pub const MAX_CHUNK_SIZE: u64 = super::framing::MAX_CONTENT_LENGTH;
 
 /// Longest trailer section accepted, in bytes, from the byte after the
 /// last-chunk line to the final CRLF included. Same order as the default
@@ -279,7 +285,8 @@ fn step(state: State, b: u8) -> Result<State, &'static str> {
                 let d = hex_value(b).ok_or("chunk size is not HEXDIG")?;
                 size.checked_mul(16)
                     .and_then(|s| s.checked_add(d))
-                    .ok_or("chunk size overflows u64")?
+                    .filter(|s| *s <= MAX_CHUNK_SIZE)
+                    .ok_or("chunk size over 2^63 - 1")?
             } else {
                 size
             };

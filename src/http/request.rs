@@ -111,6 +111,11 @@ pub struct RequestPlan {
     /// request may be sent again after a reused connection failed before
     /// any response byte (ARCHITECTURE.md §7).
     pub idempotent: bool,
+    /// An HTTP/1.1 request with a body whose `Expect` lists `100-continue`
+    /// (RFC 9110 §10.1.1): the client may wait for a `100 Continue` before
+    /// it sends the body, so until a body byte or a response byte comes,
+    /// the wait is the upstream's, not the client's (README "Timeouts").
+    pub expect_continue: bool,
 }
 
 impl RequestPlan {
@@ -169,12 +174,29 @@ pub fn plan_request(
         fwd.x_forwarded_for,
         fwd.x_forwarded_proto,
     );
-    Ok(RequestPlan {
+    let plan = RequestPlan {
         framing,
         keep_alive,
         upgrade,
         idempotent: is_idempotent(&req.method),
+        expect_continue: false,
+    };
+    // Looked up by name only for a request with a body (rare on the hot
+    // path); an HTTP/1.0 server ignores the expectation (RFC 9110 §10.1.1).
+    let expect_continue = plan.has_body() && req.version >= 1 && expects_continue(&req.headers);
+    Ok(RequestPlan {
+        expect_continue,
+        ..plan
     })
+}
+
+/// True if an `Expect` field lists `100-continue`, compared ignoring ASCII
+/// case (RFC 9110 §10.1.1).
+fn expects_continue(headers: &Headers) -> bool {
+    headers
+        .get_all("expect")
+        .flat_map(list_elements)
+        .any(|e| e.eq_ignore_ascii_case(b"100-continue"))
 }
 
 /// Rewrites the framing field the upstream will read into the one

@@ -113,6 +113,8 @@ pub struct FinalPlan {
 ///   a chunked body to an HTTP/1.0 client is de-chunked (and `Trailer`
 ///   dropped). A transfer coding besides chunked (and identity) cannot be
 ///   given to an HTTP/1.0 client: 502, as nginx.
+/// - a 426 to an HTTP/1.1 client keeps its `Upgrade` field (RFC 9110
+///   §15.5.22: it names the protocols required), with `Connection: upgrade`.
 ///
 /// Errors: [`ResponseRefusal`] (502).
 pub fn plan_response(
@@ -184,7 +186,12 @@ pub fn plan_response(
     let early = !cx.request_body_done && !tunnel;
     let close_client =
         tunnel || framing == BodyKind::UntilClose || abandon_request || early || dechunk;
-    remove_hop_by_hop(&mut head.headers, tunnel);
+    // A 426 must name the protocols to upgrade to (RFC 9110 §15.5.22,
+    // §7.8), so its `Upgrade` field reaches an HTTP/1.1 client, with the
+    // `Connection: upgrade` option a sender of `Upgrade` adds.
+    let keep_upgrade =
+        tunnel || (head.status == 426 && !http10 && head.headers.has_known(Known::Upgrade));
+    remove_hop_by_hop(&mut head.headers, keep_upgrade);
     Ok(ResponsePlan::Final(FinalPlan {
         framing,
         tunnel,

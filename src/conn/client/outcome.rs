@@ -360,13 +360,14 @@ impl ClientConn {
         }
         ex.retries += 1;
         Stats::add(&sh.stats.retries, 1);
+        // `tries()` now counts the try about to start: "retry 1 … try 2".
         info!(
             "retry {}: {} {} after {err} (reused={}, try {})",
             ex.retries,
             ex.req.method,
             ex.req.target,
             ex.reused,
-            ex.tries() + 1
+            ex.tries()
         );
         let Some(peer) = choose::next(ex, sh) else {
             return Ok(false);

@@ -160,6 +160,7 @@ impl ClientConn {
         // address; a retry on another server keeps it (ARCHITECTURE.md §6).
         ensure_host(req, peer.addr);
         ex.start(peer, plan.framing, plan.upgrade, plan.idempotent, sh.now);
+        ex.expect_continue = plan.expect_continue;
         ex.group = group;
         ex.in_flight = group.is_some();
         ex.panic = panic;

@@ -111,7 +111,7 @@ fn incomplete_bodies_need_more() {
         (b"0\r\n", "after the last-chunk"),
         (b"0\r\nA: b\r\n", "inside the trailer section"),
         (b"0\r\n\r", "before the final LF"),
-        (b"FFFFFFFFFFFFFFFF\r\n", "the largest u64 size"),
+        (b"7FFFFFFFFFFFFFFF\r\n", "the largest size, 2^63 - 1"),
     ];
     for (body, why) in table {
         assert_eq!(outcome(body), Outcome::NeedMore, "{why}");
@@ -191,7 +191,17 @@ fn bad_bodies_are_rejected_at_the_same_byte() {
             "33 leading zeros: a 16-digit parser would read 0",
         ),
         (
-            b"FFFFFFFFFFFFFFFFF\r\n",
+            b"8000000000000000\r\nabc",
+            "chunk size over 2^63 - 1",
+            "2^63: a signed 64-bit next hop would overflow",
+        ),
+        (
+            b"FFFFFFFFFFFFFFFF\r\n",
+            "chunk size over 2^63 - 1",
+            "the largest u64",
+        ),
+        (
+            b"10000000000000000\r\n",
             "chunk size has more than 16 hex digits",
             "17 hex digits",
         ),

@@ -164,6 +164,7 @@ fn framing_kinds_and_has_body() {
         keep_alive: true,
         upgrade: false,
         idempotent: true,
+        expect_continue: false,
     };
     assert!(!length_zero.has_body(), "Length(0) carries no body bytes");
 }
@@ -382,5 +383,81 @@ fn framing_fields_go_upstream_in_the_one_spelling_every_parser_reads_alike() {
             })
             .count();
         assert_eq!(framing_lines, 1, "{why}: one framing field: {text:?}");
+    }
+}
+
+#[test]
+fn expect_100_continue_is_noted_for_an_http11_request_with_a_body() {
+    // (head lines, expect_continue, why)
+    let table: &[(&[&str], bool, &str)] = &[
+        (
+            &[
+                "POST / HTTP/1.1",
+                "Host: h",
+                "Expect: 100-continue",
+                "Content-Length: 5",
+            ],
+            true,
+            "the usual form",
+        ),
+        (
+            &[
+                "PUT / HTTP/1.1",
+                "Host: h",
+                "expect: 100-Continue",
+                "Transfer-Encoding: chunked",
+            ],
+            true,
+            "case ignored, chunked",
+        ),
+        (
+            &[
+                "POST / HTTP/1.1",
+                "Host: h",
+                "Expect: foo, 100-continue",
+                "Content-Length: 5",
+            ],
+            true,
+            "in a list",
+        ),
+        (
+            &[
+                "POST / HTTP/1.1",
+                "Host: h",
+                "Expect: 100-continue",
+                "Content-Length: 0",
+            ],
+            false,
+            "no body to wait for",
+        ),
+        (
+            &["GET / HTTP/1.1", "Host: h", "Expect: 100-continue"],
+            false,
+            "no body",
+        ),
+        (
+            &[
+                "POST / HTTP/1.0",
+                "Host: h",
+                "Expect: 100-continue",
+                "Content-Length: 5",
+            ],
+            false,
+            "HTTP/1.0: ignored",
+        ),
+        (
+            &[
+                "POST / HTTP/1.1",
+                "Host: h",
+                "Expect: 100-continued",
+                "Content-Length: 5",
+            ],
+            false,
+            "another expectation",
+        ),
+    ];
+    for (lines, want, why) in table {
+        let (_, plan) = planned(lines);
+        assert_eq!(plan.expect_continue, *want, "{why}");
     }
 }

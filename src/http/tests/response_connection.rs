@@ -156,3 +156,33 @@ fn full_round_trip_keeps_order_and_spelling() {
           Content-Length: 3\r\nConnection: keep-alive\r\n\r\n"
     );
 }
+
+#[test]
+fn a_426_keeps_its_upgrade_field_for_an_http11_client() {
+    // RFC 9110 §15.5.22: a 426 names the protocols required in `Upgrade`;
+    // without it the client cannot know what to switch to.
+    let lines = [
+        "HTTP/1.1 426 Upgrade Required",
+        "Upgrade: websocket",
+        "Connection: Upgrade, X-Hop",
+        "X-Hop: 1",
+        "Content-Length: 0",
+    ];
+    let (mut head, p) = final_plan(&lines, &cx());
+    assert!(!p.tunnel && !p.close_client);
+    finish_response_head(&mut head, p.tunnel, 1, !p.close_client);
+    assert_eq!(
+        encoded(&head),
+        "HTTP/1.1 426 Upgrade Required\r\nUpgrade: websocket\r\nContent-Length: 0\r\n\
+         Connection: upgrade\r\n\r\n"
+    );
+    // Any other status loses it (hop-by-hop, RFC 9110 §7.6.1), and an
+    // HTTP/1.0 client cannot upgrade at all.
+    let (head, _) = final_plan(
+        &["HTTP/1.1 200 OK", "Upgrade: h2c", "Content-Length: 0"],
+        &cx(),
+    );
+    assert_eq!(head.headers.get("upgrade"), None);
+    let (head, _) = final_plan(&lines, &cx10());
+    assert_eq!(head.headers.get("upgrade"), None);
+}
