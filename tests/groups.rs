@@ -226,6 +226,33 @@ fn a_killed_server_is_ejected_and_no_idempotent_request_fails() {
 }
 
 #[test]
+fn a_server_that_takes_requests_and_never_answers_is_ejected() {
+    // nginx counts a timeout toward max_fails too: without that, every
+    // other request would wait the whole read timeout on the silent one.
+    let silent = Upstream::start(never_answer());
+    let good = named("good", alive());
+    let proxy = start_proxy(
+        |c| {
+            c.upstream = vec![group(
+                "app",
+                &[&silent.addr.to_string(), &good.addr.to_string()],
+                |g| g.max_fails = 1,
+            )];
+            c.upstream_read_timeout = Duration::from_millis(200);
+        },
+        ByRoutes,
+    );
+    // Smooth round-robin starts with the first server: the silent one.
+    let first = proxy.client().round_trip(get("/"));
+    assert_eq!(first.status, 504);
+    for _ in 0..10 {
+        let r = proxy.client().round_trip(get("/"));
+        assert_eq!((r.status, r.body_str()), (200, "good".to_string()));
+    }
+    assert_eq!(proxy.stats.snapshot().ejections, 1);
+}
+
+#[test]
 fn a_post_to_a_refused_server_goes_to_another_and_a_sent_post_is_502() {
     let good = named("good", alive());
     let refused = refused_addr().to_string();

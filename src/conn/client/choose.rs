@@ -62,8 +62,9 @@ pub(super) fn first(sh: &mut Shared, client: IpAddr, req: &RequestHead) -> Dest 
 }
 
 /// Counts the failure `err` of the current try against its server
-/// (passive health): a refused or timed-out connect, or a reset or close
-/// before any response byte on a new connection. A close of a pooled
+/// (passive health): a refused or timed-out connect, a reset or close
+/// before any response byte on a new connection, or the upstream read or
+/// write timeout before any response byte. A close of a pooled
 /// connection before any byte is the keep-alive race, not the server's
 /// fault: it is retried but not counted.
 pub(super) fn count_failure(ex: &mut Exchange, err: &ProxyError, sh: &mut Shared) {
@@ -78,6 +79,12 @@ pub(super) fn count_failure(ex: &mut Exchange, err: &ProxyError, sh: &mut Shared
         ErrorKind::Io(_) | ErrorKind::Closed if ex.no_response_byte() && !ex.reused => {
             Verdict::Failure
         }
+        // It took the request (or stopped taking it) and answered nothing
+        // within the read or write timeout: the server's fault on a new or
+        // a pooled connection alike (nginx counts `timeout` too).
+        ErrorKind::Timeout(
+            crate::error::Timeout::UpstreamRead | crate::error::Timeout::UpstreamWrite,
+        ) if ex.no_response_byte() => Verdict::Failure,
         _ => Verdict::Neutral,
     };
     sh.report(g, ex.peer.addr, verdict);
