@@ -149,12 +149,22 @@ pub(crate) fn lookup(resolver: &dyn Resolver, n: &mut Name) -> Option<Update> {
             })
         }
         Ok(_) => {
-            log::warn!("upstream host {}: no address; keeping the last set", n.host);
+            log::warn!("upstream host {}: no address{}", n.host, keeping(n));
             None
         }
         Err(e) => {
-            log::warn!("upstream host {}: {e}; keeping the last set", n.host);
+            log::warn!("upstream host {}: {e}{}", n.host, keeping(n));
             None
         }
+    }
+}
+
+/// What a failed lookup leaves in place: the last set, or (before any
+/// lookup succeeded, `resolve = "lazy"`) nothing yet.
+fn keeping(n: &Name) -> &'static str {
+    if n.last.is_empty() {
+        "; no address yet, retried at the next resolve interval"
+    } else {
+        "; keeping the last set"
     }
 }
