@@ -61,6 +61,7 @@ impl Admin {
         let Some(mut obs) = obs else {
             return Ok((None, None));
         };
+        obs.claim();
         let Some(std_listener) = obs.admin.take() else {
             return Ok((None, Some(obs)));
         };
@@ -68,13 +69,7 @@ impl Admin {
         registry.register(&mut listener, token::ADMIN_LISTENER, Interest::READABLE)?;
         // The observer stays with the loop for publishing; the admin side
         // gets its own handle on the same region.
-        let mine = Observer {
-            region: obs.region.clone(),
-            slot: obs.slot,
-            admin: None,
-            started_ms: obs.started_ms,
-            digest: obs.digest,
-        };
+        let mine = obs.reader();
         Ok((
             Some(Admin {
                 listener,
@@ -304,7 +299,7 @@ fn route(
             expose::metrics_text(obs, &servers()),
         ),
         "/healthz" => (200, TEXT, "ok\n".into()),
-        "/readyz" if draining => (503, TEXT, "draining\n".into()),
+        "/readyz" if !expose::group_ready(obs, draining) => (503, TEXT, "draining\n".into()),
         "/readyz" => (200, TEXT, "ready\n".into()),
         "/status" => (200, "application/json", expose::status_json(obs)),
         _ => (

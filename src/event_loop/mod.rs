@@ -253,7 +253,7 @@ impl Server {
     pub fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         info!("listening on {}", self.local_addr);
-        if let Some(o) = self.obs.as_ref() {
+        if let Some(o) = self.obs.as_mut() {
             o.publish(&self.sh.stats, false);
         }
         while !self.shutdown.load(Ordering::SeqCst) {
@@ -345,7 +345,7 @@ impl Server {
             if let Some(a) = self.admin.as_mut() {
                 a.expire(now, self.poll.registry());
             }
-            if let Some(o) = self.obs.as_ref() {
+            if let Some(o) = self.obs.as_mut() {
                 o.publish(&self.sh.stats, self.drain.load(Ordering::SeqCst));
             }
             if self.drain.load(Ordering::SeqCst) && self.drain_step() {
@@ -354,6 +354,11 @@ impl Server {
         }
         self.stop();
         self.sh.access.flush();
+        // The last counts go to the totals; the loop slot is freed when
+        // `self` drops.
+        if let Some(o) = self.obs.as_mut() {
+            o.publish(&self.sh.stats, true);
+        }
         Ok(())
     }
 

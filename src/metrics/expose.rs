@@ -17,7 +17,7 @@ use prometheus_client::registry::Registry;
 use serde::Serialize;
 
 use super::Observer;
-use super::region::SlotView;
+use super::region::LoopView;
 use crate::conn::access::{Termination, rfc3339_ms};
 use crate::stats::{BUCKETS, CLASSES, FIELD_NAMES, HISTOGRAM_CELLS, TERMINATIONS};
 use crate::upstreams::ServerState;
@@ -176,18 +176,84 @@ const PLAIN: &[Plain] = &[
     ),
 ];
 
-/// The slots of one scrape, as a `prometheus-client` collector.
+/// One worker index as a scrape shows it: counters from the index's totals
+/// (every loop that held it added to them, so they never go down), gauges
+/// summed over its running loops (`buffered_bytes_peak`: the highest),
+/// draining while none of its loops serves, started when its newest loop
+/// started.
+#[derive(Debug)]
+struct SlotView {
+    index: usize,
+    draining: bool,
+    started_ms: u64,
+    values: Vec<u64>,
+}
+
+/// The worker indices that have a running loop, from `region`.
+fn worker_views(region: &super::Region) -> Vec<SlotView> {
+    let loops = region.read_loops();
+    let mut indices: Vec<usize> = loops.iter().map(|l| l.index).collect();
+    indices.dedup();
+    indices
+        .into_iter()
+        .map(|index| {
+            let mine: Vec<&LoopView> = loops.iter().filter(|l| l.index == index).collect();
+            let mut values = region.read_totals(index);
+            for (name, _, kind, fields) in PLAIN {
+                if !matches!(kind, MetricType::Gauge) {
+                    continue;
+                }
+                for (field, _) in fields.iter() {
+                    let Some(i) = FIELD_NAMES.iter().position(|n| n == field) else {
+                        continue;
+                    };
+                    let each = mine.iter().map(|l| l.values.get(i).copied().unwrap_or(0));
+                    let v = if *name == "sluice_buffered_bytes_peak" {
+                        each.max().unwrap_or(0)
+                    } else {
+                        each.fold(0u64, u64::wrapping_add)
+                    };
+                    if let Some(cell) = values.get_mut(i) {
+                        *cell = v;
+                    }
+                }
+            }
+            SlotView {
+                index,
+                draining: mine.iter().all(|l| l.draining),
+                started_ms: mine.iter().map(|l| l.started_ms).max().unwrap_or(0),
+                values,
+            }
+        })
+        .collect()
+}
+
+/// `/readyz`: true while any loop of the group serves (is not draining),
+/// the answering one counted as draining when `draining`. A reload's new
+/// loops serve before the old ones drain, so the group stays ready across
+/// it; a shutdown drains every loop.
+pub(crate) fn group_ready(obs: &Observer, draining: bool) -> bool {
+    if obs.claimed.is_none() && !draining {
+        return true;
+    }
+    obs.region
+        .read_loops()
+        .iter()
+        .any(|l| !(l.draining || (draining && Some(l.slot) == obs.claimed)))
+}
+
+/// The worker indices of one scrape, as a `prometheus-client` collector.
 #[derive(Debug)]
 struct Slots(Vec<SlotView>);
 
 type Labels = Vec<(&'static str, String)>;
 
 impl Slots {
-    fn field(v: &SlotView, name: &str) -> u64 {
+    fn field(values: &[u64], name: &str) -> u64 {
         FIELD_NAMES
             .iter()
             .position(|&n| n == name)
-            .and_then(|i| v.values.get(i).copied())
+            .and_then(|i| values.get(i).copied())
             .unwrap_or(0)
     }
 
@@ -271,7 +337,7 @@ impl Collector for Slots {
                     if let Some((k, val)) = extra {
                         labels.push((k, (*val).to_string()));
                     }
-                    let n = Slots::field(v, field);
+                    let n = Slots::field(&v.values, field);
                     let e = m.encode_family(&labels)?;
                     match kind {
                         MetricType::Counter => ConstCounter::new(n).encode(e)?,
@@ -351,7 +417,7 @@ impl Collector for Servers {
 /// health as this worker sees it (`servers`).
 pub(crate) fn metrics_text(obs: &Observer, servers: &[ServerState]) -> String {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(Slots(obs.region.read())));
+    registry.register_collector(Box::new(Slots(worker_views(&obs.region))));
     registry.register_collector(Box::new(Servers {
         worker: obs.slot,
         states: servers.to_vec(),
@@ -395,7 +461,7 @@ pub(crate) fn status_json(obs: &Observer) -> String {
         pid: std::process::id(),
         workers: obs
             .region
-            .read()
+            .read_loops()
             .into_iter()
             .map(|v| WorkerStatus {
                 worker: v.index,
@@ -403,8 +469,8 @@ pub(crate) fn status_json(obs: &Observer) -> String {
                 started: rfc3339_ms(at(v.started_ms)),
                 config_digest: format!("{:016x}", v.digest),
                 draining: v.draining,
-                requests: Slots::field(&v, "requests"),
-                client_connections: Slots::field(&v, "downstream_active"),
+                requests: Slots::field(&v.values, "requests"),
+                client_connections: Slots::field(&v.values, "downstream_active"),
             })
             .collect(),
     };

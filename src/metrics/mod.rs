@@ -28,7 +28,12 @@ use std::sync::Arc;
 pub use region::Region;
 
 use crate::config::Config;
-use crate::stats::Stats;
+use crate::config::MAX_WORKERS;
+use crate::stats::{Stats, VALUE_COUNT};
+
+/// Loop slots of a single process's region: the running loop and those
+/// that still drain after reloads.
+const STANDALONE_LOOPS: usize = 16;
 
 /// Environment variable naming the inherited region's descriptor.
 pub const METRICS_FD_ENV: &str = "SLUICE_METRICS_FD";
@@ -42,10 +47,16 @@ pub const SLOT_ENV: &str = "SLUICE_METRICS_SLOT";
 #[derive(Debug)]
 pub struct Observer {
     pub(crate) region: Arc<Region>,
+    /// The worker index (`worker` label).
     pub(crate) slot: usize,
     pub(crate) admin: Option<TcpListener>,
     pub(crate) started_ms: u64,
     pub(crate) digest: u64,
+    /// The loop slot this loop holds in the region ([`Observer::claim`]),
+    /// released on drop.
+    pub(crate) claimed: Option<usize>,
+    /// What was last added to the index's totals.
+    last: Vec<u64>,
 }
 
 impl Observer {
@@ -61,7 +72,7 @@ impl Observer {
         };
         let admin = bind_admin(addr)?;
         Ok(Some(Observer::new(
-            Arc::new(Region::create(1)?),
+            Arc::new(Region::create(1, STANDALONE_LOOPS)?),
             0,
             Some(admin),
             config,
@@ -106,6 +117,38 @@ impl Observer {
             admin,
             started_ms: region::now_ms(),
             digest: config_digest(cfg),
+            claimed: None,
+            last: vec![0; VALUE_COUNT],
+        }
+    }
+
+    /// A handle on the same region for reading only (the admin side): it
+    /// holds no loop slot and publishes nothing.
+    pub(crate) fn reader(&self) -> Observer {
+        Observer {
+            region: self.region.clone(),
+            slot: self.slot,
+            admin: None,
+            started_ms: self.started_ms,
+            digest: self.digest,
+            claimed: self.claimed,
+            last: Vec::new(),
+        }
+    }
+
+    /// Takes a loop slot in the region for the loop about to run (its
+    /// numbers, draining flag and `/status` entry); the slot is freed when
+    /// this observer drops. Without a free slot the loop still adds to its
+    /// index's totals (logged).
+    pub(crate) fn claim(&mut self) {
+        self.claimed =
+            self.region
+                .claim(std::process::id(), self.slot, self.started_ms, self.digest);
+        if self.claimed.is_none() {
+            log::warn!(
+                "metrics: no free loop slot for worker {}: its gauges and /status entry are missing",
+                self.slot
+            );
         }
     }
 
@@ -123,15 +166,27 @@ impl Observer {
         Ok(Observer::new(self.region.clone(), self.slot, admin, config))
     }
 
-    /// Copies `stats` into this loop's slot.
-    pub(crate) fn publish(&self, stats: &Stats, draining: bool) {
-        let head = [
-            u64::from(std::process::id()),
-            self.started_ms,
-            self.digest,
-            u64::from(draining),
-        ];
-        self.region.publish(self.slot, head, stats);
+    /// Adds what `stats` grew by to the index's totals and copies it into
+    /// this loop's slot.
+    pub(crate) fn publish(&mut self, stats: &Stats, draining: bool) {
+        self.region.publish(
+            self.slot,
+            self.claimed,
+            draining,
+            &mut self.last,
+            stats.values(),
+        );
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        // Only the publishing observer (it has `last`) frees its slot.
+        if let Some(slot) = self.claimed
+            && !self.last.is_empty()
+        {
+            self.region.release(slot);
+        }
     }
 }
 
@@ -144,8 +199,10 @@ pub struct GroupMetrics {
 }
 
 impl GroupMetrics {
-    /// Binds `config.admin` and creates a region with one slot per worker;
-    /// `None` when no admin address is set.
+    /// Binds `config.admin` and creates a region with totals for every
+    /// worker index a reload may ask for (`MAX_WORKERS`, at least
+    /// `workers`) and loop slots for two generations of them; `None` when
+    /// no admin address is set.
     ///
     /// Errors: the bind (naming the address) or the region failed.
     pub fn prepare(config: &Config, workers: usize) -> io::Result<Option<GroupMetrics>> {
@@ -154,7 +211,10 @@ impl GroupMetrics {
         };
         Ok(Some(GroupMetrics {
             admin: bind_admin(addr)?,
-            region: Region::create(workers)?,
+            region: {
+                let indices = workers.max(MAX_WORKERS);
+                Region::create(indices, indices * 2 + STANDALONE_LOOPS)?
+            },
         }))
     }
 

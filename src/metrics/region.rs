@@ -7,17 +7,34 @@
 //! for each of them. The supervisor creates the region before it starts the
 //! workers — an anonymous file (`memfd_create`) of fixed size — and passes
 //! its descriptor to each worker (inherited across `exec`, its number in an
-//! environment variable). Each worker maps it and, once per loop turn,
-//! copies its [`Stats`] into its own slot with relaxed atomic stores; the
-//! worker that answers a scrape reads every slot with relaxed atomic loads.
-//! Each number is exact on its own; a slot is not one instant (as with
-//! [`Stats`] itself).
+//! environment variable). Each worker maps it; the worker that answers a
+//! scrape reads it with relaxed atomic loads. Each number is exact on its
+//! own; a scrape is not one instant (as with [`Stats`](crate::stats::Stats) itself).
 //!
-//! Layout, in `u64` cells: a header ([`MAGIC`], slot count, group start
-//! time in ms since the epoch, padding), then per slot [`SLOT_HEAD`] cells
-//! (pid, start time in ms, config digest, draining flag) and
-//! [`VALUE_COUNT`] values in [`Stats::values`] order. A slot whose pid is 0
-//! is unused.
+//! Two tables, because a worker *position* (index `w0`, `w1`, …) outlives
+//! the processes that hold it: during a reload's drain the old and the new
+//! process of one index run side by side, a crashed worker is restarted in
+//! its index, and with `--workers 1` a reload runs a second loop in the
+//! same process.
+//!
+//! - **Totals**, one block per index: every loop that holds the index adds
+//!   what its counters grew by since its last publish (`fetch_add`). A
+//!   total is only ever added to, so it never goes down — not across a
+//!   reload, a restart, or two loops of one index at once — and it sums
+//!   what every process of the index counted.
+//! - **Loops**, one slot per running loop: claimed when a loop is built
+//!   (its pid and index in one compare-and-swap), written with its own
+//!   numbers (stores), released (zeroed) when the loop ends. A slot whose
+//!   process no longer exists (`kill(pid, 0)`: a worker killed before it
+//!   could release) is not read, and is claimed again by the next loop.
+//!   Gauges, the draining flag and `/status` come from here.
+//!
+//! Layout, in `u64` cells: a header ([`MAGIC`], index count, group start
+//! time in ms since the epoch, loop-slot count), then per index
+//! [`VALUE_COUNT`] totals in [`Stats::values`](crate::stats::Stats::values) order, then per loop slot
+//! [`LOOP_HEAD`] cells (owner = pid | (index + 1) << 32, start time in ms,
+//! config digest, draining flag) and [`VALUE_COUNT`] values. A slot whose
+//! owner is 0 is free.
 //!
 //! What it must not know: HTTP, the loop, what the values mean.
 
@@ -27,33 +44,35 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::stats::{Stats, VALUE_COUNT};
+use crate::stats::VALUE_COUNT;
 
 /// First header cell: identifies the layout (bumped when it changes).
-pub(crate) const MAGIC: u64 = 0x736c_7569_6365_0001;
+pub(crate) const MAGIC: u64 = 0x736c_7569_6365_0002;
 /// Header cells before the first slot.
 const HEADER: usize = 4;
-/// Cells of a slot before its values.
-pub(crate) const SLOT_HEAD: usize = 4;
-/// Cells of one slot.
-const SLOT: usize = SLOT_HEAD + VALUE_COUNT;
-/// Most slots a region holds.
+/// Cells of a loop slot before its values.
+const LOOP_HEAD: usize = 4;
+/// Cells of one loop slot.
+const LOOP: usize = LOOP_HEAD + VALUE_COUNT;
+/// Most indices (and loop slots) a region holds.
 pub(crate) const MAX_SLOTS: usize = 4096;
 
-/// One slot, read.
+/// One running loop's slot, read.
 #[derive(Debug, Clone)]
-pub(crate) struct SlotView {
-    /// Its index.
+pub(crate) struct LoopView {
+    /// Its loop slot.
+    pub slot: usize,
+    /// Its worker index.
     pub index: usize,
-    /// Process id of the worker that last wrote it.
+    /// Process id of the loop.
     pub pid: u64,
-    /// When that worker started, ms since the epoch.
+    /// When the loop started, ms since the epoch.
     pub started_ms: u64,
-    /// The worker's config digest.
+    /// Its config digest.
     pub digest: u64,
-    /// The worker is draining.
+    /// The loop is draining.
     pub draining: bool,
-    /// Its numbers, in [`Stats::values`] order.
+    /// Its own numbers, in [`Stats::values`](crate::stats::Stats::values) order.
     pub values: Vec<u64>,
 }
 
@@ -73,14 +92,15 @@ unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
 impl Region {
-    /// Creates a region of `slots` slots (1..=`MAX_SLOTS`) for a group
-    /// started now. Its descriptor is close-on-exec; see
-    /// [`Region::raw_fd`] to pass it on.
+    /// Creates a region with totals for `indices` worker indices and
+    /// `loops` loop slots (each 1..=`MAX_SLOTS`) for a group started now.
+    /// Its descriptor is close-on-exec; see [`Region::raw_fd`] to pass it
+    /// on. Pages no loop writes cost no memory.
     ///
-    /// Errors: `memfd_create`, `ftruncate` or `mmap` failed, or `slots` is
+    /// Errors: `memfd_create`, `ftruncate` or `mmap` failed, or a count is
     /// out of range (`InvalidInput`).
-    pub fn create(slots: usize) -> io::Result<Region> {
-        if slots == 0 || slots > MAX_SLOTS {
+    pub fn create(indices: usize, loops: usize) -> io::Result<Region> {
+        if !(1..=MAX_SLOTS).contains(&indices) || !(1..=MAX_SLOTS).contains(&loops) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "metrics region: slot count out of range",
@@ -94,13 +114,13 @@ impl Region {
         }
         // SAFETY: `raw` is a descriptor we just opened and own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let cells = HEADER + slots * SLOT;
+        let cells = HEADER + indices * VALUE_COUNT + loops * LOOP;
         File::from(fd.try_clone()?).set_len((cells * 8) as u64)?;
         let region = Region::map(fd, cells)?;
-        let h = region.cells();
-        if let [magic, n, start, ..] = h {
-            n.store(slots as u64, Ordering::Relaxed);
+        if let [magic, n, start, l, ..] = region.cells() {
+            n.store(indices as u64, Ordering::Relaxed);
             start.store(now_ms(), Ordering::Relaxed);
+            l.store(loops as u64, Ordering::Relaxed);
             magic.store(MAGIC, Ordering::Release);
         }
         Ok(region)
@@ -119,17 +139,17 @@ impl Region {
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let len = File::from(fd.try_clone()?).metadata()?.len();
         let cells = usize::try_from(len / 8).unwrap_or(0);
-        if cells < HEADER + SLOT {
+        if cells < HEADER + VALUE_COUNT + LOOP {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "metrics region too small",
             ));
         }
         let region = Region::map(fd, cells)?;
-        let slots = region.slots();
         if region.cells().first().map(|m| m.load(Ordering::Acquire)) != Some(MAGIC)
-            || slots == 0
-            || HEADER + slots * SLOT > cells
+            || region.indices() == 0
+            || region.loops() == 0
+            || region.end() > cells
         {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -172,14 +192,27 @@ impl Region {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.cells) }
     }
 
-    /// Number of slots.
-    pub fn slots(&self) -> usize {
+    fn header(&self, i: usize) -> usize {
         self.cells()
-            .get(1)
+            .get(i)
             .map_or(0, |c| {
                 usize::try_from(c.load(Ordering::Relaxed)).unwrap_or(0)
             })
             .min(MAX_SLOTS)
+    }
+
+    /// Number of worker indices with totals.
+    pub fn indices(&self) -> usize {
+        self.header(1)
+    }
+
+    /// Number of loop slots.
+    fn loops(&self) -> usize {
+        self.header(3)
+    }
+
+    fn end(&self) -> usize {
+        HEADER + self.indices() * VALUE_COUNT + self.loops() * LOOP
     }
 
     /// When the group started (ms since the epoch).
@@ -187,43 +220,140 @@ impl Region {
         self.cells().get(2).map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
-    fn slot(&self, index: usize) -> Option<&[AtomicU64]> {
-        if index >= self.slots() {
+    fn totals(&self, index: usize) -> Option<&[AtomicU64]> {
+        if index >= self.indices() {
             return None;
         }
-        let start = HEADER + index * SLOT;
-        self.cells().get(start..start + SLOT)
+        let start = HEADER + index * VALUE_COUNT;
+        self.cells().get(start..start + VALUE_COUNT)
     }
 
-    /// Copies `stats` into slot `index` with the worker's identity.
-    pub(crate) fn publish(&self, index: usize, head: [u64; SLOT_HEAD], stats: &Stats) {
-        let Some(slot) = self.slot(index) else {
-            return;
-        };
-        for (cell, v) in slot.iter().zip(head.into_iter().chain(stats.values())) {
-            cell.store(v, Ordering::Relaxed);
+    fn loop_slot(&self, slot: usize) -> Option<&[AtomicU64]> {
+        if slot >= self.loops() {
+            return None;
+        }
+        let start = HEADER + self.indices() * VALUE_COUNT + slot * LOOP;
+        self.cells().get(start..start + LOOP)
+    }
+
+    /// Claims a free loop slot (or one whose process is gone) for a loop of
+    /// process `pid` at worker `index`, started at `started_ms` with config
+    /// `digest`: its slot number, or `None` if every slot is taken or
+    /// `index` has no totals.
+    pub(crate) fn claim(
+        &self,
+        pid: u32,
+        index: usize,
+        started_ms: u64,
+        digest: u64,
+    ) -> Option<usize> {
+        self.totals(index)?;
+        let owner = u64::from(pid) | ((index as u64 + 1) << 32);
+        (0..self.loops()).find(|&slot| {
+            let Some(cells) = self.loop_slot(slot) else {
+                return false;
+            };
+            let Some(o) = cells.first() else {
+                return false;
+            };
+            let was = o.load(Ordering::Acquire);
+            if was != 0 && process_exists(was) {
+                return false;
+            }
+            if o.compare_exchange(was, owner, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                return false;
+            }
+            let head = [started_ms, digest, 0];
+            for (c, v) in cells
+                .iter()
+                .skip(1)
+                .zip(head.into_iter().chain(std::iter::repeat(0)))
+            {
+                c.store(v, Ordering::Relaxed);
+            }
+            true
+        })
+    }
+
+    /// Publishes a loop's numbers `now` (in [`Stats::values`](crate::stats::Stats::values) order): what
+    /// each grew by since `last` (wrapping) is added to the totals of
+    /// `index`, and `now` is stored with `draining` in the loop's `slot`
+    /// (if it has one); `last` becomes `now`.
+    pub(crate) fn publish(
+        &self,
+        index: usize,
+        slot: Option<usize>,
+        draining: bool,
+        last: &mut [u64],
+        now: impl Iterator<Item = u64>,
+    ) {
+        let totals = self.totals(index).unwrap_or(&[]);
+        let cells = slot.and_then(|s| self.loop_slot(s)).unwrap_or(&[]);
+        if let Some(d) = cells.get(LOOP_HEAD - 1) {
+            d.store(u64::from(draining), Ordering::Relaxed);
+        }
+        for (i, (l, v)) in last.iter_mut().zip(now).enumerate() {
+            let delta = v.wrapping_sub(*l);
+            *l = v;
+            if delta != 0
+                && let Some(t) = totals.get(i)
+            {
+                t.fetch_add(delta, Ordering::Relaxed);
+            }
+            if let Some(c) = cells.get(LOOP_HEAD + i) {
+                c.store(v, Ordering::Relaxed);
+            }
         }
     }
 
-    /// Every slot in use (pid not 0).
-    pub(crate) fn read(&self) -> Vec<SlotView> {
-        (0..self.slots())
-            .filter_map(|index| {
-                let slot = self.slot(index)?;
-                let v: Vec<u64> = slot.iter().map(|c| c.load(Ordering::Relaxed)).collect();
-                let (head, values) = v.split_at(SLOT_HEAD.min(v.len()));
-                let [pid, started_ms, digest, draining] =
-                    <[u64; SLOT_HEAD]>::try_from(head).ok()?;
-                (pid != 0).then(|| SlotView {
-                    index,
-                    pid,
+    /// Frees `slot`: its cells are zeroed first, then its owner.
+    pub(crate) fn release(&self, slot: usize) {
+        let Some(cells) = self.loop_slot(slot) else {
+            return;
+        };
+        for c in cells.iter().skip(1) {
+            c.store(0, Ordering::Relaxed);
+        }
+        if let Some(o) = cells.first() {
+            o.store(0, Ordering::Release);
+        }
+    }
+
+    /// Every running loop (owner set, process alive), by index then start.
+    pub(crate) fn read_loops(&self) -> Vec<LoopView> {
+        let mut out: Vec<LoopView> = (0..self.loops())
+            .filter_map(|slot| {
+                let cells = self.loop_slot(slot)?;
+                let owner = cells.first()?.load(Ordering::Acquire);
+                if owner == 0 || !process_exists(owner) {
+                    return None;
+                }
+                let v: Vec<u64> = cells.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+                let (head, values) = v.split_at(LOOP_HEAD.min(v.len()));
+                let [_, started_ms, digest, draining] = <[u64; LOOP_HEAD]>::try_from(head).ok()?;
+                Some(LoopView {
+                    slot,
+                    index: usize::try_from((owner >> 32).saturating_sub(1)).unwrap_or(0),
+                    pid: owner & 0xffff_ffff,
                     started_ms,
                     digest,
                     draining: draining != 0,
                     values: values.to_vec(),
                 })
             })
-            .collect()
+            .collect();
+        out.sort_by_key(|l| (l.index, l.started_ms));
+        out
+    }
+
+    /// The totals of worker `index` (zeros if it has none).
+    pub(crate) fn read_totals(&self, index: usize) -> Vec<u64> {
+        self.totals(index).map_or_else(
+            || vec![0; VALUE_COUNT],
+            |cells| cells.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
+        )
     }
 }
 
@@ -237,9 +367,52 @@ impl Drop for Region {
     }
 }
 
+/// Whether the process in an owner cell (`pid` in the low 32 bits) exists:
+/// `kill(pid, 0)` does not fail with `ESRCH`.
+fn process_exists(owner: u64) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(owner & 0xffff_ffff) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill(2) with signal 0 only checks that `pid` exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 /// Milliseconds since the epoch (0 if the clock is before it).
 pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_add_up_across_loops_of_one_index_and_released_slots_are_not_read() {
+        let r = Region::create(2, 4).unwrap();
+        let me = std::process::id();
+        let a = r.claim(me, 1, 10, 7).unwrap();
+        let b = r.claim(me, 1, 20, 7).unwrap();
+        assert_ne!(a, b);
+        let (mut la, mut lb) = ([0u64; 2], [0u64; 2]);
+        r.publish(1, Some(a), true, &mut la, [4u64, 1].into_iter());
+        r.publish(1, Some(a), true, &mut la, [5u64, 1].into_iter());
+        r.publish(1, Some(b), false, &mut lb, [3u64, 0].into_iter());
+        assert_eq!(r.read_totals(1).get(..2), Some(&[8u64, 1][..]));
+        assert_eq!(r.read_loops().len(), 2);
+        r.release(a);
+        let left = r.read_loops();
+        assert_eq!(left.len(), 1);
+        assert_eq!(
+            (left[0].index, left[0].started_ms, left[0].draining),
+            (1, 20, false)
+        );
+        assert_eq!(r.read_totals(1).get(..2), Some(&[8u64, 1][..]));
+        assert_eq!(r.claim(me, 2, 0, 0), None, "index 2 has no totals");
+    }
 }

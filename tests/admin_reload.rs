@@ -1,0 +1,270 @@
+//! The admin endpoints of the built binary across reloads (break-it pass
+//! on the operations surface): `/readyz` stays 200 while a reload's old side
+//! drains and turns 503 only on a shutdown drain; counters never go down
+//! across a reload (single process and supervisor); `/status` and
+//! `/metrics` name the running workers only, also when a reload changes
+//! `workers`.
+//!
+//! Loopback only; every wait is bounded; every process started here is
+//! killed when its guard drops.
+
+mod util;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use util::*;
+
+/// An upstream that answers each request only while `open` is set (it
+/// waits, bounded, for it): an exchange in flight keeps a drain going.
+fn gated() -> (Upstream, Arc<AtomicBool>) {
+    let open = Arc::new(AtomicBool::new(false));
+    let gate = open.clone();
+    let up = Upstream::start(move |mut c| {
+        while let Some(req) = c.read_request() {
+            c.record(req);
+            wait_until(UPSTREAM_TIMEOUT, || gate.load(Ordering::SeqCst));
+            if !c.send(ok_response("done")) {
+                return;
+            }
+        }
+    });
+    (up, open)
+}
+
+fn config(port: u16, admin: SocketAddr, upstream: SocketAddr, workers: usize) -> String {
+    format!(
+        "listen = \"127.0.0.1:{port}\"\nupstream = \"{upstream}\"\nadmin = \"{admin}\"\n\
+         workers = {workers}\naccess_log = \"off\"\ndrain_timeout = \"10s\"\n"
+    )
+}
+
+/// Starts sluice on `cfg` and waits until it serves; a supervisor's
+/// workers are adopted (killed with it).
+fn start(cfg: &TempFile, workers: usize) -> SluiceProcess {
+    let mut p = SluiceProcess::start(&["--config", cfg.path()]);
+    if workers == 1 {
+        p.wait_line(STARTUP, |l| l.contains("listening on"));
+    } else {
+        p.wait_line(STARTUP, |l| l.contains("all workers ready"));
+        adopt_workers(&mut p);
+    }
+    p
+}
+
+fn adopt_workers(p: &mut SluiceProcess) {
+    let pids: Vec<i32> = p
+        .log()
+        .lines()
+        .filter(|l| l.contains("started pid="))
+        .map(|l| pid_after(l, "pid="))
+        .collect();
+    for pid in pids {
+        p.adopt(pid);
+    }
+}
+
+/// SIGHUP, then waits until the reload finished and `draining` old loops
+/// logged that they drain.
+fn reload(p: &mut SluiceProcess, draining: usize) {
+    let reloads = p.count(|l| l.contains("SIGHUP: reloaded"));
+    let drains = p.count(|l| l.contains("draining: "));
+    p.signal(libc::SIGHUP);
+    wait_until(Duration::from_secs(10), || {
+        p.count(|l| l.contains("SIGHUP: reloaded")) > reloads
+            && p.count(|l| l.contains("draining: ")) >= drains + draining
+    });
+    assert!(
+        p.count(|l| l.contains("draining: ")) >= drains + draining,
+        "reload did not finish:\n{}",
+        p.log()
+    );
+    adopt_workers(p);
+}
+
+/// Waits until `n` loops in all logged `drained`.
+fn wait_drained(p: &SluiceProcess, n: usize) {
+    assert!(
+        wait_until(Duration::from_secs(10), || p
+            .count(|l| l.ends_with("drained"))
+            >= n),
+        "not drained:\n{}",
+        p.log()
+    );
+}
+
+/// The sum of every `name{...}` sample of a `/metrics` body.
+fn sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn metrics(admin: SocketAddr) -> String {
+    let (status, body) = http_get(admin, "/metrics");
+    assert_eq!(status, 200);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// `(worker, pid, draining)` of every `/status` entry.
+fn status(admin: SocketAddr) -> Vec<(u64, u64, bool)> {
+    let v: serde_json::Value = serde_json::from_slice(&http_get(admin, "/status").1).unwrap();
+    v["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["worker"].as_u64().unwrap(),
+                w["pid"].as_u64().unwrap(),
+                w["draining"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The `worker` labels of `sluice_worker_draining`, with their values.
+fn draining_gauges(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with("sluice_worker_draining{"))
+        .map(str::to_string)
+        .collect()
+}
+
+fn readyz_stays_ready_during_a_reload_and_not_during_a_shutdown(workers: usize) {
+    let (up, open) = gated();
+    let (port, admin) = (free_port(), loopback(free_port()));
+    let cfg = TempFile::new(&config(port, admin, up.addr, workers));
+    let mut p = start(&cfg, workers);
+    // An exchange in flight keeps the old side draining.
+    let mut held = Client::connect(loopback(port));
+    held.send(get("/held"));
+    up.wait_requests(1);
+    reload(&mut p, 1);
+    // Whichever loop the kernel hands a probe (the draining old one or
+    // the new one), the group is ready.
+    for i in 0..60 {
+        assert_eq!(http_get(admin, "/readyz").0, 200, "probe {i}:\n{}", p.log());
+    }
+    assert!(status(admin).iter().any(|w| w.2), "the old side drains");
+    open.store(true, Ordering::SeqCst);
+    assert_eq!(held.read_response().status, 200);
+    wait_drained(&p, workers);
+    // A shutdown drain is not a reload: 503 while it lasts.
+    open.store(false, Ordering::SeqCst);
+    let mut held = Client::connect(loopback(port));
+    held.send(get("/held"));
+    up.wait_requests(2);
+    p.signal(libc::SIGTERM);
+    assert_eventually("readyz says 503 in a shutdown drain", || {
+        http_get(admin, "/readyz").0 == 503
+    });
+    assert_eq!(http_get(admin, "/healthz").0, 200);
+    open.store(true, Ordering::SeqCst);
+    assert_eq!(held.read_response().status, 200);
+    assert!(p.wait_exit(Duration::from_secs(10)).success());
+}
+
+#[test]
+fn readyz_stays_200_through_a_reload_of_a_single_process_and_503_on_sigterm() {
+    readyz_stays_ready_during_a_reload_and_not_during_a_shutdown(1);
+}
+
+#[test]
+fn readyz_stays_200_through_a_supervisor_reload_and_503_on_sigterm() {
+    readyz_stays_ready_during_a_reload_and_not_during_a_shutdown(2);
+}
+
+/// `n` requests through the proxy on `port`, each on its own connection.
+fn requests(port: u16, n: usize) {
+    for _ in 0..n {
+        let resp = Client::connect(loopback(port)).round_trip(get_close("/"));
+        assert_eq!(resp.status, 200);
+    }
+}
+
+#[test]
+fn counters_continue_across_a_single_process_reload() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let (port, admin) = (free_port(), loopback(free_port()));
+    let cfg = TempFile::new(&config(port, admin, up.addr, 1));
+    let mut p = start(&cfg, 1);
+    requests(port, 5);
+    assert_eventually("5 requests counted", || {
+        sum(&metrics(admin), "sluice_requests_total") == 5.0
+    });
+    reload(&mut p, 1);
+    wait_drained(&p, 1);
+    let text = metrics(admin);
+    assert_eq!(sum(&text, "sluice_requests_total"), 5.0, "{text}");
+    assert_eq!(sum(&text, "sluice_request_duration_seconds_count"), 5.0);
+    requests(port, 3);
+    assert_eventually("8 requests counted", || {
+        sum(&metrics(admin), "sluice_requests_total") == 8.0
+    });
+    let st = status(admin);
+    assert_eq!(st.len(), 1, "{st:?}");
+    assert_eq!((st[0].0, st[0].1, st[0].2), (0, p.pid() as u64, false));
+    p.signal(libc::SIGTERM);
+    assert!(p.wait_exit(Duration::from_secs(10)).success());
+}
+
+#[test]
+fn supervisor_reloads_keep_counters_and_show_only_running_workers_when_workers_change() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let (port, admin) = (free_port(), loopback(free_port()));
+    let cfg = TempFile::new(&config(port, admin, up.addr, 2));
+    let mut p = start(&cfg, 2);
+    requests(port, 10);
+    assert_eventually("10 requests counted", || {
+        sum(&metrics(admin), "sluice_requests_total") == 10.0
+    });
+    // 2 → 3 workers: the third appears, nothing is lost.
+    std::fs::write(cfg.path(), config(port, admin, up.addr, 3)).unwrap();
+    reload(&mut p, 2);
+    wait_drained(&p, 2);
+    let text = metrics(admin);
+    assert_eq!(sum(&text, "sluice_requests_total"), 10.0, "{text}");
+    let workers: Vec<u64> = status(admin).iter().map(|w| w.0).collect();
+    assert_eq!(workers, [0, 1, 2], "{}", p.log());
+    assert_eq!(draining_gauges(&text).len(), 3, "{text}");
+    requests(port, 6);
+    assert_eventually("16 requests counted", || {
+        sum(&metrics(admin), "sluice_requests_total") == 16.0
+    });
+    // 3 → 1: workers 1 and 2 leave /status and /metrics once they exited.
+    std::fs::write(cfg.path(), config(port, admin, up.addr, 1)).unwrap();
+    reload(&mut p, 3);
+    wait_drained(&p, 5);
+    assert_eventually("only worker 0 is shown", || {
+        let st = status(admin);
+        st.len() == 1 && st[0].0 == 0 && !st[0].2
+    });
+    let text = metrics(admin);
+    assert_eq!(
+        draining_gauges(&text),
+        [r#"sluice_worker_draining{worker="0"} 0"#],
+        "{text}"
+    );
+    let pid = status(admin)[0].1 as i32;
+    assert!(alive(pid));
+    // Worker 0's totals kept every request it ever counted; workers 1 and
+    // 2 (gone) are no longer series.
+    let w0 = |t: &str| {
+        t.lines()
+            .filter(|l| l.starts_with("sluice_requests_total{worker=\"0\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = w0(&text);
+    assert!(before >= 1.0, "{text}");
+    requests(port, 4);
+    assert_eventually("worker 0 counts on from its total", || {
+        w0(&metrics(admin)) == before + 4.0
+    });
+    p.signal(libc::SIGTERM);
+    assert!(p.wait_exit(Duration::from_secs(10)).success());
+}
