@@ -163,3 +163,77 @@ fn idle_admin_connections_cannot_shut_out_healthz() {
         http_get(admin, "/healthz").0 == 200
     });
 }
+
+/// Starts the binary with `--admin`, `RLIMIT_NOFILE` 64 and `eaten`
+/// descriptors it does not know about; waits until it listens.
+fn start_small(up: &Upstream, eaten: usize) -> (SluiceProcess, u16, SocketAddr) {
+    let (port, admin) = (free_port(), loopback(free_port()));
+    let (listen, upstream, admin_s) = (
+        loopback(port).to_string(),
+        up.addr.to_string(),
+        admin.to_string(),
+    );
+    let args = [
+        "--listen",
+        &listen,
+        "--upstream",
+        &upstream,
+        "--admin",
+        &admin_s,
+        "--access-log",
+        "off",
+    ];
+    let p = SluiceProcess::start_with_nofile(&args, Some(64), eaten);
+    p.wait_line(STARTUP, |l| l.contains("listening on"));
+    (p, port, admin)
+}
+
+/// Out of descriptors, the admin listener pauses and accepts again (it is
+/// edge-triggered: connections left in its queue bring no new event).
+/// Here more idle connections come than descriptors are left; once they
+/// closed, the connections still queued are taken in turns, and a health
+/// probe queued behind them is answered.
+#[test]
+fn the_admin_listener_accepts_again_after_running_out_of_descriptors() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let (mut p, _port, admin) = start_small(&up, 44);
+    let idle: Vec<std::net::TcpStream> = (0..30)
+        .filter_map(|_| std::net::TcpStream::connect(admin).ok())
+        .collect();
+    assert_eq!(idle.len(), 30);
+    p.wait_line(WAIT, |l| {
+        l.contains("WARN") && l.contains("admin accept") && l.contains("pausing admin accepts")
+    });
+    drop(idle);
+    assert_eq!(http_get(admin, "/healthz").0, 200, "{}", p.log());
+    p.signal(libc::SIGTERM);
+    assert!(p.wait_exit(Duration::from_secs(10)).success());
+}
+
+/// Admin connections are capped within the descriptors kept aside: with
+/// the open-file limit at 64 (16 proxy clients), a flood of idle admin
+/// connections leaves every one of the 16 clients its two descriptors.
+#[test]
+fn an_admin_flood_leaves_the_proxy_its_descriptors() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let (mut p, port, admin) = start_small(&up, 0);
+    let idle: Vec<std::net::TcpStream> = (0..60)
+        .filter_map(|_| std::net::TcpStream::connect(admin).ok())
+        .collect();
+    assert_eventually("the admin side answers during the flood", || {
+        http_get(admin, "/healthz").0 == 200
+    });
+    let mut clients: Vec<Client> = (0..16).map(|_| Client::connect(loopback(port))).collect();
+    for c in &mut clients {
+        assert_eq!(c.round_trip(get("/")).status, 200, "{}", p.log());
+    }
+    assert_eq!(
+        p.count(|l| l.contains("EMFILE") || l.contains("Too many open files")),
+        0,
+        "{}",
+        p.log()
+    );
+    drop(idle);
+    p.signal(libc::SIGTERM);
+    assert!(p.wait_exit(Duration::from_secs(10)).success());
+}

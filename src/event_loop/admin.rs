@@ -8,7 +8,13 @@
 //! request head is at most [`MAX_HEAD`] bytes, and a connection has
 //! [`TIMEOUT`] to send its head and take its answer. At most
 //! [`MAX_CONNS`] are open at once (at the cap, the one closest to its
-//! deadline that is not being answered is closed to make room).
+//! deadline that is not being answered is closed to make room): they come
+//! out of the descriptors kept aside from the proxy's budget (README,
+//! "Descriptor budget"), so a flood of admin connections cannot take the
+//! proxy's. Out of descriptors (`EMFILE`), accepting pauses as the proxy
+//! listener's does (`ACCEPT_BACKOFF`) and is retried: the listener is
+//! edge-triggered, and connections left in its queue would bring no new
+//! event.
 //! Heads are parsed by the proxy's own codec (`http`).
 //!
 //! What it must not know: the proxy's connections; it answers from the
@@ -17,23 +23,25 @@
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
 
-use log::debug;
+use log::{debug, warn};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry};
 use slab::Slab;
 
-use super::token;
+use super::{ACCEPT_BACKOFF, token};
 use crate::http::{HeadScanner, ParseHead, RequestHead, ResponseHead};
 use crate::metrics::Observer;
 use crate::metrics::expose;
 use crate::upstreams::ServerState;
+use crate::warn_limit::WarnLimit;
 
 /// Largest admin request head.
 const MAX_HEAD: usize = 8 * 1024;
 /// Time an admin connection has for its request and answer.
 const TIMEOUT: Duration = Duration::from_secs(5);
-/// Most admin connections open at once.
-const MAX_CONNS: usize = 64;
+/// Most admin connections open at once: with the loop's own descriptors
+/// (about 14) they fit in the 32 kept aside from the proxy's budget.
+const MAX_CONNS: usize = 16;
 
 struct AdminConn {
     stream: TcpStream,
@@ -49,6 +57,10 @@ pub(crate) struct Admin {
     listener: TcpListener,
     conns: Slab<AdminConn>,
     obs: Observer,
+    /// After `EMFILE`: when accepting is tried again.
+    paused_until: Option<Instant>,
+    /// One "admin accept" warning per second.
+    warned: WarnLimit,
 }
 
 impl Admin {
@@ -75,6 +87,8 @@ impl Admin {
                 listener,
                 conns: Slab::new(),
                 obs: mine,
+                paused_until: None,
+                warned: WarnLimit::default(),
             }),
             Some(obs),
         ))
@@ -90,8 +104,12 @@ impl Admin {
     /// for good). At the connection cap, the connection closest to its
     /// deadline that is not being answered makes room (a flood of idle
     /// connections cannot shut out a health probe); if every one is being
-    /// answered, the new connection is closed at once.
+    /// answered, the new connection is closed at once. Out of descriptors,
+    /// accepting pauses for `ACCEPT_BACKOFF` ([`Admin::expire`] resumes it).
     pub(crate) fn accept(&mut self, registry: &Registry, now: Instant) {
+        if self.paused_until.is_some() {
+            return;
+        }
         loop {
             match self.listener.accept() {
                 Ok((mut stream, _)) => {
@@ -115,6 +133,15 @@ impl Admin {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    if let Some(more) = self.warned.allow(now) {
+                        warn!(
+                            "admin accept: {e}: pausing admin accepts for {ACCEPT_BACKOFF:?}{more}"
+                        );
+                    }
+                    self.paused_until = Some(now + ACCEPT_BACKOFF);
+                    return;
+                }
                 Err(e) => {
                     if e.kind() != io::ErrorKind::WouldBlock {
                         debug!("admin accept: {e}");
@@ -170,13 +197,22 @@ impl Admin {
         }
     }
 
-    /// The earliest connection deadline.
+    /// The earliest connection deadline, or the end of an accept pause.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.conns.iter().map(|(_, c)| c.deadline).min()
+        self.conns
+            .iter()
+            .map(|(_, c)| c.deadline)
+            .chain(self.paused_until)
+            .min()
     }
 
-    /// Closes connections past their deadline.
+    /// Closes connections past their deadline, and accepts again once an
+    /// accept pause is over.
     pub(crate) fn expire(&mut self, now: Instant, registry: &Registry) {
+        if self.paused_until.is_some_and(|t| t <= now) {
+            self.paused_until = None;
+            self.accept(registry, now);
+        }
         if self.conns.is_empty() {
             return;
         }
