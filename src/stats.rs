@@ -105,8 +105,13 @@ stats! {
     retries,
     /// 400 responses the proxy wrote (counter).
     status_400,
+    /// 404 responses the proxy wrote: routes exist and none matches
+    /// (counter).
+    status_404,
     /// 408 responses the proxy wrote (counter).
     status_408,
+    /// 414 responses the proxy wrote (counter).
+    status_414,
     /// 431 responses the proxy wrote (counter).
     status_431,
     /// 501 responses the proxy wrote (counter).
@@ -118,6 +123,10 @@ stats! {
     status_503,
     /// 504 responses the proxy wrote (counter).
     status_504,
+    /// 505 responses the proxy wrote (counter).
+    status_505,
+    /// 508 responses the proxy wrote: a loop (counter).
+    status_508,
     /// Idle keep-alive client connections closed to make room for a new
     /// client at the connection cap (counter).
     downstream_closed_for_room,

@@ -7,6 +7,7 @@ mod util;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use toml::Spanned;
 use util::*;
 
 fn admin_proxy(upstream: SocketAddr) -> (Proxy, SocketAddr) {
@@ -236,4 +237,57 @@ fn an_admin_flood_leaves_the_proxy_its_descriptors() {
     drop(idle);
     p.signal(libc::SIGTERM);
     assert!(p.wait_exit(Duration::from_secs(10)).success());
+}
+
+/// Every answer the proxy writes itself is counted in
+/// `sluice_proxy_responses_total` (414, 505, 508 and the no-route 404
+/// too), and the no-route 404 is the proxy refusing the request
+/// (`proxy_error`), not a `request_filter` reply (`proxy_reply`).
+#[test]
+fn proxy_responses_count_414_505_508_and_the_no_route_404_as_proxy_errors() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let admin = loopback(free_port());
+    let server = up.addr.to_string();
+    let proxy = start_proxy(
+        |c| {
+            c.admin = Some(admin);
+            c.via_name = "me".into();
+            c.upstream = vec![GroupSpec::new("g", vec![server.parse().unwrap()])];
+            c.route = vec![RouteSpec {
+                host: None,
+                path_prefix: Some("/r".into()),
+                upstream: Spanned::new(0..0, "g".to_string()),
+            }];
+        },
+        ByRoutes,
+    );
+    let long = format!("GET /r{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    let sent: [(u16, Vec<u8>); 4] = [
+        (414, long.into_bytes()),
+        (505, b"GET /r HTTP/2.0\r\nHost: x\r\n\r\n".to_vec()),
+        (
+            508,
+            b"GET /r HTTP/1.1\r\nHost: x\r\nVia: 1.1 me\r\n\r\n".to_vec(),
+        ),
+        (404, get_close("/nope")),
+    ];
+    for (code, bytes) in &sent {
+        let mut c = proxy.client();
+        c.send_lossy(bytes);
+        assert_eq!(c.read_response().status, *code);
+    }
+    assert_eventually("every answer counted", || {
+        let text = String::from_utf8_lossy(&http_get(admin, "/metrics").1).into_owned();
+        sent.iter().all(|(code, _)| {
+            sample(
+                &text,
+                &format!(r#"sluice_proxy_responses_total{{worker="0",code="{code}"}}"#),
+            ) == Some(1.0)
+        }) && sample(
+            &text,
+            r#"sluice_requests_total{worker="0",code_class="4xx",termination="proxy_error"}"#,
+        )
+        .is_some_and(|n| n >= 1.0)
+            && !text.contains(r#"termination="proxy_reply""#)
+    });
 }

@@ -44,10 +44,11 @@ pub(crate) enum Termination {
     UpstreamRefused,
     /// The drain deadline (or a stop) closed the connection mid-request.
     DrainCut,
-    /// `request_filter` answered instead of an upstream.
+    /// `request_filter` answered instead of an upstream, or the proxy as
+    /// the final recipient (`Max-Forwards: 0`).
     ProxyReply,
-    /// The proxy refused the request (400/414/431/501) or the upstream's
-    /// response (502: invalid head, unexpected 101).
+    /// The proxy refused the request (400/404 no route/414/431/501/505/
+    /// 508) or the upstream's response (502: invalid head, unexpected 101).
     ProxyError,
 }
 

@@ -115,11 +115,16 @@ const PLAIN: &[Plain] = &[
         MetricType::Counter,
         &[
             ("status_400", Some(("code", "400"))),
+            ("status_404", Some(("code", "404"))),
             ("status_408", Some(("code", "408"))),
+            ("status_414", Some(("code", "414"))),
             ("status_431", Some(("code", "431"))),
             ("status_501", Some(("code", "501"))),
             ("status_502", Some(("code", "502"))),
+            ("status_503", Some(("code", "503"))),
             ("status_504", Some(("code", "504"))),
+            ("status_505", Some(("code", "505"))),
+            ("status_508", Some(("code", "508"))),
         ],
     ),
     (

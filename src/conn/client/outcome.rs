@@ -391,15 +391,20 @@ impl ClientConn {
     }
 }
 
-fn count_status(stats: &Stats, code: u16) {
+/// Counts an answer the proxy wrote itself with status `code`.
+pub(super) fn count_status(stats: &Stats, code: u16) {
     let field = match code {
         400 => &stats.status_400,
+        404 => &stats.status_404,
         408 => &stats.status_408,
+        414 => &stats.status_414,
         431 => &stats.status_431,
         501 => &stats.status_501,
         502 => &stats.status_502,
         503 => &stats.status_503,
         504 => &stats.status_504,
+        505 => &stats.status_505,
+        508 => &stats.status_508,
         _ => return,
     };
     Stats::add(field, 1);

@@ -109,7 +109,7 @@ impl ClientConn {
                 });
                 let mut reply = Reply::new(status, "");
                 reply.headers.append("Allow", ALLOW.as_bytes());
-                self.answer_own(sh, ex, has_body, reply);
+                self.answer_own(sh, ex, has_body, reply, Termination::ProxyReply);
                 return Ok(());
             }
             Err(refusal) => {
@@ -133,7 +133,7 @@ impl ClientConn {
         }
         if let Some(reply) = sh.filter.request_filter(req) {
             Stats::add(&sh.stats.filter_replies, 1);
-            self.answer_own(sh, ex, plan.has_body(), reply);
+            self.answer_own(sh, ex, plan.has_body(), reply, Termination::ProxyReply);
             return Ok(());
         }
         let (group, peer, panic, hash) = match choose::first(sh, self.side.addr.ip(), &ex.req) {
@@ -144,8 +144,12 @@ impl ClientConn {
                 hash,
             } => (group, peer, panic, hash),
             Dest::NoRoute => {
+                // The proxy refuses it (no upstream to ask): counted and
+                // logged as its own error answer, not as a filter's reply.
                 let body = "404 Not Found: no route for this host and path\n";
-                self.answer_own(sh, ex, plan.has_body(), Reply::new(404, body));
+                super::outcome::count_status(&sh.stats, 404);
+                let reply = Reply::new(404, body);
+                self.answer_own(sh, ex, plan.has_body(), reply, Termination::ProxyError);
                 return Ok(());
             }
             Dest::NoServer(why) => {
@@ -177,14 +181,22 @@ impl ClientConn {
     /// of forwarding it (from `request_filter`, a 404 when no route
     /// matches, `Max-Forwards: 0`). A request with a body closes the
     /// connection afterwards: its body is never read, so it must not be
-    /// parsed as a request.
-    fn answer_own(&mut self, sh: &mut Shared, ex: Box<Exchange>, has_body: bool, reply: Reply) {
+    /// parsed as a request. `how` is its termination state (`ProxyReply`,
+    /// or `ProxyError` for the no-route 404).
+    fn answer_own(
+        &mut self,
+        sh: &mut Shared,
+        ex: Box<Exchange>,
+        has_body: bool,
+        reply: Reply,
+        how: Termination,
+    ) {
         if has_body {
             // Its body is never read: it must not be parsed as a request.
             self.keep_alive.clear("reply to a request with a body");
             self.linger = true;
         }
-        let mut own = OwnReply::new(&ex.req, reply.status, sh.now, Termination::ProxyReply);
+        let mut own = OwnReply::new(&ex.req, reply.status, sh.now, how);
         let head_only = ex.req.is_method("HEAD");
         let version = ex.req.version;
         sh.recycle_exchange(ex);
