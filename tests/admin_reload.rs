@@ -268,3 +268,30 @@ fn supervisor_reloads_keep_counters_and_show_only_running_workers_when_workers_c
     p.signal(libc::SIGTERM);
     assert!(p.wait_exit(Duration::from_secs(10)).success());
 }
+
+/// The admin listener is bound once, at start: a reload that changes
+/// `admin` says (WARN) that it takes a restart, and the running address
+/// keeps answering — single process and supervisor.
+#[test]
+fn a_reload_that_changes_the_admin_address_warns_and_keeps_the_running_one() {
+    for workers in [1, 2] {
+        let up = Upstream::start(respond_forever(ok_response("hello")));
+        let (port, admin, other) = (free_port(), loopback(free_port()), loopback(free_port()));
+        let cfg = TempFile::new(&config(port, admin, up.addr, workers));
+        let mut p = start(&cfg, workers);
+        std::fs::write(cfg.path(), config(port, other, up.addr, workers)).unwrap();
+        reload(&mut p, workers);
+        let warn = p.wait_line(WAIT, |l| l.contains("WARN") && l.contains("admin changed"));
+        assert!(warn.contains("restart"), "{warn}");
+        wait_drained(&p, workers);
+        assert_eq!(http_get(admin, "/healthz").0, 200);
+        assert!(std::net::TcpStream::connect(other).is_err());
+        // The next reload (same file) still warns: the address is unchanged.
+        reload(&mut p, workers);
+        assert_eventually("warned again", || {
+            p.count(|l| l.contains("admin changed")) >= 2
+        });
+        p.signal(libc::SIGTERM);
+        assert!(p.wait_exit(Duration::from_secs(10)).success());
+    }
+}

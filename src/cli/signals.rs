@@ -213,6 +213,7 @@ impl Loops {
         if new.workers != self.config.workers {
             log::warn!("workers changed in the file: takes effect on restart");
         }
+        let new = keep_admin(&self.config, new);
         // The new loop shares the address with the running one.
         let bound = Config {
             takeover: true,
@@ -257,6 +258,28 @@ impl Loops {
         );
         self.config = new;
         Ok(())
+    }
+}
+
+/// `new` with the admin address of the `running` configuration: the admin
+/// listener is bound once, at start, and every loop (and worker) of a
+/// reload takes it over; a changed `admin` is logged (WARN) as needing a
+/// restart, like a changed `workers` for a single process. Keeping the
+/// running address in the stored configuration warns again at the next
+/// reload, and a worker never binds an admin address of its own.
+pub fn keep_admin(running: &Config, new: Config) -> Config {
+    if new.admin != running.admin {
+        let show = |a: Option<std::net::SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());
+        log::warn!(
+            "admin changed in the file ({} → {}): takes effect on restart; the admin endpoints stay on {}",
+            show(running.admin),
+            show(new.admin),
+            show(running.admin)
+        );
+    }
+    Config {
+        admin: running.admin,
+        ..new
     }
 }
 

@@ -229,6 +229,7 @@ impl Supervisor {
                     self.config.listen, new.listen
                 ));
             }
+            let new = super::signals::keep_admin(&self.config, new);
             let worker_config = for_workers(&new, self.listen)?;
             if let Some(old) = self.pending.take() {
                 warn!("SIGHUP: replaces the reload still starting");
