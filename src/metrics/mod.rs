@@ -7,11 +7,13 @@
 //! Handoff: the supervisor binds the admin address once (a plain bind, so
 //! an address in use is an error) and creates the region; each worker
 //! inherits both descriptors, named by [`ADMIN_FD_ENV`] and
-//! [`METRICS_FD_ENV`], and its slot by [`SLOT_ENV`]. Every worker's loop
-//! serves the one admin socket (the kernel gives each connection to one of
-//! them), and any of them can answer for all: the region holds every
-//! worker's numbers. A single process does the same with a region of one
-//! slot.
+//! [`METRICS_FD_ENV`], and its worker index by [`SLOT_ENV`]. Every
+//! worker's loop serves the one admin socket (the kernel gives each
+//! connection to one of them), and any of them can answer for all: the
+//! region holds every worker's numbers (per index totals that only grow,
+//! and one slot per running loop: `region`). A single process does the
+//! same with a region of one index; a reload's new loop takes over its
+//! admin socket and region ([`Observer::clone_for`]).
 //!
 //! What it must not know: HTTP, the loop's internals.
 
@@ -39,7 +41,7 @@ const STANDALONE_LOOPS: usize = 16;
 pub const METRICS_FD_ENV: &str = "SLUICE_METRICS_FD";
 /// Environment variable naming the inherited admin listener's descriptor.
 pub const ADMIN_FD_ENV: &str = "SLUICE_ADMIN_FD";
-/// Environment variable naming the worker's slot in the region.
+/// Environment variable naming the worker's index in the region.
 pub const SLOT_ENV: &str = "SLUICE_METRICS_SLOT";
 
 /// What one loop needs to publish its numbers and serve the admin
@@ -61,7 +63,7 @@ pub struct Observer {
 
 impl Observer {
     /// For a process of its own (not a supervised worker): a region of one
-    /// slot and the admin listener bound on `config.admin`; `None` when no
+    /// index and the admin listener bound on `config.admin`; `None` when no
     /// admin address is set.
     ///
     /// Errors: the admin address cannot be bound (the message names it), or
@@ -153,7 +155,7 @@ impl Observer {
     }
 
     /// Another observer for a loop of this process that replaces this
-    /// one's (a reload with `--workers 1`): the same region and slot, the
+    /// one's (a reload with `--workers 1`): the same region and worker index, the
     /// same admin socket (a duplicated descriptor, so both loops serve it
     /// while the old one drains), and the digest of `config`.
     ///
