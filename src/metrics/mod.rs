@@ -155,9 +155,9 @@ impl Observer {
     }
 
     /// Another observer for a loop of this process that replaces this
-    /// one's (a reload with `--workers 1`): the same region and worker index, the
-    /// same admin socket (a duplicated descriptor, so both loops serve it
-    /// while the old one drains), and the digest of `config`.
+    /// one's (a reload with `--workers 1`): the same region and worker
+    /// index, the same admin socket (a duplicated descriptor, so both loops
+    /// serve it while the old one drains), and the digest of `config`.
     ///
     /// Errors: the admin descriptor could not be duplicated.
     pub fn clone_for(&self, config: &Config) -> io::Result<Observer> {
