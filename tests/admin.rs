@@ -197,7 +197,7 @@ fn start_small(up: &Upstream, eaten: usize) -> (SluiceProcess, u16, SocketAddr) 
 #[test]
 fn the_admin_listener_accepts_again_after_running_out_of_descriptors() {
     let up = Upstream::start(respond_forever(ok_response("hello")));
-    let (mut p, _port, admin) = start_small(&up, 44);
+    let (mut p, _port, admin) = start_small(&up, 40);
     let idle: Vec<std::net::TcpStream> = (0..30)
         .filter_map(|_| std::net::TcpStream::connect(admin).ok())
         .collect();
