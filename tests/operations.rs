@@ -158,7 +158,14 @@ fn usr1_usr2_and_other_signals_are_logged_and_never_fatal() {
         );
         p.signal(libc::SIGUSR1);
         p.wait_line(WAIT, |l| l.contains("SIGUSR1: ") && l.contains("reopen"));
-        for (sig, name) in [(libc::SIGUSR2, "SIGUSR2"), (libc::SIGALRM, "SIGALRM")] {
+        for (sig, name) in [
+            (libc::SIGUSR2, "SIGUSR2"),
+            (libc::SIGALRM, "SIGALRM"),
+            (libc::SIGVTALRM, "SIGVTALRM"),
+            (libc::SIGPROF, "SIGPROF"),
+            (libc::SIGIO, "SIGIO"),
+            (libc::SIGPWR, "SIGPWR"),
+        ] {
             p.signal(sig);
             p.wait_line(WAIT, |l| l.contains(&format!("{name} ignored")));
         }

@@ -335,3 +335,56 @@ fn a_response_cut_by_the_drain_deadline_is_logged_as_drain_cut() {
     let out = rec["bytes_out"].as_u64().unwrap();
     assert!(out > 0 && out < (SLOW_CHUNKS * SLOW_CHUNK) as u64, "{rec}");
 }
+
+/// `killall -TERM sluice` (or systemd's default `KillMode=control-group`):
+/// SIGTERM reaches the supervisor and every worker at once, and each worker
+/// gets it again forwarded by the supervisor. That is one graceful drain,
+/// not "a second SIGTERM: stop at once": the response in flight arrives
+/// whole and the supervisor exits 0.
+#[test]
+fn sigterm_to_the_supervisor_and_its_workers_at_once_is_one_drain() {
+    let upstream = upstream();
+    let up = upstream.addr.to_string();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut sup = SluiceProcess::start(&[
+        "--listen",
+        &listen,
+        "--upstream",
+        &up,
+        "--workers",
+        "2",
+        "--drain-timeout",
+        "20s",
+    ]);
+    sup.wait_line(STARTUP, |l| l.contains("all workers ready"));
+    let workers: Vec<i32> = sup
+        .log()
+        .lines()
+        .filter(|l| l.contains("started pid="))
+        .map(|l| pid_after(l, "pid="))
+        .collect();
+    workers.iter().for_each(|&w| sup.adopt(w));
+    let mut slow = Client::connect(loopback(port));
+    slow.send(get("/slow/1500"));
+    let first = slow.read_bytes(1);
+
+    for &w in &workers {
+        send_signal(w, libc::SIGTERM);
+    }
+    sup.signal(libc::SIGTERM);
+
+    let rest = slow.read_until_closed(Duration::from_secs(10));
+    let mut all = first.to_vec();
+    all.extend_from_slice(&rest);
+    let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert_eq!(&all[split..], &slow_body()[..], "cut:\n{}", sup.log());
+    let status = sup.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "{status:?}\n{}", sup.log());
+    assert_eq!(
+        sup.count(|l| l.contains("stopping now")),
+        0,
+        "{}",
+        sup.log()
+    );
+}

@@ -28,11 +28,15 @@ use std::io;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::{self, JoinHandle};
 
-use signal_hook::iterator::Signals;
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::iterator::exfiltrator::WithOrigin;
 use sluice::{ByRoutes, Config, Observer, Server, ServerHandle};
 
 use super::notify;
 use super::source::Source;
+
+/// The caught signals as they come, each with the pid that sent it.
+pub type Signals = SignalsInfo<WithOrigin>;
 
 /// Every signal sluice catches. Others keep their default action.
 const CAUGHT: [i32; 11] = [
@@ -79,23 +83,57 @@ pub fn register() -> io::Result<Signals> {
     Signals::new(CAUGHT)
 }
 
-/// `SIGTERM`, `SIGUSR2`, …, or the number.
+/// Counts the stop signals (SIGTERM, SIGINT, SIGQUIT) of a process that
+/// runs the loop, by sender: the second one from the same side stops at
+/// once, the third exits. A worker's sides are its supervisor and everyone
+/// else, so `killall -TERM sluice` (or systemd's default
+/// `KillMode=control-group`), which signals each worker and the supervisor
+/// that forwards it, is one graceful drain and not two signals.
+#[derive(Debug)]
+pub struct Stops {
+    /// The supervisor's pid, for a worker.
+    supervisor: Option<i32>,
+    /// Stops from the supervisor, from others.
+    counts: [u32; 2],
+}
+
+impl Stops {
+    /// No stop yet; `supervisor`: the supervisor's pid if this is a worker.
+    pub fn new(supervisor: Option<i32>) -> Stops {
+        Stops {
+            supervisor,
+            counts: [0, 0],
+        }
+    }
+
+    /// Counts a stop sent by `sender` (None: unknown, counted as another
+    /// process). Returns the step it asks for (1 drain, 2 stop at once, 3
+    /// exit), or None if the other side already asked for as much (a
+    /// duplicate).
+    pub fn count(&mut self, sender: Option<i32>) -> Option<u32> {
+        let before = self.level();
+        let side = usize::from(sender.is_some() && sender == self.supervisor);
+        if let Some(n) = self.counts.get_mut(side) {
+            *n += 1;
+        }
+        let after = self.level();
+        (after > before).then_some(after)
+    }
+
+    /// How far the stop went: 0 none, 1 drain, 2 stop at once, 3 exit.
+    pub fn level(&self) -> u32 {
+        self.counts.iter().copied().max().unwrap_or(0)
+    }
+}
+
+/// `SIGTERM`, `SIGVTALRM`, …, or the number (the names are
+/// `signal-hook`'s, which lacks the Linux-only `SIGPWR`).
 pub fn signal_name(sig: i32) -> String {
-    let name = match sig {
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGPIPE => "SIGPIPE",
-        n => return format!("signal {n}"),
-    };
-    name.to_string()
+    match signal_hook::low_level::signal_name(sig) {
+        Some(name) => name.to_string(),
+        None if sig == libc::SIGPWR => "SIGPWR".to_string(),
+        None => format!("signal {sig}"),
+    }
 }
 
 /// The log line of a signal that changes nothing.
@@ -140,32 +178,40 @@ pub fn spawn(
         started: tx,
         observer,
     };
+    // A worker (no source: its supervisor reloads) knows its supervisor's
+    // signals from others'.
+    let supervisor = loops
+        .source
+        .is_none()
+        .then(|| std::os::unix::process::parent_id() as i32);
     thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            let mut stops = 0;
-            for sig in signals.forever() {
+            let mut stops = Stops::new(supervisor);
+            for origin in signals.forever() {
+                let sig = origin.signal;
                 let name = signal_name(sig);
                 match action(sig) {
-                    Action::Stop => {
-                        stops += 1;
-                        match stops {
-                            1 => {
-                                log::info!("{name}: graceful drain (send again to stop at once)");
-                                notify::stopping();
-                                loops.handles.iter().for_each(ServerHandle::drain);
-                            }
-                            2 => {
-                                log::warn!("{name} again: stopping now");
-                                loops.handles.iter().for_each(ServerHandle::shutdown);
-                            }
-                            _ => {
-                                log::warn!("{name} a third time: exiting");
-                                std::process::exit(1);
-                            }
+                    Action::Stop => match stops.count(origin.process.map(|p| p.pid)) {
+                        None => log::info!(
+                            "{name} from the supervisor and from another process: \
+                                 one drain (send again to stop at once)"
+                        ),
+                        Some(1) => {
+                            log::info!("{name}: graceful drain (send again to stop at once)");
+                            notify::stopping();
+                            loops.handles.iter().for_each(ServerHandle::drain);
                         }
-                    }
-                    Action::Reload if stops > 0 => log::warn!("{name} ignored: draining"),
+                        Some(2) => {
+                            log::warn!("{name} again: stopping now");
+                            loops.handles.iter().for_each(ServerHandle::shutdown);
+                        }
+                        _ => {
+                            log::warn!("{name} a third time: exiting");
+                            std::process::exit(1);
+                        }
+                    },
+                    Action::Reload if stops.level() > 0 => log::warn!("{name} ignored: draining"),
                     Action::Reload => loops.reload(),
                     Action::ReopenLogs => {
                         log::info!("{name}: reopening logs");
@@ -299,4 +345,30 @@ pub fn join_reloaded(
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Stops;
+
+    #[test]
+    fn a_stop_from_the_supervisor_and_one_from_another_process_are_one_drain() {
+        let mut w = Stops::new(Some(100));
+        assert_eq!(w.count(Some(7)), Some(1)); // killall: the worker itself
+        assert_eq!(w.count(Some(100)), None); // and the supervisor's forward
+        assert_eq!(w.count(Some(7)), Some(2)); // killall again: stop now
+        assert_eq!(w.count(Some(100)), None);
+        assert_eq!(w.count(Some(100)), Some(3));
+    }
+
+    #[test]
+    fn stops_from_one_sender_count_one_by_one() {
+        let mut w = Stops::new(Some(100));
+        assert_eq!(w.count(Some(100)), Some(1));
+        assert_eq!(w.count(Some(100)), Some(2));
+        let mut single = Stops::new(None);
+        assert_eq!(single.count(None), Some(1));
+        assert_eq!(single.count(Some(5)), Some(2));
+        assert_eq!(single.count(Some(6)), Some(3));
+    }
 }

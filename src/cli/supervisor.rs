@@ -37,14 +37,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use log::{error, info, warn};
-use signal_hook::iterator::Signals;
 use sluice::Config;
 use sluice::listen::{bind_error, check_free, reuse_port_socket};
 
 use super::file::resolve_workers;
 use super::notify::{self, Inbox};
 use super::pidfile::PidFile;
-use super::signals::{Action, action, log_ignored, signal_name};
+use super::signals::{Action, Signals, action, log_ignored, signal_name};
 use super::source::Source;
 use super::workers::{Slot, for_workers};
 
@@ -138,8 +137,8 @@ pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> E
         pid_file: None,
     };
     loop {
-        for sig in signals.pending() {
-            sup.on_signal(sig, source);
+        for origin in signals.pending() {
+            sup.on_signal(origin.signal, source);
         }
         let now = Instant::now();
         let ready = inbox.ready_pids();
