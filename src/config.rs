@@ -352,7 +352,7 @@ settings! {
         /// Write the PID to signal into FILE.
         ///
         /// Written once the listeners are up (the supervisor's PID with
-        /// `--workers`), removed at exit.
+        /// `--workers`), removed at exit if it still holds that PID.
         #[arg(long, value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
         #[serde(skip_serializing_if = "Option::is_none")]
         pub pid_file: Option<PathBuf> = None,

@@ -49,7 +49,7 @@ fn main() -> ExitCode {
                 start(config, None, true)
             }
             Err(msg) => {
-                eprintln!("sluice: worker: {msg}");
+                logging::early(&format!("worker: {msg}"));
                 ExitCode::from(2)
             }
         };
@@ -77,6 +77,11 @@ fn main() -> ExitCode {
         if let Err(msg) = file::check_names(&config, &sluice::SystemResolver) {
             eprintln!("sluice: {msg}");
             return ExitCode::from(2);
+        }
+        // A path that would stop the start (exit 1) stops the check too.
+        if let Err(msg) = file::check_paths(&config) {
+            eprintln!("sluice: {msg}");
+            return ExitCode::from(1);
         }
         for w in config.warnings() {
             eprintln!("sluice: warning: {w}");
@@ -132,7 +137,7 @@ fn start(config: Config, source: Option<Source>, worker: bool) -> ExitCode {
     let sigs = match signals::register() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("sluice: cannot start: signal handlers: {e}");
+            logging::early(&format!("cannot start: signal handlers: {e}"));
             return ExitCode::from(1);
         }
     };
@@ -142,7 +147,7 @@ fn start(config: Config, source: Option<Source>, worker: bool) -> ExitCode {
     let observer = match Observer::from_env(&config) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("sluice: cannot start: {e}");
+            logging::early(&format!("cannot start: {e}"));
             return ExitCode::from(1);
         }
     };
@@ -150,14 +155,14 @@ fn start(config: Config, source: Option<Source>, worker: bool) -> ExitCode {
     let spare = match observer.as_ref().map(|o| o.clone_for(&config)).transpose() {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("sluice: cannot start: admin endpoints: {e}");
+            logging::early(&format!("cannot start: admin endpoints: {e}"));
             return ExitCode::from(1);
         }
     };
     let server = match Server::bind_with(config.clone(), ByRoutes, observer) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("sluice: cannot start: {e}");
+            logging::early(&format!("cannot start: {e}"));
             // An upstream host that does not resolve is a configuration
             // error (2), like an invalid value.
             let invalid = e.kind() == std::io::ErrorKind::InvalidInput;
@@ -167,7 +172,7 @@ fn start(config: Config, source: Option<Source>, worker: bool) -> ExitCode {
     let reloaded = match signals::spawn(sigs, server.handle(), config.clone(), source, spare) {
         Ok(rx) => rx,
         Err(e) => {
-            eprintln!("sluice: cannot start: signal thread: {e}");
+            logging::early(&format!("cannot start: signal thread: {e}"));
             return ExitCode::from(1);
         }
     };
@@ -180,7 +185,7 @@ fn start(config: Config, source: Option<Source>, worker: bool) -> ExitCode {
     // The listener is up: the pid file, then readiness.
     let _pid_file = match config.pid_file.as_deref().map(PidFile::write) {
         Some(Err(msg)) => {
-            eprintln!("sluice: cannot start: {msg}");
+            logging::early(&format!("cannot start: {msg}"));
             return ExitCode::from(1);
         }
         Some(Ok(p)) => Some(p),

@@ -10,9 +10,13 @@
 //! What it must not know: the knobs one by one (they are declared in
 //! `Config`), the loop.
 
+use std::fs::OpenOptions;
+use std::io;
 use std::path::Path;
 
-use sluice::{Config, ConfigError, Resolve, Resolver};
+use sluice::{AccessLogTarget, Config, ConfigError, Resolve, Resolver};
+
+use super::pidfile::PidFile;
 
 /// Reads and parses a configuration file. The error names the file, the
 /// line and the key.
@@ -125,6 +129,41 @@ pub fn check_names(c: &Config, resolver: &dyn Resolver) -> Result<(), String> {
                 ));
             }
         }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("\n"))
+    }
+}
+
+/// `--check-config`: the access log file can be opened for appending and
+/// the pid file written, as the start will demand (else it exits 1). An
+/// access log file that exists is opened without truncating it; one that
+/// does not is created and removed again. The pid file: see
+/// [`PidFile::check`].
+///
+/// Errors: one line per path, naming it and the OS error.
+pub fn check_paths(c: &Config) -> Result<(), String> {
+    let mut failed = Vec::new();
+    if let AccessLogTarget::File(path) = &c.access_log {
+        let mut open = OpenOptions::new();
+        open.append(true);
+        let opened = match open.open(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => open
+                .create_new(true)
+                .open(path)
+                .map(|_| std::fs::remove_file(path)),
+            other => other.map(|_| Ok(())),
+        };
+        if let Err(e) = opened {
+            failed.push(format!("access log {}: {e}", path.display()));
+        }
+    }
+    if let Some(path) = &c.pid_file
+        && let Err(msg) = PidFile::check(path)
+    {
+        failed.push(msg);
     }
     if failed.is_empty() {
         Ok(())

@@ -56,6 +56,15 @@ pub fn init(role: Role) {
     }
 }
 
+/// Writes `sluice: <msg>` and a newline to stderr in one `write`, for the
+/// errors of a process before (or instead of) its logger: `eprintln!`
+/// writes the pieces one by one, and the lines of workers that share one
+/// stderr would run together.
+pub fn early(msg: &str) {
+    let line = format!("sluice: {msg}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 /// Levels `RUST_LOG` may name.
 const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
 

@@ -9,15 +9,22 @@
 //!   port for all workers, and receives no connection. Once every worker
 //!   said `READY=1` (`cli::notify`), the supervisor tells the service
 //!   manager `READY=1` and writes `--pid-file`.
-//! - A worker that exits unasked is restarted after a backoff (100 ms,
-//!   doubling to 5 s, back to 100 ms once a worker lived 10 s).
+//! - At start, before the first generation is ready, a worker that exits
+//!   before it is ready (or cannot be started) ends the start: the
+//!   supervisor stops the other workers and exits with that worker's
+//!   status, 2 for an invalid configuration (an upstream host that does
+//!   not resolve) and 1 otherwise, as the single process would. Retrying
+//!   could not help, and a service manager must see the failure.
+//! - Later, a worker that exits unasked is restarted after a backoff (100
+//!   ms, doubling to 5 s, back to 100 ms once a worker lived 10 s).
 //! - SIGHUP (reload): the configuration is read again (`cli::source`). If
 //!   it is invalid, or changes `listen`, it is refused and logged, and
 //!   nothing changes. Otherwise a new generation of workers starts with
 //!   it; once all of them are ready, the old generation gets SIGTERM and
 //!   drains (it is not restarted). A new worker that dies before it is
-//!   ready, or a generation not ready within `READY_WITHIN`, fails the
-//!   reload: the new generation is drained and the old one keeps serving.
+//!   ready, or cannot be started (the executable was removed), or a
+//!   generation not ready within `READY_WITHIN`, fails the reload at once:
+//!   the new generation is drained and the old one keeps serving.
 //! - SIGTERM/SIGINT/SIGQUIT are forwarded to every worker (a graceful
 //!   drain there); from then on nothing is started, and the supervisor
 //!   exits when the last worker is gone, with status 0 if every worker
@@ -32,6 +39,7 @@
 //! same binary).
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::ExitCode;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -45,7 +53,7 @@ use super::notify::{self, Inbox};
 use super::pidfile::PidFile;
 use super::signals::{Action, Signals, action, log_ignored, signal_name};
 use super::source::Source;
-use super::workers::{Slot, for_workers};
+use super::workers::{Slot, describe, for_workers};
 
 /// How often the supervisor looks at signals, readiness and children.
 const TICK: Duration = Duration::from_millis(20);
@@ -71,6 +79,8 @@ struct Supervisor {
     all_clean: bool,
     announced: bool,
     pid_file: Option<PidFile>,
+    /// The start failed: the supervisor's exit status.
+    failed_start: Option<u8>,
 }
 
 /// Runs `n` workers until a signal and their exit. `signals` must already
@@ -135,6 +145,7 @@ pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> E
         all_clean: true,
         announced: false,
         pid_file: None,
+        failed_start: None,
     };
     loop {
         for origin in signals.pending() {
@@ -143,18 +154,17 @@ pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> E
         let now = Instant::now();
         let ready = inbox.ready_pids();
         sup.tick(now, &ready);
-        for slot in &mut sup.slots {
-            if !sup.draining {
-                slot.tick(&exe, inbox.path(), group.as_ref(), now);
-            }
-        }
+        sup.start_due(&exe, inbox.path(), group.as_ref(), now);
         if sup.draining && sup.slots.iter().all(|s| s.child.is_none()) {
             break;
         }
         thread::sleep(TICK);
     }
     drop(held);
-    if sup.all_clean {
+    if let Some(code) = sup.failed_start {
+        error!("start failed: supervisor exits with status {code}");
+        ExitCode::from(code)
+    } else if sup.all_clean {
         info!("all workers exited: supervisor exits");
         ExitCode::SUCCESS
     } else {
@@ -267,9 +277,14 @@ impl Supervisor {
         }
         let pending = self.pending.as_ref().map(|p| p.generation);
         let mut failed = None;
+        let mut start_failed = None;
+        let at_start = self.at_start();
         for slot in &mut self.slots {
             let was_ready = slot.ready;
-            let Some(status) = slot.reap(now, !self.draining) else {
+            let fails_reload = Some(slot.generation) == pending && !was_ready;
+            let fails_start = at_start && first_generation(slot) && !was_ready;
+            let restart = !self.draining && !fails_reload && !fails_start;
+            let Some(status) = slot.reap(now, restart) else {
                 continue;
             };
             // A worker stopped before it was ready may have had no handler
@@ -277,12 +292,23 @@ impl Supervisor {
             if self.draining && was_ready {
                 self.all_clean &= status.success();
             }
-            if Some(slot.generation) == pending && !was_ready {
-                failed = Some(format!(
-                    "new worker {} exited before it was ready",
-                    slot.index
-                ));
+            let why = || {
+                format!(
+                    "worker {} exited before it was ready ({})",
+                    slot.index,
+                    describe(status)
+                )
+            };
+            if fails_reload {
+                failed = Some(format!("new {}", why()));
             }
+            if fails_start && !self.draining && start_failed.is_none() {
+                start_failed = Some((why(), status));
+            }
+        }
+        if let Some((why, status)) = start_failed {
+            // 2: the worker found the configuration invalid.
+            self.give_up(&why, if status.code() == Some(2) { 2 } else { 1 });
         }
         self.slots.retain(|s| !(s.retiring && s.child.is_none()));
         if let Some(p) = &self.pending {
@@ -295,11 +321,7 @@ impl Supervisor {
                 failed = Some(format!("new workers not ready within {READY_WITHIN:?}"));
             }
             if let Some(why) = failed {
-                let generation = p.generation;
-                self.pending = None;
-                self.retire_generation(generation);
-                error!("SIGHUP: reload failed ({why}); the running workers stay");
-                notify::reloaded("reload failed; the running configuration stays");
+                self.fail_reload(&why);
             } else if gen_ready {
                 self.finish_reload();
             }
@@ -307,6 +329,77 @@ impl Supervisor {
         if !self.announced && !self.draining && self.slots.iter().all(|s| s.ready || s.retiring) {
             self.announce();
         }
+    }
+
+    /// Starts the processes of the slots that are due. A start that fails
+    /// fails the reload (a new generation's slot) or the start (a slot of
+    /// the first generation before it was ready); else it is retried after
+    /// the slot's backoff.
+    fn start_due(
+        &mut self,
+        exe: &Path,
+        notify: &Path,
+        group: Option<&sluice::GroupMetrics>,
+        now: Instant,
+    ) {
+        if self.draining {
+            return;
+        }
+        let pending = self.pending.as_ref().map(|p| p.generation);
+        let mut reload_failed = None;
+        let mut start_failed = None;
+        let at_start = self.at_start();
+        for slot in &mut self.slots {
+            let Err(e) = slot.tick(exe, notify, group, now) else {
+                continue;
+            };
+            let why = format!("cannot start worker {}: {}: {e}", slot.index, exe.display());
+            if Some(slot.generation) == pending {
+                reload_failed.get_or_insert(why);
+            } else if at_start && first_generation(slot) {
+                // Not an invalid configuration: a runtime error (1).
+                start_failed = Some(why);
+                break;
+            } else {
+                let delay = slot.retry_later(now);
+                error!("{why}; retrying in {delay:?}");
+            }
+        }
+        if let Some(why) = start_failed {
+            self.give_up(&why, 1);
+        } else if let Some(why) = reload_failed {
+            self.fail_reload(&why);
+        }
+    }
+
+    /// The first generation was never ready yet, and no stop was asked:
+    /// a worker of it that fails fails the start.
+    fn at_start(&self) -> bool {
+        !self.announced && !self.draining
+    }
+
+    /// A worker of the first generation could not start (`why`): the
+    /// others stop and the supervisor exits with `code`.
+    fn give_up(&mut self, why: &str, code: u8) {
+        error!(
+            "{why} at start: stopping the other workers; the supervisor exits with status {code}"
+        );
+        self.failed_start = Some(code);
+        self.draining = true;
+        self.all_clean = false;
+        self.pending = None;
+        self.slots.iter().for_each(|s| s.signal(libc::SIGTERM));
+    }
+
+    /// The reload under way failed (`why`): its workers drain, the running
+    /// ones stay.
+    fn fail_reload(&mut self, why: &str) {
+        let Some(p) = self.pending.take() else {
+            return;
+        };
+        self.retire_generation(p.generation);
+        error!("SIGHUP: reload failed ({why}); the running workers stay");
+        notify::reloaded("reload failed; the running configuration stays");
     }
 
     /// The new generation is ready: the others drain.
@@ -350,4 +443,9 @@ impl Supervisor {
         }
         notify::ready(false);
     }
+}
+
+/// Whether `slot` is one of the first generation's, not stopped on purpose.
+fn first_generation(slot: &Slot) -> bool {
+    slot.generation == 0 && !slot.retiring
 }

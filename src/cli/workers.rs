@@ -18,7 +18,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use log::{error, info, warn};
+use log::{info, warn};
 use sluice::Config;
 
 use super::file;
@@ -154,34 +154,35 @@ impl Slot {
     }
 
     /// Starts its process if it is due.
+    ///
+    /// Errors: the process could not be started (the executable is gone,
+    /// not executable, ...); the caller decides whether to
+    /// [retry](Slot::retry_later).
     pub fn tick(
         &mut self,
         exe: &Path,
         notify: &Path,
         group: Option<&sluice::GroupMetrics>,
         now: Instant,
-    ) {
+    ) -> io::Result<()> {
         if self.child.is_some() || self.retiring || self.restart_at.is_none_or(|t| t > now) {
-            return;
+            return Ok(());
         }
         self.restart_at = None;
         self.started = now;
-        match spawn(exe, notify, group, self) {
-            Ok(child) => {
-                info!("worker {} started pid={}", self.index, child.id());
-                self.child = Some(child);
-            }
-            Err(e) => {
-                let delay = self.backoff;
-                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-                self.restart_at = Some(now + delay);
-                error!(
-                    "worker {}: cannot start {}: {e}; retrying in {delay:?}",
-                    self.index,
-                    exe.display()
-                );
-            }
-        }
+        let child = spawn(exe, notify, group, self)?;
+        info!("worker {} started pid={}", self.index, child.id());
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// After a start that failed: tries again after its backoff, which it
+    /// returns.
+    pub fn retry_later(&mut self, now: Instant) -> Duration {
+        let delay = self.backoff;
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+        self.restart_at = Some(now + delay);
+        delay
     }
 
     /// Sends `sig` to its process, if one runs.
@@ -244,7 +245,8 @@ fn spawn(
     cmd.spawn()
 }
 
-fn describe(status: ExitStatus) -> String {
+/// An exit status in words: `exit status 2`, `killed by SIGKILL`.
+pub fn describe(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit status {code}"),
         (None, Some(sig)) => format!("killed by {}", signal_name(sig)),

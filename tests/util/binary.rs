@@ -20,7 +20,7 @@ use super::upstream::refused_addr;
 use super::wait_until;
 
 /// The binary under test.
-const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 /// Longest a started process may take to log that it is listening.
 pub const STARTUP: Duration = Duration::from_secs(5);
 /// Longest a [`run_sluice`] may take to exit.
@@ -86,7 +86,14 @@ impl SluiceProcess {
     /// Starts the binary with `args` and the environment variables `env`.
     #[track_caller]
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> SluiceProcess {
-        SluiceProcess::start_full(args, env, None, 0)
+        SluiceProcess::start_full(SLUICE, args, env, None, 0)
+    }
+
+    /// Starts `exe` (a link to the binary under test elsewhere) with
+    /// `args` and `RUST_LOG=info`.
+    #[track_caller]
+    pub fn start_exe(exe: &str, args: &[&str]) -> SluiceProcess {
+        SluiceProcess::start_full(exe, args, &[("RUST_LOG", "info")], None, 0)
     }
 
     /// Starts the binary with `args` (`RUST_LOG=info`) and, if given, its
@@ -95,18 +102,19 @@ impl SluiceProcess {
     /// know about.
     #[track_caller]
     pub fn start_with_nofile(args: &[&str], nofile: Option<u64>, eaten: usize) -> SluiceProcess {
-        SluiceProcess::start_full(args, &[("RUST_LOG", "info")], nofile, eaten)
+        SluiceProcess::start_full(SLUICE, args, &[("RUST_LOG", "info")], nofile, eaten)
     }
 
     #[track_caller]
     fn start_full(
+        exe: &str,
         args: &[&str],
         env: &[(&str, &str)],
         nofile: Option<u64>,
         eaten: usize,
     ) -> SluiceProcess {
         use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new(SLUICE);
+        let mut cmd = Command::new(exe);
         cmd.args(args)
             .envs(env.iter().copied())
             .env_remove("SLUICE_WORKER")
