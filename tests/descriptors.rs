@@ -76,6 +76,7 @@ fn open_fds(pid: i32) -> usize {
 
 #[test]
 fn request_finding_no_descriptor_gets_503_with_retry_after_and_the_proxy_recovers() {
+    let began = std::time::Instant::now();
     let upstream = slow_upstream(Duration::from_millis(100));
     // The budget says 16 clients, but 46 descriptors are taken behind the
     // proxy's back: fewer than 16 clients fill the limit, and their
@@ -108,6 +109,13 @@ fn request_finding_no_descriptor_gets_503_with_retry_after_and_the_proxy_recover
     assert!(got.iter().filter(|(s, _)| *s == 503).all(|(_, ra)| *ra));
     // Never retried into the same EMFILE.
     assert_eq!(p.count(|l| l.contains("retry ")), 0, "{}", p.log());
+    // Each EMFILE line at most once a second (README "Logs"): a bound the
+    // limiter guarantees, however slow the machine.
+    let seconds = began.elapsed().as_secs() as usize + 1;
+    for class in ["closing an idle pooled connection", "connect failed"] {
+        let n = p.count(|l| l.contains(class));
+        assert!(n <= seconds, "{n} lines in {seconds} s: {}", p.log());
+    }
     // Afterwards the descriptors are back.
     drop(clients);
     let mut c = Client::connect(loopback(port));
@@ -127,4 +135,20 @@ fn at_the_connection_cap_the_longest_idle_keepalive_client_makes_room() {
     assert_eq!(fresh.round_trip(get("/")).status, 200);
     assert!(idle.read_until_closed(WAIT).is_empty());
     assert_eq!(proxy.stats.snapshot().downstream_closed_for_room, 1);
+}
+
+#[test]
+fn the_default_cap_fitted_to_the_limit_is_info_and_a_chosen_one_lowered_is_a_warning() {
+    let upstream = slow_upstream(Duration::ZERO);
+    let up = upstream.addr.to_string();
+    for (extra, level) in [(None, "INFO"), (Some("500"), "WARN")] {
+        let listen = loopback(free_port()).to_string();
+        let mut args = vec!["--listen", listen.as_str(), "--upstream", up.as_str()];
+        if let Some(n) = extra {
+            args.extend(["--max-connections", n]);
+        }
+        let p = SluiceProcess::start_with_nofile(&args, Some(64), 0);
+        let line = p.wait_line(STARTUP, |l| l.contains("lowered to 16"));
+        assert!(line.contains(level), "{extra:?}: {line}");
+    }
 }

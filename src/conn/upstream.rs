@@ -231,6 +231,8 @@ pub(crate) struct Upstreams {
     slab: Slab<Slot>,
     pool: IdlePool<Peer>,
     generations: Generations,
+    /// The `EMFILE` line of `acquire`: one a second (README "Logging").
+    emfile_warn: crate::warn_limit::WarnLimit,
 }
 
 impl Upstreams {
@@ -240,6 +242,7 @@ impl Upstreams {
             slab: Slab::new(),
             pool,
             generations: Generations::default(),
+            emfile_warn: Default::default(),
         }
     }
 
@@ -354,10 +357,12 @@ impl Upstreams {
                 // Out of descriptors: an idle pooled socket is worth less
                 // than this request. Close the globally oldest and try once
                 // more.
-                warn!(
-                    "upstream connect to {}: {e}: closing an idle pooled connection",
-                    peer.addr
-                );
+                if let Some(more) = self.emfile_warn.allow(now) {
+                    warn!(
+                        "upstream connect to {}: {e}: closing an idle pooled connection{more}",
+                        peer.addr
+                    );
+                }
                 let Some(oldest) = self.pool.pop_oldest() else {
                     return Err(e);
                 };

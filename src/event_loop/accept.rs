@@ -78,7 +78,9 @@ impl Server {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                    warn!("accept: {e}: pausing accepts for {ACCEPT_BACKOFF:?}");
+                    if let Some(more) = self.emfile_warn.allow(self.sh.now) {
+                        warn!("accept: {e}: pausing accepts for {ACCEPT_BACKOFF:?}{more}");
+                    }
                     self.accept_paused_until = Some(self.sh.now + ACCEPT_BACKOFF);
                     return;
                 }

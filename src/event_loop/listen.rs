@@ -6,7 +6,6 @@
 use std::io;
 use std::net::SocketAddr;
 
-use log::warn;
 use mio::net::TcpListener;
 
 /// Length of the accept queue asked of the kernel (capped by somaxconn).
@@ -147,8 +146,9 @@ pub(crate) struct FdBudget {
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard one and fits
 /// `max_connections` to it: every client is budgeted two descriptors (its
-/// socket and an upstream one), so the cap is lowered, with a warning, to
-/// half of what the limit leaves after `FD_RESERVE`. Pooled idle upstream
+/// socket and an upstream one), so the cap is lowered to half of what the
+/// limit leaves after `FD_RESERVE`: with a warning if the user asked for
+/// more, at `info` if the default did (an expected adjustment). Pooled idle upstream
 /// sockets use what busy clients leave; the loop closes them first when
 /// a new client needs the room.
 pub(crate) fn fit_to_fd_limit(max_connections: usize) -> FdBudget {
@@ -184,7 +184,14 @@ pub(crate) fn fit_to_fd_limit(max_connections: usize) -> FdBudget {
         static WARNED_FOR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         if WARNED_FOR.swap(max_connections, std::sync::atomic::Ordering::Relaxed) != max_connections
         {
-            warn!(
+            // The default is fitted quietly; a value the user chose, loudly.
+            let level = if max_connections == crate::Config::default().max_connections {
+                log::Level::Info
+            } else {
+                log::Level::Warn
+            };
+            log::log!(
+                level,
                 "max-connections {max_connections} lowered to {clients_fit}: the open-file limit \
                  is {soft} and each client is budgeted 2 descriptors (its own and an upstream \
                  one); raise it with ulimit -n"

@@ -114,6 +114,8 @@ pub struct Server {
     next_trim: Instant,
     /// Descriptors for client and upstream sockets (`listen::FdBudget`).
     fd_budget: usize,
+    /// The accept `EMFILE` line: one a second.
+    emfile_warn: crate::warn_limit::WarnLimit,
 }
 
 impl Server {
@@ -220,6 +222,7 @@ impl Server {
             obs,
             next_trim: Instant::now() + TRIM_EVERY,
             fd_budget: budget.descriptors,
+            emfile_warn: Default::default(),
         })
     }
 
