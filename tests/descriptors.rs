@@ -137,6 +137,98 @@ fn at_the_connection_cap_the_longest_idle_keepalive_client_makes_room() {
     assert_eq!(proxy.stats.snapshot().downstream_closed_for_room, 1);
 }
 
+/// Clients that each send `GET /` on a new connection, one after another,
+/// until `stop` (or 2,000 requests each); `done` counts the answers.
+/// Returns every status seen (0: no answer, e.g. a reset).
+fn steady_load(
+    port: u16,
+    clients: usize,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    done: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> Vec<thread::JoinHandle<Vec<u16>>> {
+    use std::sync::atomic::Ordering;
+    (0..clients)
+        .map(|_| {
+            let (stop, done) = (stop.clone(), done.clone());
+            thread::spawn(move || {
+                let mut seen = Vec::new();
+                for _ in 0..2000 {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let status = match Client::try_connect(loopback(port)) {
+                        Ok(mut c) => {
+                            c.send_lossy(get_close("/"));
+                            c.try_read_response(false).map_or(0, |r| r.status)
+                        }
+                        Err(_) => 0,
+                    };
+                    seen.push(status);
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+                seen
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn reloads_under_load_at_the_descriptor_budget_answer_every_request_200() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let upstream = slow_upstream(Duration::from_millis(50));
+    let port = free_port();
+    let config = TempFile::new(&format!(
+        "listen = \"127.0.0.1:{port}\"\nupstream = \"{}\"\nworkers = 1\n",
+        upstream.addr
+    ));
+    // 64 descriptors: 16 clients at once for the whole process, however
+    // many loops a reload runs side by side; 48 clients keep coming.
+    let p = SluiceProcess::start_with_nofile(&["--config", config.path()], Some(64), 0);
+    p.wait_line(STARTUP, |l| l.contains("listening on"));
+    let (stop, done) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let load = steady_load(port, 48, &stop, &done);
+    let progress = |by: usize| {
+        let from = done.load(Ordering::SeqCst);
+        assert_eventually("requests answered", || {
+            done.load(Ordering::SeqCst) >= from + by
+        });
+    };
+    progress(32);
+    for i in 1..=6 {
+        p.signal(libc::SIGHUP);
+        let reloaded = wait_until(STARTUP, || p.count(|l| l.contains("SIGHUP: reload")) >= i);
+        assert!(reloaded, "{}", p.log());
+        // The new loop serves while the old one drains.
+        progress(16);
+    }
+    stop.store(true, Ordering::SeqCst);
+    let statuses: Vec<u16> = load.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let not_ok: Vec<_> = statuses.iter().filter(|s| **s != 200).collect();
+    assert!(
+        not_ok.is_empty(),
+        "{} of {} not 200 (0: reset or no answer): {not_ok:?}\n{}",
+        not_ok.len(),
+        statuses.len(),
+        p.log()
+    );
+    assert_eq!(
+        p.count(|l| l.contains("SIGHUP: reloaded")),
+        6,
+        "{}",
+        p.log()
+    );
+    assert_eq!(
+        p.count(|l| l.contains("Too many open files")),
+        0,
+        "{}",
+        p.log()
+    );
+}
+
 #[test]
 fn the_default_cap_fitted_to_the_limit_is_info_and_a_chosen_one_lowered_is_a_warning() {
     let upstream = slow_upstream(Duration::ZERO);

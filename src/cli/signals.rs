@@ -15,10 +15,10 @@
 //! loop through its `mio::Waker`); the event loop stays on one thread and
 //! knows nothing of signals.
 //!
-//! Reload with `--workers 1` (no supervisor): the process binds a second
-//! [`Server`] with the new configuration on the same address (as a
-//! takeover, `SO_REUSEPORT`), runs it on a new thread, and drains the old
-//! one, which returns from `run` when its connections are done. Each loop
+//! Reload with `--workers 1` (no supervisor): the process starts a second
+//! [`Server`] with the new configuration on the old one's listening socket
+//! ([`Server::succeed`]: no bind, the accept queue passes whole), runs it
+//! on a new thread, and drains the old one, which returns from `run` when its connections are done. Each loop
 //! still has one thread; for the length of a drain two loops run side by
 //! side. The pid stays the same (systemd's main pid, the pid file).
 //!
@@ -273,19 +273,23 @@ impl Loops {
             None => None,
         };
         let (tx, rx) = mpsc::channel();
+        // The new loop serves on the newest loop's socket (no bind).
+        let predecessor = self.handles.last().cloned();
         let thread = thread::Builder::new()
             .name("loop".into())
-            .spawn(move || match Server::bind_with(bound, ByRoutes, observer) {
-                Ok(server) => {
-                    let _ = tx.send(Ok(server.handle()));
-                    server.run()
-                }
-                Err(e) => {
-                    let msg = e.to_string();
-                    let _ = tx.send(Err(msg));
-                    Err(e)
-                }
-            })
+            .spawn(
+                move || match Server::succeed(bound, ByRoutes, observer, predecessor.as_ref()) {
+                    Ok(server) => {
+                        let _ = tx.send(Ok(server.handle()));
+                        server.run()
+                    }
+                    Err(e) => {
+                        let msg = e.to_string();
+                        let _ = tx.send(Err(msg));
+                        Err(e)
+                    }
+                },
+            )
             .map_err(|e| format!("cannot start a thread: {e}"))?;
         let handle = rx
             .recv()

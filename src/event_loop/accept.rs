@@ -37,11 +37,20 @@ impl Server {
                 return;
             }
             // Each client is budgeted two descriptors; pooled idle upstream
-            // sockets live on what is left and go first.
-            while self.clients.len().saturating_add(1).saturating_mul(2) + self.sh.ups.idle_count()
-                > self.fd_budget
+            // sockets live on what is left and go first. The budget is the
+            // process's: other loops of it (a reload's drain) count too.
+            let others = self.fd_share.others();
+            while self.own_fds() + 2 + others > self.fd_budget
                 && self.sh.ups.evict_oldest_idle(&self.sh.stats)
             {}
+            if self.own_fds() + 2 + others > self.fd_budget {
+                // The other loops hold the rest: they drain, so look again
+                // soon (the connection waits in the accept queue).
+                let own = self.own_fds();
+                self.fd_share.publish(own);
+                self.accept_paused_until = Some(self.sh.now + SHARED_RECHECK);
+                return;
+            }
             match listener.accept() {
                 Ok((stream, addr)) => {
                     let generation = self.generations.next();
@@ -69,6 +78,8 @@ impl Server {
                                 // Its request came with it (`listen::set_defer_accept`).
                                 queue(&mut self.runnable, id, e);
                             }
+                            let own = self.own_fds();
+                            self.fd_share.publish(own);
                             Stats::add(&self.sh.stats.downstream_accepted, 1);
                             Stats::add(&self.sh.stats.downstream_active, 1);
                         }
@@ -87,6 +98,17 @@ impl Server {
                 Err(e) => debug!("accept: {e}"),
             }
         }
+    }
+}
+
+impl Server {
+    /// Descriptors this loop reserves (README "Descriptor budget"): two
+    /// per client connection, one per pooled idle upstream socket.
+    pub(super) fn own_fds(&self) -> usize {
+        self.clients
+            .len()
+            .saturating_mul(2)
+            .saturating_add(self.sh.ups.idle_count())
     }
 }
 

@@ -18,6 +18,11 @@ impl Server {
         if self.drain_deadline.is_none() {
             let timeout = self.sh.cfg.drain_timeout;
             self.drain_deadline = Some(now + timeout);
+            if self.handed_over.load(Ordering::SeqCst) {
+                // The successor serves on this socket and its queue: only
+                // this loop's descriptor of it closes (`Server::succeed`).
+                self.close_listener();
+            }
             // Serve what is already queued on the listener, then close it
             // so new connections go to the other processes on the port.
             // The log line comes after: once it is out, no new connection
@@ -74,11 +79,16 @@ impl Server {
     }
 
     /// Stops accepting: the listener is deregistered and closed, and new
-    /// connections go to the other processes on the port.
+    /// connections go to the other processes on the port (or, handed
+    /// over, to the successor that serves on the same socket). Deregistered
+    /// by its descriptor: a successor's copy keeps the socket open, and
+    /// epoll would go on reporting it to this loop.
     fn close_listener(&mut self) {
+        use std::os::fd::AsRawFd;
         self.listener_close_at = None;
-        if let Some(mut l) = self.listener.take() {
-            let _ = self.sh.registry.deregister(&mut l);
+        if let Some(l) = self.listener.take() {
+            let fd = l.as_raw_fd();
+            let _ = self.sh.registry.deregister(&mut mio::unix::SourceFd(&fd));
         }
     }
 

@@ -9,6 +9,7 @@ use std::sync::{Arc, Weak};
 
 use log::info;
 use mio::Waker;
+use mio::net::TcpListener;
 
 /// Stops a running [`Server`](super::Server) from another thread (a signal handler
 /// thread, a test). It does not keep the loop's resources alive: once the
@@ -20,6 +21,10 @@ pub struct ServerHandle {
     pub(super) drain: Arc<AtomicBool>,
     pub(super) reopen: Arc<AtomicBool>,
     pub(super) waker: Weak<Waker>,
+    /// The loop's listening socket while it has one.
+    pub(super) listener: Weak<TcpListener>,
+    /// Set when a successor serves on that socket (`Server::succeed`).
+    pub(super) handed_over: Arc<AtomicBool>,
 }
 
 impl ServerHandle {
@@ -27,6 +32,20 @@ impl ServerHandle {
     /// dropped it).
     pub fn is_running(&self) -> bool {
         self.waker.strong_count() > 0
+    }
+
+    /// A copy of the loop's listening socket (a new descriptor for the
+    /// same socket and accept queue), if the loop still listens.
+    ///
+    /// Errors: the `dup` failed (`EMFILE`).
+    pub(super) fn listener_copy(&self) -> Option<std::io::Result<std::net::TcpListener>> {
+        use std::os::fd::AsFd;
+        let l = self.listener.upgrade()?;
+        Some(
+            l.as_fd()
+                .try_clone_to_owned()
+                .map(std::net::TcpListener::from),
+        )
     }
 
     fn wake(&self) {
@@ -43,7 +62,8 @@ impl ServerHandle {
     }
 
     /// Asks for a graceful drain: the listener closes (connections already
-    /// queued on it are accepted first), idle keep-alive clients are
+    /// queued on it are accepted first; handed over to a successor,
+    /// `Server::succeed`, only this loop's descriptor of it closes), idle keep-alive clients are
     /// closed, in-flight exchanges finish with `Connection: close`, pooled
     /// upstream connections are closed, and `run` returns when no client
     /// connection is left or after `drain_timeout`.

@@ -52,6 +52,23 @@ pub(crate) fn bind_listener(
     bind().map_err(|e| bind_error(addr, e))
 }
 
+/// A listening socket inherited from a predecessor loop of this process
+/// (`Server::succeed`); it keeps the options it was bound with
+/// (`TCP_DEFER_ACCEPT` is set once the new loop is built: [`set_defer`]).
+///
+/// Errors: the `fcntl` error.
+pub(crate) fn inherit(listener: std::net::TcpListener) -> io::Result<TcpListener> {
+    listener.set_nonblocking(true)?;
+    Ok(TcpListener::from_std(listener))
+}
+
+/// Turns `TCP_DEFER_ACCEPT` on ([`DEFER_ACCEPT_SECS`]) or off.
+///
+/// Errors: the `setsockopt` error.
+pub(crate) fn set_defer(socket: &impl std::os::fd::AsRawFd, on: bool) -> io::Result<()> {
+    set_defer_accept(socket, if on { DEFER_ACCEPT_SECS } else { 0 })
+}
+
 /// How long, in seconds, the kernel holds a connection that sent no byte
 /// before handing it to `accept` anyway (`TCP_DEFER_ACCEPT`; Linux rounds
 /// it up to its SYN-ACK retransmission steps: the first is at 1 s).
@@ -148,7 +165,8 @@ pub(crate) struct FdBudget {
 /// `max_connections` to it: every client is budgeted two descriptors (its
 /// socket and an upstream one), so the cap is lowered to half of what the
 /// limit leaves after `FD_RESERVE`: with a warning if the user asked for
-/// more, at `info` if the default did (an expected adjustment). Pooled idle upstream
+/// more, at `info` if the default did (an expected adjustment).
+/// The loops of one process share that budget (`fd_share`). Pooled idle upstream
 /// sockets use what busy clients leave; the loop closes them first when
 /// a new client needs the room.
 pub(crate) fn fit_to_fd_limit(max_connections: usize) -> FdBudget {

@@ -18,8 +18,8 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
@@ -38,6 +38,7 @@ use crate::pool::IdlePool;
 use crate::stats::Stats;
 use crate::upstreams::dns::{Resolver, ResolverThread, SystemResolver};
 use admin::Admin;
+use fd_share::FdShare;
 use listen::{bind_listener, fit_to_fd_limit, has_pending};
 use timer::{Timers, poll_timeout};
 use token::{ConnId, Generations, Kind};
@@ -46,6 +47,7 @@ use upstreams_setup::build_groups;
 mod accept;
 mod admin;
 mod drain;
+mod fd_share;
 mod handle;
 pub(crate) mod listen;
 mod timer;
@@ -57,6 +59,10 @@ mod upstreams_setup;
 /// How long accepting pauses after `EMFILE`/`ENFILE` (out of descriptors),
 /// instead of spinning on a listener that stays readable.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// How soon a loop looks again for room in the descriptor budget when the
+/// other loops of the process hold it (they drain: it comes back).
+const SHARED_RECHECK: Duration = Duration::from_millis(10);
 
 /// A poll that took this long waited for its events (it did not return a
 /// batch that was already there).
@@ -81,7 +87,9 @@ struct Entry {
 /// A bound proxy, ready to `run` on the current thread.
 pub struct Server {
     poll: Poll,
-    listener: Option<TcpListener>,
+    /// Shared with the handle (`Weak`), so that a reload's successor can
+    /// serve on the same socket ([`Server::succeed`]).
+    listener: Option<Arc<TcpListener>>,
     local_addr: SocketAddr,
     clients: Slab<Entry>,
     generations: Generations,
@@ -114,8 +122,13 @@ pub struct Server {
     next_trim: Instant,
     /// Descriptors for client and upstream sockets (`listen::FdBudget`).
     fd_budget: usize,
+    /// This loop's part of the process-wide descriptor account.
+    fd_share: FdShare,
     /// The accept `EMFILE` line: one a second.
     emfile_warn: crate::warn_limit::WarnLimit,
+    /// A successor serves on this loop's listening socket: its drain
+    /// closes only its own descriptor of it.
+    handed_over: Arc<AtomicBool>,
 }
 
 impl Server {
@@ -141,7 +154,7 @@ impl Server {
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let obs = Observer::standalone(&config)?;
-        Server::build(config, filter, obs, resolver)
+        Server::build(config, filter, obs, resolver, None)
     }
 
     /// Like [`Server::bind`], with the metrics region and admin listener
@@ -154,26 +167,59 @@ impl Server {
         filter: impl Filter + Send + 'static,
         obs: Option<Observer>,
     ) -> io::Result<Server> {
-        Server::build(config, filter, obs, Arc::new(SystemResolver))
+        Server::build(config, filter, obs, Arc::new(SystemResolver), None)
+    }
+
+    /// Like [`Server::bind_with`], for the loop that succeeds
+    /// `predecessor` in this process (a reload with `--workers 1`): it
+    /// serves on a copy of the predecessor's listening socket, so the
+    /// accept queue is the same one and nothing queued on it is reset when
+    /// the predecessor drains (nginx's workers inherit their listeners the
+    /// same way); no bind that could fail. Without a predecessor, or if it
+    /// closed its listener already, it binds as `bind_with` does.
+    ///
+    /// Errors: as [`Server::bind`].
+    pub fn succeed(
+        config: Config,
+        filter: impl Filter + Send + 'static,
+        obs: Option<Observer>,
+        predecessor: Option<&ServerHandle>,
+    ) -> io::Result<Server> {
+        let inherited = predecessor
+            .and_then(ServerHandle::listener_copy)
+            .transpose()?;
+        let server = Server::build(config, filter, obs, Arc::new(SystemResolver), inherited)?;
+        if let Some(p) = predecessor {
+            p.handed_over.store(true, Ordering::SeqCst);
+        }
+        Ok(server)
     }
 
     /// Binds and assembles the loop: the listener, the admin endpoints of
     /// `obs`, the upstream groups (host names resolved by `resolver`, and
     /// re-resolved on its thread), the pool, the buffers, the access log.
+    /// `inherited`: a predecessor's listening socket to serve on instead
+    /// of binding one.
     fn build(
         config: Config,
         filter: impl Filter + Send + 'static,
         obs: Option<Observer>,
         resolver: Arc<dyn Resolver>,
+        inherited: Option<std::net::TcpListener>,
     ) -> io::Result<Server> {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let mut config = config;
+        let fd_share = FdShare::join();
         let budget = fit_to_fd_limit(config.max_connections);
         config.max_connections = budget.max_connections;
         let poll = Poll::new()?;
-        let mut listener = bind_listener(config.listen, config.takeover, config.defer_accept)?;
+        let inherits = inherited.is_some();
+        let mut listener = match inherited {
+            Some(l) => listen::inherit(l)?,
+            None => bind_listener(config.listen, config.takeover, config.defer_accept)?,
+        };
         let local_addr = listener.local_addr()?;
         poll.registry()
             .register(&mut listener, token::LISTENER, Interest::READABLE)?;
@@ -192,6 +238,10 @@ impl Server {
             config.pool_idle_timeout,
         );
         let access = AccessLog::open(&config.access_log, config.access_log_format)?;
+        if inherits {
+            // Last: a reload that fails leaves the shared socket as it was.
+            listen::set_defer(&listener, config.defer_accept)?;
+        }
         let mut sh = Shared::new(config, Box::new(filter), registry, pool, groups, access);
         sh.via_name = crate::conn::via_pseudonym(&sh.cfg.via_name, local_addr);
         // Room for every client up front: the slab and the timer heap never
@@ -200,7 +250,7 @@ impl Server {
         let cap = sh.cfg.max_connections;
         Ok(Server {
             poll,
-            listener: Some(listener),
+            listener: Some(Arc::new(listener)),
             local_addr,
             clients: Slab::with_capacity(cap),
             generations: Generations::default(),
@@ -222,7 +272,9 @@ impl Server {
             obs,
             next_trim: Instant::now() + TRIM_EVERY,
             fd_budget: budget.descriptors,
+            fd_share,
             emfile_warn: Default::default(),
+            handed_over: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -248,6 +300,11 @@ impl Server {
             drain: self.drain.clone(),
             reopen: self.reopen.clone(),
             waker: Arc::downgrade(&self.waker),
+            listener: self
+                .listener
+                .as_ref()
+                .map_or_else(Weak::new, Arc::downgrade),
+            handed_over: self.handed_over.clone(),
         }
     }
 
@@ -345,6 +402,8 @@ impl Server {
                 self.sh.access.reopen();
             }
             self.sh.access.flush_if_due(now);
+            let own = self.own_fds();
+            self.fd_share.publish(own);
             if let Some(a) = self.admin.as_mut() {
                 a.expire(now, self.poll.registry());
             }
