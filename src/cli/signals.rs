@@ -17,8 +17,8 @@
 //!
 //! Reload with `--workers 1` (no supervisor): the process starts a second
 //! [`Server`] with the new configuration on the old one's listening socket
-//! ([`Server::succeed`]: no bind, the accept queue passes whole), runs it
-//! on a new thread, and drains the old one, which returns from `run` when its connections are done. Each loop
+//! ([`Server::succeed`]: no bind), runs it on a new thread, and drains the old
+//! one, which returns from `run` when its connections are done. Each loop
 //! still has one thread; for the length of a drain two loops run side by
 //! side. The pid stays the same (systemd's main pid, the pid file).
 //!
@@ -274,22 +274,21 @@ impl Loops {
         };
         let (tx, rx) = mpsc::channel();
         // The new loop serves on the newest loop's socket (no bind).
-        let predecessor = self.handles.last().cloned();
+        let p = self.handles.last().cloned();
+        let bind = move |c, o| Server::succeed(c, ByRoutes, o, p.as_ref());
         let thread = thread::Builder::new()
             .name("loop".into())
-            .spawn(
-                move || match Server::succeed(bound, ByRoutes, observer, predecessor.as_ref()) {
-                    Ok(server) => {
-                        let _ = tx.send(Ok(server.handle()));
-                        server.run()
-                    }
-                    Err(e) => {
-                        let msg = e.to_string();
-                        let _ = tx.send(Err(msg));
-                        Err(e)
-                    }
-                },
-            )
+            .spawn(move || match bind(bound, observer) {
+                Ok(server) => {
+                    let _ = tx.send(Ok(server.handle()));
+                    server.run()
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    let _ = tx.send(Err(msg));
+                    Err(e)
+                }
+            })
             .map_err(|e| format!("cannot start a thread: {e}"))?;
         let handle = rx
             .recv()
