@@ -42,7 +42,11 @@ impl FdShare {
 
     /// Publishes `own`, the descriptors this loop reserves now.
     pub(crate) fn publish(&mut self, own: usize) {
-        if own >= self.published {
+        if own == self.published {
+            // The common case on a loop pass: no atomic write.
+            return;
+        }
+        if own > self.published {
             RESERVED.fetch_add(own - self.published, Ordering::SeqCst);
         } else {
             RESERVED.fetch_sub(self.published - own, Ordering::SeqCst);
