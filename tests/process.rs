@@ -388,3 +388,50 @@ fn sigterm_to_the_supervisor_and_its_workers_at_once_is_one_drain() {
         sup.log()
     );
 }
+
+/// `--workers 2`: SIGTERM to the supervisor while a reload's old
+/// generation still drains (it got the supervisor's SIGTERM) is that
+/// generation's *first* stop from the user: its exchange finishes, it is
+/// not stopped at once.
+#[test]
+fn sigterm_during_a_reloads_drain_lets_the_old_workers_finish() {
+    let upstream = upstream();
+    let up = upstream.addr.to_string();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut sup = SluiceProcess::start(&[
+        "--listen",
+        &listen,
+        "--upstream",
+        &up,
+        "--workers",
+        "2",
+        "--drain-timeout",
+        "20s",
+    ]);
+    sup.wait_line(STARTUP, |l| l.contains("all workers ready"));
+    let mut slow = Client::connect(loopback(port));
+    slow.send(get("/slow/1500"));
+    let first = slow.read_bytes(1);
+
+    sup.signal(libc::SIGHUP);
+    sup.wait_line(STARTUP, |l| l.contains("SIGHUP: reloaded"));
+    for line in sup.log().lines().filter(|l| l.contains("started pid=")) {
+        sup.adopt(pid_after(line, "pid="));
+    }
+    sup.signal(libc::SIGTERM);
+
+    let rest = slow.read_until_closed(Duration::from_secs(10));
+    let mut all = first.to_vec();
+    all.extend_from_slice(&rest);
+    let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert_eq!(&all[split..], &slow_body()[..], "cut:\n{}", sup.log());
+    let status = sup.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "{status:?}\n{}", sup.log());
+    assert_eq!(
+        sup.count(|l| l.contains("stopping now")),
+        0,
+        "{}",
+        sup.log()
+    );
+}

@@ -26,7 +26,8 @@
 //!   generation not ready within `READY_WITHIN`, fails the reload at once:
 //!   the new generation is drained and the old one keeps serving.
 //! - SIGTERM/SIGINT/SIGQUIT are forwarded to every worker (a graceful
-//!   drain there); from then on nothing is started, and the supervisor
+//!   drain there) but those of a reload's old generation, which already
+//!   drain on the supervisor's SIGTERM; from then on nothing is started, and the supervisor
 //!   exits when the last worker is gone, with status 0 if every worker
 //!   exited 0 and 1 otherwise. A second signal is forwarded too (the
 //!   workers stop at once); a third one sends SIGKILL. SIGUSR1 is forwarded
@@ -210,7 +211,15 @@ impl Supervisor {
                         libc::SIGKILL
                     }
                 };
-                self.slots.iter().for_each(|s| s.signal(forward));
+                // A reload's old generation already drains on the
+                // supervisor's SIGTERM: the first stop passes it by (a
+                // second SIGTERM from the supervisor would stop it at once
+                // and cut its exchanges); a later stop reaches every worker.
+                let first = self.stops == 1;
+                self.slots
+                    .iter()
+                    .filter(|s| !(first && s.retiring))
+                    .for_each(|s| s.signal(forward));
             }
             Action::Reload if self.draining => warn!("{name} ignored: draining"),
             Action::Reload => self.reload(source),
