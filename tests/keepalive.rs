@@ -4,6 +4,11 @@
 
 mod util;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
 use util::*;
 
 #[test]
@@ -147,6 +152,51 @@ fn connection_above_max_connections_closes_the_longest_idle_keepalive_client() {
     assert_eq!(three.round_trip(get("/3")).status, 200);
     assert!(one.read_until_closed(WAIT).is_empty());
     assert_eq!(two.round_trip(get("/2b")).status, 200);
+}
+
+#[test]
+fn a_connection_queued_at_the_cap_gets_room_when_a_busy_client_goes_idle() {
+    // The third client connects while both clients at the cap are busy:
+    // nothing wakes the edge-triggered listener again, so room must be made
+    // when one of them goes idle in keep-alive (not at its idle timeout).
+    let release = Arc::new(AtomicBool::new(false));
+    let gate = release.clone();
+    let upstream = Upstream::start(move |mut conn: UpConn| {
+        while let Some(req) = conn.read_request() {
+            // Holds the first answers until released (bounded).
+            for _ in 0..1000 {
+                if gate.load(Ordering::SeqCst) {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(5));
+            }
+            if !conn.send(ok_response(&req.target)) {
+                return;
+            }
+        }
+    });
+    let proxy = start_forward_proxy(upstream.addr, |c| {
+        c.max_connections = 2;
+        c.keepalive_timeout = Duration::from_secs(60);
+    });
+    let mut one = proxy.client();
+    let mut two = proxy.client();
+    one.send(get("/1"));
+    two.send(get("/2"));
+    upstream.wait_requests(2);
+    let mut three = proxy.client();
+    three.send(get("/3"));
+    assert!(
+        three
+            .read_what_arrives(Duration::from_millis(200))
+            .is_empty(),
+        "at the cap with both clients busy, the third waits"
+    );
+    release.store(true, Ordering::SeqCst);
+    assert_eq!(one.read_response().body_str(), "/1");
+    assert_eq!(two.read_response().body_str(), "/2");
+    let resp = three.read_response();
+    assert_eq!((resp.status, resp.body_str()), (200, "/3".to_string()));
 }
 
 #[test]

@@ -513,8 +513,15 @@ impl Server {
             e.armed = Some(at);
             self.timers.push(at, id.key(), id.generation());
         }
+        // At the cap, a client that just went idle in keep-alive can make
+        // room for a connection waiting in the accept queue (the
+        // edge-triggered listener raises no new event for it).
+        let now_idle = self.at_capacity && e.conn.idle_since().is_some();
         if more {
             queue(&mut self.runnable, id, e);
+        }
+        if now_idle {
+            self.accept();
         }
     }
 
