@@ -295,3 +295,46 @@ fn a_reload_that_changes_the_admin_address_warns_and_keeps_the_running_one() {
         assert!(p.wait_exit(Duration::from_secs(10)).success());
     }
 }
+
+/// An admin connection the old side accepted before a reload is answered
+/// before that side ends: its drain stops accepting admin connections
+/// last, then answers what it holds (a probe or scrape is never dropped
+/// unanswered by a reload).
+fn admin_connection_accepted_before_a_reload_is_answered(workers: usize) {
+    use std::io::{Read as _, Write as _};
+    let up = Upstream::start(respond_forever(ok_response("ok")));
+    let (port, admin) = (free_port(), loopback(free_port()));
+    let cfg = TempFile::new(&config(port, admin, up.addr, workers));
+    let mut p = start(&cfg, workers);
+    // Opened, and accepted by an old loop: the answer to a later probe
+    // means the queue before it was accepted too (accepts run in order
+    // until the queue is empty).
+    let mut early = std::net::TcpStream::connect(admin).unwrap();
+    early
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(http_get(admin, "/healthz").0, 200);
+    reload(&mut p, workers);
+    early
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = early.read_to_end(&mut got);
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{:?}\n{}",
+        String::from_utf8_lossy(&got),
+        p.log()
+    );
+    wait_drained(&p, workers);
+}
+
+#[test]
+fn an_admin_connection_accepted_before_a_single_process_reload_is_answered() {
+    admin_connection_accepted_before_a_reload_is_answered(1);
+}
+
+#[test]
+fn an_admin_connection_accepted_before_a_supervisor_reload_is_answered() {
+    admin_connection_accepted_before_a_reload_is_answered(2);
+}

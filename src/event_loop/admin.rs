@@ -54,7 +54,8 @@ struct AdminConn {
 
 /// The admin listener and its connections.
 pub(crate) struct Admin {
-    listener: TcpListener,
+    /// `None` once the loop stopped accepting ([`Admin::stop_accepting`]).
+    listener: Option<TcpListener>,
     conns: Slab<AdminConn>,
     obs: Observer,
     /// After `EMFILE`: when accepting is tried again.
@@ -84,7 +85,7 @@ impl Admin {
         let mine = obs.reader();
         Ok((
             Some(Admin {
-                listener,
+                listener: Some(listener),
                 conns: Slab::new(),
                 obs: mine,
                 paused_until: None,
@@ -96,7 +97,7 @@ impl Admin {
 
     /// The listener's address.
     pub(crate) fn local_addr(&self) -> Option<std::net::SocketAddr> {
-        self.listener.local_addr().ok()
+        self.listener.as_ref()?.local_addr().ok()
     }
 
     /// Accepts everything queued (until `WouldBlock`: the listener is
@@ -111,7 +112,10 @@ impl Admin {
             return;
         }
         loop {
-            match self.listener.accept() {
+            let Some(accepted) = self.listener.as_ref().map(TcpListener::accept) else {
+                return;
+            };
+            match accepted {
                 Ok((mut stream, _)) => {
                     if self.conns.len() >= MAX_CONNS && !self.evict_oldest(registry) {
                         continue;
@@ -150,6 +154,22 @@ impl Admin {
                 }
             }
         }
+    }
+
+    /// Stops accepting (a drained loop about to end): deregisters and
+    /// closes this loop's descriptor of the shared listener; the socket
+    /// and its queue stay with the other loops of the group. The
+    /// connections already accepted are still answered (within their
+    /// deadline), so none is dropped unanswered when the loop ends.
+    pub(crate) fn stop_accepting(&mut self, registry: &Registry) {
+        if let Some(mut l) = self.listener.take() {
+            let _ = registry.deregister(&mut l);
+        }
+    }
+
+    /// No admin connection is open.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.conns.is_empty()
     }
 
     /// Closes the idle or reading connection with the earliest deadline;

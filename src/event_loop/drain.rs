@@ -65,6 +65,15 @@ impl Server {
         sh.ups.close_idle(&sh.stats);
         sh.checks.close_all();
         if self.clients.is_empty() && self.listener.is_none() {
+            // The admin endpoints last: stop accepting, answer what was
+            // accepted (each within its 5 s), then end — an admin
+            // connection is never dropped unanswered by a reload's drain.
+            if let Some(a) = self.admin.as_mut() {
+                a.stop_accepting(self.poll.registry());
+                if !a.is_idle() {
+                    return false;
+                }
+            }
             info!("drained");
             return true;
         }
