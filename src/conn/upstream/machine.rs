@@ -1,0 +1,189 @@
+//! One upstream connection's machine (ARCHITECTURE.md §7): its states
+//! (connecting, active for one exchange, idle in the pool), the connect's
+//! completion, and reads and writes through the relay's buffers. The set
+//! of all of them and the pool over them is the parent module.
+//!
+//! What it must not know: HTTP, the pool's rules.
+
+use std::io;
+use std::net::Shutdown;
+use std::time::{Duration, Instant};
+
+use log::{debug, trace};
+use mio::net::TcpStream;
+use mio::{Registry, Token};
+
+use super::super::io::{Io, Read1, interest, read_into, write_from};
+use crate::buffer::WatermarkBuffer;
+use crate::error::Timeout;
+use crate::event_loop::token::ConnId;
+use crate::filter::Peer;
+
+/// Where one upstream connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UpState {
+    /// The non-blocking connect started at `since` has not completed.
+    Connecting {
+        /// When the connect began (the connect timeout runs from here).
+        since: Instant,
+    },
+    /// Carrying an exchange for the client connection `owner`.
+    Active {
+        /// The client connection whose exchange uses this socket: its
+        /// events are routed there.
+        owner: ConnId,
+    },
+    /// Parked in the idle pool.
+    Idle,
+}
+
+/// One upstream TCP connection.
+#[derive(Debug)]
+pub(crate) struct UpstreamConn {
+    pub(super) stream: TcpStream,
+    pub(super) token: Token,
+    pub(super) peer: Peer,
+    /// Readiness and registered interest.
+    pub(crate) io: Io,
+    pub(super) state: UpState,
+    /// The client connection that asked for this socket (it stays the
+    /// owner through `Connecting` and `Active`).
+    pub(super) owner: ConnId,
+    /// Local port of the socket (for the access log), 0 until connected.
+    pub(super) local_port: u16,
+    /// Requests sent on it before the current one.
+    pub(super) uses: u64,
+    /// When it was last taken from the pool, how long it had been idle
+    /// then, and whether it was checked for a FIN (`None`: new).
+    pub(super) taken: Option<Taken>,
+    /// The sending side was shut (a tunnel whose client sent EOF).
+    pub(super) write_shut: bool,
+}
+
+/// How a connect attempt stands after [`UpstreamConn::finish_connect`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Connect {
+    /// Connected before this call.
+    Ready,
+    /// The connect completed in this call.
+    JustConnected,
+    /// Still in progress: wait for WRITABLE.
+    Pending,
+}
+
+impl UpstreamConn {
+    /// Local port, 0 until connected.
+    pub(crate) fn local_port(&self) -> u16 {
+        self.local_port
+    }
+
+    /// The connect has not completed yet.
+    pub(crate) fn is_connecting(&self) -> bool {
+        matches!(self.state, UpState::Connecting { .. })
+    }
+
+    /// The connect deadline while connecting.
+    pub(crate) fn deadline(&self, connect_timeout: Duration) -> Option<(Instant, Timeout)> {
+        match self.state {
+            UpState::Connecting { since } => Some((since + connect_timeout, Timeout::Connect)),
+            _ => None,
+        }
+    }
+
+    pub(super) fn set_state(&mut self, new: UpState) {
+        trace!(
+            "upstream {} port {}: {:?} -> {new:?}",
+            self.peer.addr, self.local_port, self.state
+        );
+        self.state = new;
+    }
+
+    /// Completes a non-blocking connect once WRITABLE was reported.
+    ///
+    /// Errors: the connect failed (refused, unreachable): `SO_ERROR`'s
+    /// error or `peer_addr`'s.
+    pub(crate) fn finish_connect(&mut self) -> io::Result<Connect> {
+        if !self.is_connecting() {
+            return Ok(Connect::Ready);
+        }
+        if !self.io.writable {
+            return Ok(Connect::Pending);
+        }
+        if let Ok(Some(e)) | Err(e) = self.stream.take_error() {
+            return Err(e);
+        }
+        match self.stream.peer_addr() {
+            Ok(_) => {
+                self.local_port = self.stream.local_addr().map(|a| a.port()).unwrap_or(0);
+                self.set_state(UpState::Active { owner: self.owner });
+                debug!(
+                    "upstream {} connected, port {}",
+                    self.peer.addr, self.local_port
+                );
+                Ok(Connect::JustConnected)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                self.io.writable = false;
+                Ok(Connect::Pending)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One read into `buf` (see [`read_into`]); nothing while connecting.
+    pub(crate) fn read(&mut self, buf: &mut WatermarkBuffer, max: usize) -> io::Result<Read1> {
+        if self.is_connecting() {
+            return Ok(Read1::Idle);
+        }
+        read_into(&mut self.stream, &mut self.io, buf, max)
+    }
+
+    /// One write of `buf`'s pending bytes (see [`write_from`]); nothing
+    /// while connecting.
+    pub(crate) fn write(&mut self, buf: &mut WatermarkBuffer) -> io::Result<usize> {
+        if self.is_connecting() {
+            return Ok(0);
+        }
+        write_from(&mut self.stream, &mut self.io, buf)
+    }
+
+    /// Shuts the sending side once (a tunnel whose client sent EOF).
+    /// Returns true the first time.
+    pub(crate) fn shutdown_write(&mut self) -> bool {
+        if self.write_shut {
+            return false;
+        }
+        self.write_shut = true;
+        let _ = self.stream.shutdown(Shutdown::Write);
+        true
+    }
+
+    /// Watches the socket for `read`/`write`; while connecting, for both
+    /// (WRITABLE ends the connect, READABLE/ERROR a failure).
+    pub(crate) fn set_interest(
+        &mut self,
+        registry: &Registry,
+        read: bool,
+        write: bool,
+    ) -> io::Result<()> {
+        let want = if self.is_connecting() {
+            interest(true, true)
+        } else {
+            interest(read, write)
+        };
+        self.io
+            .set_interest(&mut self.stream, registry, self.token, want)
+    }
+}
+
+/// How a pooled connection was last taken (what a failure then teaches the
+/// pool's choice rule).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Taken {
+    /// When it left the pool.
+    pub(super) at: Instant,
+    /// How long it had been idle then.
+    pub(super) idle: Duration,
+    /// Whether it was checked for a FIN (`MSG_PEEK`) then.
+    pub(super) checked: bool,
+}
