@@ -291,3 +291,49 @@ fn proxy_responses_count_414_505_508_and_the_no_route_404_as_proxy_errors() {
             && !text.contains(r#"termination="proxy_reply""#)
     });
 }
+
+/// Writes `bytes` to the admin port, closes the sending side, and returns
+/// everything it answers until it closes.
+fn admin_answer(admin: SocketAddr, bytes: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(admin).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(bytes).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer)
+        .expect("the answer, then an orderly close (not a reset)");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[test]
+fn an_admin_head_over_8_kib_gets_a_whole_431_not_a_reset() {
+    let up = Upstream::start(never_answer());
+    let (_proxy, admin) = admin_proxy(up.addr);
+    let mut head = b"GET /healthz HTTP/1.1\r\nX-Big: ".to_vec();
+    head.resize(64 * 1024, b'a');
+    let answer = admin_answer(admin, &head);
+    assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
+    assert!(answer.ends_with("request head too large\n"), "{answer}");
+}
+
+#[test]
+fn an_admin_request_with_a_body_gets_its_whole_answer() {
+    let up = Upstream::start(never_answer());
+    let (_proxy, admin) = admin_proxy(up.addr);
+    let mut req = b"POST /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 40000\r\n\r\n".to_vec();
+    req.resize(req.len() + 40000, b'b');
+    let answer = admin_answer(admin, &req);
+    assert!(answer.starts_with("HTTP/1.1 405 "), "{answer}");
+    assert!(answer.ends_with("only GET and HEAD\n"), "{answer}");
+}
+
+#[test]
+fn bytes_that_cannot_start_a_request_get_400_from_the_admin_port_at_once() {
+    let up = Upstream::start(never_answer());
+    let (_proxy, admin) = admin_proxy(up.addr);
+    // The start of a TLS ClientHello, then the end of what the client
+    // sends: a proxy that waits for a head closes without an answer.
+    let answer = admin_answer(admin, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03");
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+}

@@ -5,8 +5,14 @@
 //! Why in the loop and not on a thread: the loop stays the only thread that
 //! does I/O, and a scrape reads shared memory, so answering costs a few
 //! microseconds. It never blocks the loop: sockets are non-blocking, a
-//! request head is at most [`MAX_HEAD`] bytes, and a connection has
-//! [`TIMEOUT`] to send its head and take its answer. At most
+//! request head is at most [`MAX_HEAD`] bytes (a longer one gets 431, RFC
+//! 6585 §5; bytes that cannot start a request get 400 at once), and a
+//! connection has [`TIMEOUT`] to send its head and take its answer. After
+//! the answer the connection closes the way RFC 9112 §9.6 asks: its
+//! sending side first, then what the client still sends is read and
+//! dropped (at most [`LINGER_MAX`] bytes) until it closes too, so unread
+//! bytes cannot make the kernel reset the connection before the client
+//! has read the answer. At most
 //! [`MAX_CONNS`] are open at once (at the cap, the one closest to its
 //! deadline that is not being answered is closed to make room): they come
 //! out of the descriptors kept aside from the proxy's budget (README,
@@ -29,7 +35,7 @@ use mio::{Interest, Registry};
 use slab::Slab;
 
 use super::{ACCEPT_BACKOFF, token};
-use crate::http::{HeadScanner, ParseHead, RequestHead, ResponseHead};
+use crate::http::{HeadScanner, ParseError, ParseHead, RequestHead, ResponseHead};
 use crate::metrics::Observer;
 use crate::metrics::expose;
 use crate::upstreams::ServerState;
@@ -37,6 +43,9 @@ use crate::warn_limit::WarnLimit;
 
 /// Largest admin request head.
 const MAX_HEAD: usize = 8 * 1024;
+/// Most bytes read and dropped after the answer (a longer request body or
+/// a client that keeps sending is then closed at once).
+const LINGER_MAX: usize = 64 * 1024;
 /// Time an admin connection has for its request and answer.
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// Most admin connections open at once: with the loop's own descriptors
@@ -50,6 +59,10 @@ struct AdminConn {
     written: usize,
     deadline: Instant,
     writing: bool,
+    /// Answered, sending side shut: reading until the client closes.
+    lingering: bool,
+    /// Bytes read and dropped while lingering.
+    dropped: usize,
 }
 
 /// The admin listener and its connections.
@@ -133,6 +146,8 @@ impl Admin {
                             written: 0,
                             deadline: now + TIMEOUT,
                             writing: false,
+                            lingering: false,
+                            dropped: 0,
                         });
                     }
                 }
@@ -167,9 +182,10 @@ impl Admin {
         }
     }
 
-    /// No admin connection is open.
+    /// No admin connection is open but answered ones waiting for their
+    /// client to close (a drained loop need not wait for those).
     pub(crate) fn is_idle(&self) -> bool {
-        self.conns.is_empty()
+        self.conns.iter().all(|(_, c)| c.lingering)
     }
 
     /// Closes the idle or reading connection with the earliest deadline;
@@ -178,7 +194,7 @@ impl Admin {
         let Some(key) = self
             .conns
             .iter()
-            .filter(|(_, c)| !c.writing)
+            .filter(|(_, c)| !c.writing || c.lingering)
             .min_by_key(|(_, c)| c.deadline)
             .map(|(k, _)| k)
         else {
@@ -212,7 +228,12 @@ impl Admin {
                 let mut c = self.conns.remove(key);
                 let _ = registry.deregister(&mut c.stream);
             } else if c.writing {
-                let _ = registry.reregister(&mut c.stream, token::admin(key), Interest::WRITABLE);
+                let interest = if c.lingering {
+                    Interest::READABLE
+                } else {
+                    Interest::WRITABLE
+                };
+                let _ = registry.reregister(&mut c.stream, token::admin(key), interest);
             }
         }
     }
@@ -283,11 +304,19 @@ fn advance(
     draining: bool,
     servers: &dyn Fn() -> Vec<ServerState>,
 ) -> io::Result<bool> {
+    if c.lingering {
+        return linger(c);
+    }
     if !c.writing {
         let mut chunk = [0u8; 2048];
+        let mut eof = false;
         loop {
             match c.stream.read(&mut chunk) {
-                Ok(0) => return Ok(true),
+                Ok(0) if c.inbuf.is_empty() => return Ok(true),
+                Ok(0) => {
+                    eof = true;
+                    break;
+                }
                 Ok(n) => c.inbuf.extend_from_slice(chunk.get(..n).unwrap_or(&[])),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -297,20 +326,13 @@ fn advance(
                 break;
             }
         }
-        let mut scanner = HeadScanner::new();
-        let end = scanner.find_end(&c.inbuf);
-        if end.is_none() && c.inbuf.len() <= MAX_HEAD {
-            return Ok(false);
-        }
         let mut req = RequestHead::default();
-        let parsed = end.and_then(|len| req.parse_into(c.inbuf.get(..len)?, 64).ok().flatten());
-        let (status, ctype, body) = match parsed {
-            None => (
-                400,
-                "text/plain; charset=utf-8",
-                "bad request\n".to_string(),
-            ),
-            Some(_) => route(&req, obs, draining, servers),
+        let (status, ctype, body) = match read_head(&c.inbuf, &mut req) {
+            // Incomplete: more may come, unless the client said it sent all.
+            None if !eof => return Ok(false),
+            None => (400, TEXT, refusal(400).to_string()),
+            Some(Ok(())) => route(&req, obs, draining, servers),
+            Some(Err(status)) => (status, TEXT, refusal(status).to_string()),
         };
         let mut head = ResponseHead::new(status);
         head.headers.append("Content-Type", ctype.as_bytes());
@@ -333,7 +355,61 @@ fn advance(
             Err(e) => return Err(e),
         }
     }
-    Ok(true)
+    c.stream.shutdown(std::net::Shutdown::Write)?;
+    c.lingering = true;
+    linger(c)
+}
+
+/// Plain-text content type of the admin's own answers.
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// The request head at the start of `inbuf`, parsed into `req`: `None`
+/// while more bytes may complete it; `Some(Err(status))` for a head the
+/// admin refuses: 431 past [`MAX_HEAD`] bytes or 64 fields, 400 for bytes
+/// that are not an HTTP/1.x request head (found as soon as they arrive:
+/// a TLS handshake is refused at its first byte, not after [`TIMEOUT`]).
+fn read_head(inbuf: &[u8], req: &mut RequestHead) -> Option<Result<(), u16>> {
+    let end = HeadScanner::new().find_end(inbuf);
+    let head = match end {
+        Some(len) => inbuf.get(..len).unwrap_or_default(),
+        None if inbuf.len() > MAX_HEAD => return Some(Err(431)),
+        None => inbuf,
+    };
+    match req.parse_into(head, 64) {
+        Ok(Some(_)) => Some(Ok(())),
+        Ok(None) if end.is_none() => None,
+        Ok(None) => Some(Err(400)),
+        Err(ParseError::TooManyFields) => Some(Err(431)),
+        Err(_) => Some(Err(400)),
+    }
+}
+
+/// The body of the admin's refusal with `status`.
+fn refusal(status: u16) -> &'static str {
+    match status {
+        431 => "request head too large\n",
+        _ => "bad request\n",
+    }
+}
+
+/// Reads and drops what the client still sends after the answer. `Ok(true)`
+/// once it closed (or sent more than [`LINGER_MAX`] bytes).
+fn linger(c: &mut AdminConn) -> io::Result<bool> {
+    let mut chunk = [0u8; 2048];
+    loop {
+        match c.stream.read(&mut chunk) {
+            Ok(0) => return Ok(true),
+            Ok(n) => {
+                c.dropped = c.dropped.saturating_add(n);
+                if c.dropped > LINGER_MAX {
+                    return Ok(true);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Status, content type and body for an admin request.
@@ -343,7 +419,6 @@ fn route(
     draining: bool,
     servers: &dyn Fn() -> Vec<ServerState>,
 ) -> (u16, &'static str, String) {
-    const TEXT: &str = "text/plain; charset=utf-8";
     if !req.is_method("GET") && !req.is_method("HEAD") {
         return (405, TEXT, "only GET and HEAD\n".into());
     }
