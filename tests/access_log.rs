@@ -287,3 +287,113 @@ fn at_rust_log_warn_a_502_has_its_record_and_a_warning() {
     p.signal(libc::SIGTERM);
     p.wait_exit(Duration::from_secs(5));
 }
+
+/// A FIFO at a fresh path, and its read end opened (without waiting for a
+/// writer) but not read: a log reader that stalls until the test reads.
+fn stalled_fifo() -> (String, std::fs::File) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = std::env::temp_dir().join(format!(
+        "sluice-fifo-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&path)
+        .unwrap();
+    (path.to_str().unwrap().to_string(), reader)
+}
+
+/// Reads `reader` (non-blocking) until `n` lines came, waiting at most 20 s.
+fn read_lines(reader: &mut std::fs::File, n: usize) -> Vec<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 65536];
+    wait_until(Duration::from_secs(20), || {
+        while let Ok(k) = reader.read(&mut chunk) {
+            if k == 0 {
+                break;
+            }
+            bytes.extend_from_slice(&chunk[..k]);
+        }
+        bytes.iter().filter(|&&b| b == b'\n').count() >= n
+    });
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn a_stalled_log_reader_does_not_stop_the_proxy_and_gets_every_record_later() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let (path, mut reader) = stalled_fifo();
+    let log = path.clone();
+    let proxy = start_forward_proxy(up.addr, move |c| {
+        c.access_log = AccessLogTarget::File(log.into());
+    });
+    // About 250 bytes a record: 2,000 of them are eight times what the
+    // pipe holds (64 KiB) while nobody reads it.
+    let mut c = proxy.client();
+    for i in 0..2000 {
+        let r = c.round_trip(get(&format!("/r{i}")));
+        assert_eq!(r.status, 200, "request {i}");
+    }
+    // A target longer than PIPE_BUF: its record is shortened to fit.
+    let long = format!("/{}", "a".repeat(6000));
+    assert_eq!(c.round_trip(get(&long)).status, 200);
+    let lines = read_lines(&mut reader, 2001);
+    assert_eq!(lines.len(), 2001);
+    for (i, line) in lines.iter().take(2000).enumerate() {
+        assert!(line.contains(&format!("\"GET /r{i} HTTP/1.1\"")), "{line}");
+        assert!(line.ends_with("termination=complete"), "{line}");
+    }
+    let last = lines.last().unwrap();
+    assert!(last.len() < 4096, "{} bytes", last.len());
+    assert!(
+        last.contains(&format!("\"GET /{}... HTTP/1.1\"", "a".repeat(383))),
+        "{last}"
+    );
+    assert!(last.contains(" status=200 "), "{last}");
+    drop(proxy);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn sigterm_ends_the_proxy_within_its_drain_timeout_while_stdout_is_a_stalled_pipe() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let port = free_port();
+    let (listen, upstream) = (format!("127.0.0.1:{port}"), up.addr.to_string());
+    let mut p = SluiceProcess::start_stdout_piped(&[
+        "--listen",
+        &listen,
+        "--upstream",
+        &upstream,
+        "--drain-timeout",
+        "1s",
+    ]);
+    p.wait_line(STARTUP, |l| l.contains("listening on"));
+    // The access log's reader (the default: standard output) never reads.
+    let _stalled = p.stdout();
+    let mut c = Client::connect(loopback(port));
+    for i in 0..2000 {
+        assert_eq!(
+            c.round_trip(get(&format!("/r{i}"))).status,
+            200,
+            "request {i}"
+        );
+    }
+    drop(c);
+    p.signal(libc::SIGTERM);
+    let status = p.wait_exit(Duration::from_secs(15));
+    assert!(status.success(), "{status:?}; log:\n{}", p.log());
+    assert_eq!(
+        p.count(|l| l.contains("records not written")),
+        1,
+        "{}",
+        p.log()
+    );
+}

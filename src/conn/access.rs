@@ -126,6 +126,29 @@ pub(crate) struct Access<'a> {
     pub termination: Termination,
 }
 
+// A record shortened to fit `PIPE_BUF` keeps at most these many bytes of
+// its method, target and host (before escaping): escaped at the worst (6
+// bytes for one, in JSON) and with the other fields, it stays under 4,096.
+/// Longest method of a shortened record (bytes).
+const SHORT_METHOD: usize = 32;
+/// Longest target of a shortened record (bytes).
+const SHORT_TARGET: usize = 384;
+/// Longest host of a shortened record (bytes).
+const SHORT_HOST: usize = 96;
+
+/// `bytes` cut to `max` bytes followed by `...` if longer (a cut method
+/// stays ASCII: it is a token).
+fn shorten(bytes: &[u8], max: usize) -> std::borrow::Cow<'_, [u8]> {
+    match bytes.get(..max) {
+        Some(head) if bytes.len() > max => {
+            let mut cut = head.to_vec();
+            cut.extend_from_slice(b"...");
+            std::borrow::Cow::Owned(cut)
+        }
+        _ => std::borrow::Cow::Borrowed(bytes),
+    }
+}
+
 /// The JSON form, field names as the issue gives them.
 #[derive(Serialize)]
 struct Json<'a> {
@@ -166,9 +189,32 @@ impl Access<'_> {
         let format = log.format();
         let mut stamp = [0u8; 24];
         let time = log.stamp(SystemTime::now().checked_sub(duration), &mut stamp);
+        let fit = log.records_fit_pipe_buf();
         let Some(buf) = log.line_buffer(now) else {
             return;
         };
+        let start = buf.len();
+        self.write(format, buf, time, duration);
+        if fit && buf.len().saturating_sub(start) > libc::PIPE_BUF {
+            // Other workers write the same pipe: only a record of at most
+            // PIPE_BUF bytes is written in one piece, so the fields the
+            // client chose the length of are shortened (HAProxy truncates
+            // its log lines too).
+            buf.truncate(start);
+            let method = shorten(self.method.as_bytes(), SHORT_METHOD);
+            let target = shorten(self.target, SHORT_TARGET);
+            let host = self.host.map(|h| shorten(h, SHORT_HOST));
+            let short = Access {
+                method: std::str::from_utf8(&method).unwrap_or("-"),
+                target: &target,
+                host: host.as_deref(),
+                ..*self
+            };
+            short.write(format, buf, time, duration);
+        }
+    }
+
+    fn write(&self, format: AccessLogFormat, buf: &mut Vec<u8>, time: &str, duration: Duration) {
         match format {
             AccessLogFormat::Text => self.write_text(buf, time, duration),
             AccessLogFormat::Json => self.write_json(buf, time, duration),

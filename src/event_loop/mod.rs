@@ -415,7 +415,20 @@ impl Server {
             }
         }
         self.stop();
-        self.sh.access.flush();
+        // The last records: a stalled log reader is waited for until the
+        // drain deadline (a stop at once tries once; a second stop signal
+        // during the wait ends it).
+        let now = Instant::now();
+        let stop_now = self.shutdown.load(Ordering::SeqCst);
+        let deadline = match self.drain_deadline {
+            _ if stop_now => now,
+            Some(t) => t,
+            None => now + crate::access_log::FLUSH_EVERY,
+        };
+        let shutdown = self.shutdown.clone();
+        self.sh
+            .access
+            .finish(deadline, &|| shutdown.load(Ordering::SeqCst));
         // The last counts go to the totals; the loop slot is freed when
         // `self` drops.
         if let Some(o) = self.obs.as_mut() {

@@ -86,14 +86,14 @@ impl SluiceProcess {
     /// Starts the binary with `args` and the environment variables `env`.
     #[track_caller]
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> SluiceProcess {
-        SluiceProcess::start_full(SLUICE, args, env, None, 0)
+        SluiceProcess::start_full(SLUICE, args, env, None, 0, Stdio::null())
     }
 
     /// Starts `exe` (a link to the binary under test elsewhere) with
     /// `args` and `RUST_LOG=info`.
     #[track_caller]
     pub fn start_exe(exe: &str, args: &[&str]) -> SluiceProcess {
-        SluiceProcess::start_full(exe, args, &[("RUST_LOG", "info")], None, 0)
+        SluiceProcess::start_full(exe, args, &[("RUST_LOG", "info")], None, 0, Stdio::null())
     }
 
     /// Starts the binary with `args` (`RUST_LOG=info`) and, if given, its
@@ -102,7 +102,34 @@ impl SluiceProcess {
     /// know about.
     #[track_caller]
     pub fn start_with_nofile(args: &[&str], nofile: Option<u64>, eaten: usize) -> SluiceProcess {
-        SluiceProcess::start_full(SLUICE, args, &[("RUST_LOG", "info")], nofile, eaten)
+        SluiceProcess::start_full(
+            SLUICE,
+            args,
+            &[("RUST_LOG", "info")],
+            nofile,
+            eaten,
+            Stdio::null(),
+        )
+    }
+
+    /// Starts the binary with `args`, its standard output a pipe the
+    /// caller reads (or leaves unread) through [`SluiceProcess::stdout`].
+    #[track_caller]
+    pub fn start_stdout_piped(args: &[&str]) -> SluiceProcess {
+        SluiceProcess::start_full(
+            SLUICE,
+            args,
+            &[("RUST_LOG", "info")],
+            None,
+            0,
+            Stdio::piped(),
+        )
+    }
+
+    /// The read end of standard output (once; `None` unless started with
+    /// [`SluiceProcess::start_stdout_piped`]).
+    pub fn stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
     }
 
     #[track_caller]
@@ -112,6 +139,7 @@ impl SluiceProcess {
         env: &[(&str, &str)],
         nofile: Option<u64>,
         eaten: usize,
+        stdout: Stdio,
     ) -> SluiceProcess {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(exe);
@@ -119,7 +147,7 @@ impl SluiceProcess {
             .envs(env.iter().copied())
             .env_remove("SLUICE_WORKER")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(Stdio::piped());
         if let Some(n) = nofile {
             let lim = libc::rlimit {
