@@ -122,6 +122,17 @@ fn values_that_do_not_fit_together_name_the_key() {
     );
     rejected("request_head_timeout = \"0s\"\n", &["request_head_timeout"]);
     rejected("max_connections = 0\n", &["max_connections"]);
+    rejected(
+        "listen = \"127.0.0.1:18080\"\nadmin = \"127.0.0.1:18080\"\n",
+        &[
+            "admin",
+            "overlaps the proxy's own listen address 127.0.0.1:18080",
+        ],
+    );
+    rejected(
+        "listen = \"0.0.0.0:18080\"\nadmin = \"127.0.0.1:18080\"\n",
+        &["admin", "overlaps"],
+    );
 }
 
 #[test]

@@ -152,6 +152,22 @@ impl Config {
                  add --admin-public to serve them there anyway",
             );
         }
+        if let Some(a) = self.admin
+            && a.port() != 0
+            && a.port() == self.listen.port()
+            && (a.ip() == self.listen.ip()
+                || a.ip().is_unspecified()
+                || self.listen.ip().is_unspecified())
+        {
+            return err(
+                "admin",
+                &format!(
+                    "{a} overlaps the proxy's own listen address {}: the admin endpoints \
+                     need a port of their own",
+                    self.listen
+                ),
+            );
+        }
         if self.workers > MAX_WORKERS {
             return err("workers", "must be at most 1024 (or \"auto\": one per CPU)");
         }
