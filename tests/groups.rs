@@ -56,6 +56,16 @@ fn named(name: &'static str, alive: Arc<AtomicBool>) -> Upstream {
     })
 }
 
+/// An upstream that closes each connection on its request, and a proxy
+/// to the group `app` of it then `second` (smooth round-robin with equal
+/// weights starts with the first server).
+fn closer_then(second: &Upstream) -> (Upstream, Proxy) {
+    let closer = Upstream::start(close_on_request());
+    let servers = [closer.addr.to_string(), second.addr.to_string()];
+    let app = group("app", &[&servers[0], &servers[1]], |_| {});
+    (closer, proxy_with(vec![app], vec![]))
+}
+
 fn alive() -> Arc<AtomicBool> {
     Arc::new(AtomicBool::new(true))
 }
@@ -269,15 +279,7 @@ fn a_post_to_a_refused_server_goes_to_another_and_a_sent_post_is_502() {
         let r = proxy.client().round_trip(&post);
         assert_eq!((r.status, r.body_str()), (200, "good".to_string()));
     }
-    let closer = Upstream::start(close_on_request());
-    let proxy = proxy_with(
-        vec![group(
-            "app",
-            &[&closer.addr.to_string(), &good.addr.to_string()],
-            |_| {},
-        )],
-        vec![],
-    );
+    let (_closer, proxy) = closer_then(&good);
     // Smooth round-robin with equal weights starts with the first server.
     let r = proxy.client().round_trip(&post);
     assert_eq!(
@@ -674,4 +676,15 @@ fn upstream_peer_may_name_a_group() {
     );
     assert_eq!(proxy.client().round_trip(get("/b")).body_str(), "b");
     assert_eq!(proxy.client().round_trip(get("/x")).body_str(), "a");
+}
+
+#[test]
+fn a_get_whose_new_connection_closes_before_an_answer_goes_to_another_server() {
+    let good = named("good", alive());
+    let (closer, proxy) = closer_then(&good);
+    // Smooth round-robin with equal weights starts with the first server:
+    // the closer reads the GET and closes; the GET goes on to the other.
+    let r = proxy.client().round_trip(get("/g"));
+    assert_eq!((r.status, r.body_str()), (200, "good".to_string()));
+    assert_eq!(closer.accepted(), 1, "the closing server was tried first");
 }

@@ -339,3 +339,14 @@ fn upstream_peer_is_asked_per_request() {
     assert_eq!(targets(&a), ["/a/1", "/a/2"]);
     assert_eq!(targets(&b), ["/b/1"]);
 }
+
+#[test]
+fn with_pool_max_idle_per_peer_0_every_request_gets_a_new_upstream_connection() {
+    let upstream = Upstream::start(respond_forever(ok_response("hello")));
+    let proxy = start_forward_proxy(upstream.addr, |c| c.pool_max_idle_per_peer = 0);
+    let mut c = proxy.client();
+    for _ in 0..3 {
+        assert_eq!(c.round_trip(get("/")).status, 200);
+    }
+    assert_eq!(upstream.accepted(), 3);
+}

@@ -348,10 +348,11 @@ impl Exchange {
 
     /// May the request be sent again on a new connection after its
     /// upstream failed (ARCHITECTURE.md §7)? No response byte may have
-    /// arrived; then either no request byte was written, or the connection
-    /// was reused, the method is idempotent (RFC 9110 §9.2.2) and no body
-    /// byte was written.
-    pub(crate) fn may_retry(&self, max_retries: u32) -> bool {
+    /// arrived; then either no request byte was written, or the method is
+    /// idempotent (RFC 9110 §9.2.2), no body byte was written, and the
+    /// connection was reused or `other_server` (the group has a server
+    /// this request has not tried: nginx's `proxy_next_upstream error`).
+    pub(crate) fn may_retry(&self, max_retries: u32, other_server: bool) -> bool {
         let no_response_byte = self.no_response_byte();
         let head_len = self.head_bytes.len() as u64;
         let nothing_written = self.nothing_written();
@@ -359,7 +360,8 @@ impl Exchange {
         self.retries < max_retries
             && no_response_byte
             && !self.request_abandoned()
-            && (nothing_written || (self.reused && self.idempotent && !body_streamed))
+            && (nothing_written
+                || (self.idempotent && !body_streamed && (self.reused || other_server)))
     }
 
     /// No byte of the request was written to the current upstream

@@ -130,7 +130,7 @@ fn may_retry_rules() {
             expect: true,
         },
         Row {
-            why: "GET written on a new connection: a fresh upstream failing is not stale",
+            why: "GET written on a new connection to the only server: nowhere else to go",
             head: GET,
             set: |ex| ex.up_written = ex.head_bytes.len() as u64,
             expect: false,
@@ -218,14 +218,29 @@ fn may_retry_rules() {
     for row in rows {
         let mut ex = started(row.head);
         (row.set)(&mut ex);
-        assert_eq!(ex.may_retry(MAX_RETRIES), row.expect, "{}", row.why);
+        assert_eq!(ex.may_retry(MAX_RETRIES, false), row.expect, "{}", row.why);
     }
 }
 
 #[test]
 fn no_retry_when_none_are_allowed() {
     let ex = started(GET);
-    assert!(!ex.may_retry(0));
+    assert!(!ex.may_retry(0, true));
+}
+
+#[test]
+fn a_request_written_on_a_new_connection_is_retried_only_if_idempotent_at_another_server() {
+    let written_on_new = |head| {
+        let mut ex = started(head);
+        ex.up_written = ex.head_bytes.len() as u64;
+        ex
+    };
+    assert!(written_on_new(GET).may_retry(MAX_RETRIES, true));
+    assert!(!written_on_new(GET).may_retry(MAX_RETRIES, false));
+    assert!(!written_on_new(POST).may_retry(MAX_RETRIES, true));
+    let mut body_streamed = written_on_new(GET_WITH_BODY);
+    body_streamed.up_written += 1;
+    assert!(!body_streamed.may_retry(MAX_RETRIES, true));
 }
 
 // ---- reusable (§6) ---------------------------------------------------------

@@ -348,7 +348,7 @@ impl ClientConn {
             // A pooled connection the server closed under the request.
             sh.ups.observe_failed_reuse(k, sh.now);
         }
-        if !ex.may_retry(choose::retry_limit(ex, sh)) {
+        if !ex.may_retry(choose::retry_limit(ex, sh), untried(ex)) {
             return Ok(false);
         }
         let fresh = !matches!(
