@@ -203,12 +203,13 @@ impl AccessLog {
     /// Writes every buffered record before the loop ends, waiting for a
     /// stalled reader until `deadline` at most, and sooner if `stop_now`
     /// turns true (a second stop signal). What is still unwritten then is
-    /// dropped, with a warning that counts it.
-    pub(crate) fn finish(&mut self, deadline: Instant, stop_now: &dyn Fn() -> bool) {
+    /// dropped, with a warning that counts it. Returns how many records
+    /// were dropped so.
+    pub(crate) fn finish(&mut self, deadline: Instant, stop_now: &dyn Fn() -> bool) -> u64 {
         loop {
             self.flush();
             if self.buf.is_empty() {
-                return;
+                return 0;
             }
             let waited = self
                 .out
@@ -219,14 +220,15 @@ impl AccessLog {
             }
         }
         let lost = memchr::memchr_iter(b'\n', &self.buf).count() as u64;
-        self.dropped = self.dropped.saturating_add(lost);
         self.buf.clear();
         warn!(
             "access log {}: the reader took no more bytes before the stop; \
              {} records not written",
-            self.target, self.dropped
+            self.target,
+            self.dropped.saturating_add(lost)
         );
         self.dropped = 0;
+        lost
     }
 
     /// One warning for the records dropped while the reader stalled (said
@@ -387,7 +389,7 @@ mod tests {
             assert!(add(&mut log, i));
         }
         let started = Instant::now();
-        log.finish(started + wait, &|| stop_now);
+        assert!(log.finish(started + wait, &|| stop_now) > 0);
         assert!(log.buf.is_empty());
         started.elapsed()
     }

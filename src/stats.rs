@@ -164,6 +164,9 @@ stats! {
     health_checks_failed,
     /// Servers marked down by active checks (counter).
     servers_marked_down,
+    /// Access records dropped: the log's reader (a pipe or socket) took
+    /// no bytes while 4 MiB waited, or none before the stop (counter).
+    access_log_dropped,
 }
 
 impl Stats {

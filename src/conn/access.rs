@@ -191,6 +191,8 @@ impl Access<'_> {
         let time = log.stamp(SystemTime::now().checked_sub(duration), &mut stamp);
         let fit = log.records_fit_pipe_buf();
         let Some(buf) = log.line_buffer(now) else {
+            // The log is on: a stalled reader left no room for the record.
+            Stats::add(&stats.access_log_dropped, 1);
             return;
         };
         let start = buf.len();

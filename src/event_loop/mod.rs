@@ -426,9 +426,11 @@ impl Server {
             None => now + crate::access_log::FLUSH_EVERY,
         };
         let shutdown = self.shutdown.clone();
-        self.sh
+        let lost = self
+            .sh
             .access
             .finish(deadline, &|| shutdown.load(Ordering::SeqCst));
+        Stats::add(&self.sh.stats.access_log_dropped, lost);
         // The last counts go to the totals; the loop slot is freed when
         // `self` drops.
         if let Some(o) = self.obs.as_mut() {

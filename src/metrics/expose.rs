@@ -81,6 +81,12 @@ const PLAIN: &[Plain] = &[
         &[("retries", None)],
     ),
     (
+        "sluice_access_log_dropped",
+        "Access records dropped because the log's reader did not take them.",
+        MetricType::Counter,
+        &[("access_log_dropped", None)],
+    ),
+    (
         "sluice_pool_puts",
         "Upstream connections parked in the pool.",
         MetricType::Counter,
