@@ -30,7 +30,7 @@
 //!
 //! What it must not know: HTTP, connections; it moves bytes it is given.
 
-mod output;
+pub(crate) mod output;
 
 use std::io;
 use std::time::{Duration, Instant, SystemTime};
@@ -72,6 +72,9 @@ pub(crate) struct AccessLog {
     stalled_until: Option<Instant>,
     /// Records dropped since the last warning about them.
     dropped: u64,
+    /// Records lost to a failed write (the reader closed its end), not yet
+    /// counted in the metrics ([`AccessLog::take_lost`]).
+    lost: u64,
     /// The records' time of day, formatted once a second.
     stamps: StampCache,
     warned_at: Option<Instant>,
@@ -93,6 +96,7 @@ impl AccessLog {
             oldest: None,
             stalled_until: None,
             dropped: 0,
+            lost: 0,
             stamps: StampCache::default(),
             warned_at: None,
         })
@@ -187,6 +191,8 @@ impl AccessLog {
                 }
             }
             Err(e) => {
+                let lines = memchr::memchr_iter(b'\n', &self.buf).count() as u64;
+                self.lost = self.lost.saturating_add(lines);
                 self.buf.clear();
                 self.stalled_until = None;
                 if self
@@ -209,7 +215,7 @@ impl AccessLog {
         loop {
             self.flush();
             if self.buf.is_empty() {
-                return 0;
+                return self.take_lost();
             }
             let waited = self
                 .out
@@ -228,7 +234,13 @@ impl AccessLog {
             self.dropped.saturating_add(lost)
         );
         self.dropped = 0;
-        lost
+        lost.saturating_add(self.take_lost())
+    }
+
+    /// Records lost to failed writes since the last call (for the
+    /// dropped-records counter).
+    pub(crate) fn take_lost(&mut self) -> u64 {
+        std::mem::take(&mut self.lost)
     }
 
     /// One warning for the records dropped while the reader stalled (said
@@ -402,6 +414,18 @@ mod tests {
     #[test]
     fn finish_stops_waiting_when_told_to_stop_now() {
         assert!(finish_unread(Duration::from_secs(60), true) < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn records_lost_to_a_reader_that_closed_are_counted() {
+        let (mut log, r) = log_on_a_pipe();
+        drop(r);
+        for i in 0..10 {
+            assert!(add(&mut log, i));
+        }
+        log.flush();
+        assert_eq!(log.take_lost(), 10);
+        assert_eq!(log.take_lost(), 0);
     }
 
     #[test]

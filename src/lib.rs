@@ -49,6 +49,12 @@ pub use upstreams::spec::{
     StatusRange,
 };
 
+/// Standard error as a writer that never blocks on a stalled reader, for
+/// the binary's error log (`env_logger`'s pipe target).
+pub mod stderr_log {
+    pub use crate::access_log::output::StderrLog;
+}
+
 /// The listener's bind rules, for a supervisor that checks and holds the
 /// address before its workers bind it (ARCHITECTURE.md §12).
 pub mod listen {

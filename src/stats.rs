@@ -165,7 +165,8 @@ stats! {
     /// Servers marked down by active checks (counter).
     servers_marked_down,
     /// Access records dropped: the log's reader (a pipe or socket) took
-    /// no bytes while 4 MiB waited, or none before the stop (counter).
+    /// no bytes while 4 MiB waited, or none before the stop, or had
+    /// closed its end (counter).
     access_log_dropped,
 }
 

@@ -37,6 +37,19 @@ pub(crate) fn push_ip(buf: &mut Vec<u8>, ip: IpAddr) {
     buf.extend_from_slice(ip_text(ip, &mut [0; 64]).as_bytes());
 }
 
+/// `s` for a log line: whole if it has at most `max` bytes, else its
+/// first `max` bytes (back to a character boundary) and `...`.
+pub(crate) fn cut(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}...", s.get(..end).unwrap_or_default()))
+}
+
 /// `ip` in its usual text form, written into `out` (on the caller's
 /// stack: large enough for any IPv6 address, 45 bytes).
 pub(crate) fn ip_text(ip: IpAddr, out: &mut [u8; 64]) -> &str {
@@ -91,6 +104,15 @@ pub(crate) fn push_socket_addr(buf: &mut Vec<u8>, addr: SocketAddr) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn cut_keeps_short_text_and_cuts_long_text_at_a_character_boundary() {
+        assert_eq!(cut("abc", 3), "abc");
+        assert_eq!(cut("abcdef", 3), "abc...");
+        assert_eq!(cut("aé", 2), "a...");
+        assert_eq!(cut("", 0), "");
+    }
+
     use super::*;
 
     #[test]

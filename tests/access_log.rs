@@ -362,6 +362,16 @@ fn a_stalled_log_reader_does_not_stop_the_proxy_and_gets_every_record_later() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// 2,000 GETs on one keep-alive connection to the proxy on `port`, each
+/// answered 200 (about 500 KB of access records).
+fn two_thousand_requests(port: u16) {
+    let mut c = Client::connect(loopback(port));
+    for i in 0..2000 {
+        let r = c.round_trip(get(&format!("/r{i}")));
+        assert_eq!(r.status, 200, "request {i}");
+    }
+}
+
 #[test]
 fn sigterm_ends_the_proxy_within_its_drain_timeout_while_stdout_is_a_stalled_pipe() {
     let up = Upstream::start(respond_forever(ok_response("hello")));
@@ -378,15 +388,7 @@ fn sigterm_ends_the_proxy_within_its_drain_timeout_while_stdout_is_a_stalled_pip
     p.wait_line(STARTUP, |l| l.contains("listening on"));
     // The access log's reader (the default: standard output) never reads.
     let _stalled = p.stdout();
-    let mut c = Client::connect(loopback(port));
-    for i in 0..2000 {
-        assert_eq!(
-            c.round_trip(get(&format!("/r{i}"))).status,
-            200,
-            "request {i}"
-        );
-    }
-    drop(c);
+    two_thousand_requests(port);
     p.signal(libc::SIGTERM);
     let status = p.wait_exit(Duration::from_secs(15));
     assert!(status.success(), "{status:?}; log:\n{}", p.log());
@@ -396,4 +398,62 @@ fn sigterm_ends_the_proxy_within_its_drain_timeout_while_stdout_is_a_stalled_pip
         "{}",
         p.log()
     );
+}
+
+#[test]
+fn a_stalled_reader_of_both_stdout_and_stderr_stops_neither_serving_nor_sigterm() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::process::{Command, Stdio};
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let port = free_port();
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors were just created and are owned here.
+    let (_unread, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // One pipe for both, as `2>&1` or systemd's journal stream: nobody
+    // reads it while the test runs.
+    let mut child = Command::new(SLUICE)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--upstream", &up.addr.to_string(), "--drain-timeout", "1s"])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(write.try_clone().unwrap()))
+        .stderr(Stdio::from(write))
+        .spawn()
+        .unwrap();
+    assert!(wait_until(STARTUP, || std::net::TcpStream::connect(
+        loopback(port)
+    )
+    .is_ok()));
+    two_thousand_requests(port);
+    // Every line the proxy logs now finds the pipe full.
+    send_signal(child.id() as i32, libc::SIGTERM);
+    let mut status = None;
+    wait_until(Duration::from_secs(15), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    let _ = child.kill();
+    let status = status.expect("still running 15 s after SIGTERM with a stalled stderr");
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn reopening_a_fifo_whose_reader_left_keeps_serving() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let (path, reader) = stalled_fifo();
+    let log = path.clone();
+    let proxy = start_forward_proxy(up.addr, move |c| {
+        c.access_log = AccessLogTarget::File(log.into());
+    });
+    let mut c = proxy.client();
+    assert_eq!(c.round_trip(get("/before")).status, 200);
+    // No reader: a blocking open of the FIFO would wait for one.
+    drop(reader);
+    proxy.handle.reopen_access_log();
+    for i in 0..3 {
+        assert_eq!(c.round_trip(get(&format!("/after{i}"))).status, 200);
+    }
+    drop(proxy);
+    let _ = std::fs::remove_file(&path);
 }

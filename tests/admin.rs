@@ -315,6 +315,12 @@ fn an_admin_head_over_8_kib_gets_a_whole_431_not_a_reset() {
     let answer = admin_answer(admin, &head);
     assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
     assert!(answer.ends_with("request head too large\n"), "{answer}");
+    // A whole head of 9,000 bytes, in one write, is over the limit too.
+    let mut head = b"GET /healthz HTTP/1.1\r\nX-Big: ".to_vec();
+    head.resize(9000 - 4, b'a');
+    head.extend_from_slice(b"\r\n\r\n");
+    let answer = admin_answer(admin, &head);
+    assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
 }
 
 #[test]

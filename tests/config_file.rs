@@ -133,6 +133,10 @@ fn values_that_do_not_fit_together_name_the_key() {
         "listen = \"0.0.0.0:18080\"\nadmin = \"127.0.0.1:18080\"\n",
         &["admin", "overlaps"],
     );
+    rejected(
+        "listen = \"127.0.0.1:18080\"\nadmin = \"[::ffff:127.0.0.1]:18080\"\nadmin_public = true\n",
+        &["admin", "overlaps"],
+    );
 }
 
 #[test]

@@ -688,3 +688,26 @@ fn a_get_whose_new_connection_closes_before_an_answer_goes_to_another_server() {
     assert_eq!((r.status, r.body_str()), (200, "good".to_string()));
     assert_eq!(closer.accepted(), 1, "the closing server was tried first");
 }
+
+#[test]
+fn a_get_sent_on_a_failed_new_connection_never_goes_back_to_that_server() {
+    let closer = Upstream::start(close_on_request());
+    let servers = [closer.addr.to_string(), refused_addr().to_string()];
+    let app = group("app", &[&servers[0], &servers[1]], |_| {});
+    // Retries to spare: after the closer (which may have acted on the GET)
+    // and the refusing server, only a server never tried could take it.
+    let proxy = start_proxy(
+        |c| {
+            c.upstream = vec![app];
+            c.max_retries = 3;
+        },
+        ByRoutes,
+    );
+    let r = proxy.client().round_trip(get("/once"));
+    assert_eq!(r.status, 502);
+    assert_eq!(
+        closer.accepted(),
+        1,
+        "the GET went back to the server that closed"
+    );
+}

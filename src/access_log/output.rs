@@ -17,6 +17,10 @@
 //! description cannot be had, the destination is written blocking too
 //! (logged once).
 //!
+//! The error log on standard error gets the same treatment through
+//! [`StderrLog`]: a line a stalled reader has no room for is dropped and
+//! counted, never waited for.
+//!
 //! What it must not know: records, buffering policy (`access_log.rs`).
 
 use std::fs::{File, OpenOptions};
@@ -52,15 +56,23 @@ impl Output {
             AccessLogTarget::Stdout => Output::standard(libc::STDOUT_FILENO),
             AccessLogTarget::Stderr => Output::standard(libc::STDERR_FILENO),
             AccessLogTarget::File(path) => {
+                // `O_NONBLOCK`: opening a FIFO never waits for a reader (no
+                // reader is `ENXIO`), and a FIFO is then written without
+                // blocking; a regular file ignores the flag.
                 let file = OpenOptions::new()
                     .create(true)
                     .append(true)
+                    .custom_flags(libc::O_NONBLOCK)
                     .open(path)
                     .map_err(|e| {
-                        io::Error::new(e.kind(), format!("access log {}: {e}", path.display()))
+                        let why = if e.raw_os_error() == Some(libc::ENXIO) {
+                            "a FIFO with no reader (start its reader first)".to_string()
+                        } else {
+                            e.to_string()
+                        };
+                        io::Error::new(e.kind(), format!("access log {}: {why}", path.display()))
                     })?;
-                if is_stream(file.as_raw_fd()) && set_nonblocking(file.as_raw_fd()).is_ok() {
-                    // Our own description (a FIFO): the flag touches no one else.
+                if is_stream(file.as_raw_fd()) {
                     Output::Stream(file)
                 } else {
                     Output::File(file)
@@ -188,25 +200,69 @@ fn is_fifo(fd: RawFd) -> bool {
         .unwrap_or(false)
 }
 
-/// Sets `O_NONBLOCK` on a description this process opened itself.
-fn set_nonblocking(fd: RawFd) -> io::Result<()> {
-    // SAFETY: fcntl on an open descriptor with integer arguments.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Writes all of `bytes` to standard output or error (blocking).
 fn write_fd_all(fd: RawFd, bytes: &[u8]) -> io::Result<()> {
     if fd == libc::STDERR_FILENO {
         io::stderr().lock().write_all(bytes)
     } else {
         io::stdout().lock().write_all(bytes)
+    }
+}
+
+/// Standard error as the error log's writer (`env_logger`'s pipe target):
+/// a pipe, FIFO, terminal or socket is written without blocking, and a
+/// line its stalled reader has no room for is dropped; the next line that
+/// goes out is preceded by one that says how many were dropped. A regular
+/// file is written as usual. A line is one `write` (`env_logger` formats a
+/// record whole first), so a pipe takes it whole or not at all.
+pub struct StderrLog {
+    out: Output,
+    dropped: u64,
+}
+
+impl StderrLog {
+    /// Standard error, in the form that cannot block on a stalled reader
+    /// where it can have one.
+    pub fn new() -> Self {
+        StderrLog {
+            out: Output::standard(libc::STDERR_FILENO),
+            dropped: 0,
+        }
+    }
+}
+
+impl Default for StderrLog {
+    fn default() -> Self {
+        StderrLog::new()
+    }
+}
+
+impl Write for StderrLog {
+    /// Writes `buf`, or drops it if the reader has no room: `Ok(buf.len())`
+    /// either way (a partial write returns its count, and a rest that
+    /// finds no room is dropped). Errors: the destination's write error.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.dropped > 0 {
+            let notice = format!(
+                "sluice: {} log lines dropped: standard error's reader did not take them\n",
+                self.dropped
+            );
+            if self.out.write_some(notice.as_bytes())? == 0 {
+                self.dropped = self.dropped.saturating_add(1);
+                return Ok(buf.len());
+            }
+            self.dropped = 0;
+        }
+        match self.out.write_some(buf)? {
+            0 if !buf.is_empty() => {
+                self.dropped = self.dropped.saturating_add(1);
+                Ok(buf.len())
+            }
+            n => Ok(n),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }

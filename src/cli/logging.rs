@@ -36,6 +36,11 @@ pub fn init(role: Role) {
     };
     env_logger::Builder::new()
         .parse_filters(&filter)
+        // A stalled stderr reader (a paused journald, a log driver that
+        // lags) drops lines instead of stopping the loop.
+        .target(env_logger::Target::Pipe(Box::new(
+            sluice::stderr_log::StderrLog::new(),
+        )))
         .format(move |buf, rec| {
             let ts = buf.timestamp_millis();
             if rec.level() <= log::Level::Info {

@@ -155,7 +155,7 @@ impl Config {
         if let Some(a) = self.admin
             && a.port() != 0
             && a.port() == self.listen.port()
-            && (a.ip() == self.listen.ip()
+            && (a.ip().to_canonical() == self.listen.ip().to_canonical()
                 || a.ip().is_unspecified()
                 || self.listen.ip().is_unspecified())
         {

@@ -86,6 +86,10 @@ pub(crate) struct Exchange {
     /// Servers of the group this request already tried (a retry goes to
     /// another one, ARCHITECTURE.md §13).
     pub tried: Vec<SocketAddr>,
+    /// Request bytes went out on a new connection that then failed: a
+    /// retry goes only to a server not tried yet, never back to one that
+    /// may have read the request (ARCHITECTURE.md §7).
+    pub sent_fresh: bool,
     /// `peer` is counted in flight in its group until released.
     pub in_flight: bool,
     /// The whole group was out when the first server was chosen (panic
@@ -184,6 +188,7 @@ impl Exchange {
             peer: Peer::new(SocketAddr::from(([0, 0, 0, 0], 0))),
             group: None,
             tried: Vec::new(),
+            sent_fresh: false,
             in_flight: false,
             panic: false,
             hash: 0,

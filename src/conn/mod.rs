@@ -76,6 +76,8 @@ pub(crate) struct Shared {
     pub access: AccessLog,
     /// Rate limit of the warnings about upstream failures.
     pub warn_limit: WarnLimit,
+    /// Rate limit of the retry lines (one a second, with a count).
+    pub retry_log: WarnLimit,
     /// The `Date` value of the current loop turn (RFC 9110 §6.6.1),
     /// formatted at most once per second.
     pub date: HttpDate,
@@ -135,6 +137,7 @@ impl Shared {
             events_at: now,
             access,
             warn_limit: WarnLimit::default(),
+            retry_log: WarnLimit::default(),
             date: HttpDate::new(SystemTime::now()),
             via_name: String::new(),
             spare: Vec::new(),

@@ -371,6 +371,7 @@ const TEXT: &str = "text/plain; charset=utf-8";
 fn read_head(inbuf: &[u8], req: &mut RequestHead) -> Option<Result<(), u16>> {
     let end = HeadScanner::new().find_end(inbuf);
     let head = match end {
+        Some(len) if len > MAX_HEAD => return Some(Err(431)),
         Some(len) => inbuf.get(..len).unwrap_or_default(),
         None if inbuf.len() > MAX_HEAD => return Some(Err(431)),
         None => inbuf,

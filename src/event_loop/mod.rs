@@ -402,6 +402,10 @@ impl Server {
                 self.sh.access.reopen();
             }
             self.sh.access.flush_if_due(now);
+            let lost = self.sh.access.take_lost();
+            if lost > 0 {
+                Stats::add(&self.sh.stats.access_log_dropped, lost);
+            }
             let own = self.own_fds();
             self.fd_share.publish(own);
             if let Some(a) = self.admin.as_mut() {

@@ -92,7 +92,9 @@ pub(super) fn count_failure(ex: &mut Exchange, err: &ProxyError, sh: &mut Shared
 
 /// The server for a retry of `ex`: another server of its group not tried
 /// yet (healthy first); when every one was tried, any server again while
-/// `max_retries` allows (a new connection, as before groups). For a
+/// `max_retries` allows (a new connection, as before groups), unless the
+/// request already went out on a new connection that failed
+/// (`Exchange::sent_fresh`: that server may have acted on it). For a
 /// concrete peer, `upstream_peer` is asked again. `None`: nowhere to go.
 pub(super) fn next(ex: &mut Exchange, sh: &mut Shared) -> Option<Peer> {
     let Some(g) = ex.group else {
@@ -101,8 +103,11 @@ pub(super) fn next(ex: &mut Exchange, sh: &mut Shared) -> Option<Peer> {
             _ => Some(ex.peer),
         };
     };
+    // Once the request went out on a new connection that failed, only an
+    // untried server may get it: one it was sent to may have acted on it.
     let pick = sh.groups.pick(g, ex.hash, &ex.tried, sh.now).or_else(|| {
-        (ex.retries <= sh.cfg.max_retries).then(|| sh.groups.pick(g, ex.hash, &[], sh.now))?
+        (ex.retries <= sh.cfg.max_retries && !ex.sent_fresh)
+            .then(|| sh.groups.pick(g, ex.hash, &[], sh.now))?
     })?;
     ex.tried.push(pick.addr);
     ex.in_flight = true;

@@ -351,6 +351,9 @@ impl ClientConn {
         if !ex.may_retry(choose::retry_limit(ex, sh), untried(ex)) {
             return Ok(false);
         }
+        if !ex.reused && !ex.nothing_written() {
+            ex.sent_fresh = true;
+        }
         let fresh = !matches!(
             err.kind,
             ErrorKind::ConnectFailed(_) | ErrorKind::Timeout(Timeout::Connect)
@@ -361,14 +364,18 @@ impl ClientConn {
         ex.retries += 1;
         Stats::add(&sh.stats.retries, 1);
         // `tries()` now counts the try about to start: "retry 1 … try 2".
-        info!(
-            "retry {}: {} {} after {err} (reused={}, try {})",
-            ex.retries,
-            ex.req.method,
-            ex.req.target,
-            ex.reused,
-            ex.tries()
-        );
+        // One line a second at most (a failing server can make every
+        // request retry), the target cut to 200 bytes.
+        if let Some(more) = sh.retry_log.allow(sh.now) {
+            let target = crate::text::cut(&ex.req.target, 200);
+            info!(
+                "retry {}: {} {target} after {err} (reused={}, try {}){more}",
+                ex.retries,
+                ex.req.method,
+                ex.reused,
+                ex.tries()
+            );
+        }
         let Some(peer) = choose::next(ex, sh) else {
             return Ok(false);
         };
