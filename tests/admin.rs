@@ -343,3 +343,21 @@ fn bytes_that_cannot_start_a_request_get_400_from_the_admin_port_at_once() {
     let answer = admin_answer(admin, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03");
     assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
 }
+
+#[test]
+fn forty_scrapes_at_once_are_all_answered() {
+    let up = Upstream::start(never_answer());
+    let (_proxy, admin) = admin_proxy(up.addr);
+    let start = std::sync::Arc::new(std::sync::Barrier::new(40));
+    let scrapes: Vec<_> = (0..40)
+        .map(|_| {
+            let start = start.clone();
+            std::thread::spawn(move || {
+                start.wait();
+                http_get(admin, "/metrics").0
+            })
+        })
+        .collect();
+    let statuses: Vec<u16> = scrapes.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+}

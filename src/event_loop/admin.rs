@@ -51,6 +51,12 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// Most admin connections open at once: with the loop's own descriptors
 /// (about 14) they fit in the 32 kept aside from the proxy's budget.
 const MAX_CONNS: usize = 16;
+/// At the cap, a connection open this long without a whole head (or one
+/// already answered) may be closed to make room for a waiting one.
+const STALE: Duration = Duration::from_secs(1);
+/// ... and one open this long whose client has sent no byte at all (a
+/// real client sends its head right after connecting).
+const IDLE_GRACE: Duration = Duration::from_millis(20);
 
 struct AdminConn {
     stream: TcpStream,
@@ -75,6 +81,9 @@ pub(crate) struct Admin {
     paused_until: Option<Instant>,
     /// One "admin accept" warning per second.
     warned: WarnLimit,
+    /// At the cap, connections were left in the listener's queue: accept
+    /// again when one finishes or grows stale.
+    backlog: bool,
 }
 
 impl Admin {
@@ -103,6 +112,7 @@ impl Admin {
                 obs: mine,
                 paused_until: None,
                 warned: WarnLimit::default(),
+                backlog: false,
             }),
             Some(obs),
         ))
@@ -115,24 +125,32 @@ impl Admin {
 
     /// Accepts everything queued (until `WouldBlock`: the listener is
     /// edge-triggered, so stopping early would leave the queue unannounced
-    /// for good). At the connection cap, the connection closest to its
-    /// deadline that is not being answered makes room (a flood of idle
-    /// connections cannot shut out a health probe); if every one is being
-    /// answered, the new connection is closed at once. Out of descriptors,
-    /// accepting pauses for `ACCEPT_BACKOFF` ([`Admin::expire`] resumes it).
+    /// for good) — except at the connection cap. There, a connection whose
+    /// client has sent nothing, or open for [`STALE`] without a whole
+    /// head, or already answered, is closed to make room, so a flood of
+    /// idle connections cannot shut out a health probe; if none is, the
+    /// rest stay in the kernel's queue and
+    /// are accepted as soon as a connection finishes or grows stale
+    /// (`backlog`), so a burst of well-behaved scrapes waits instead of
+    /// being dropped. Out of descriptors, accepting pauses for
+    /// `ACCEPT_BACKOFF` ([`Admin::expire`] resumes it).
     pub(crate) fn accept(&mut self, registry: &Registry, now: Instant) {
         if self.paused_until.is_some() {
             return;
         }
         loop {
+            if self.listener.is_none() {
+                return;
+            }
+            if self.conns.len() >= MAX_CONNS && !self.evict_stale(registry, now) {
+                self.backlog = true;
+                return;
+            }
             let Some(accepted) = self.listener.as_ref().map(TcpListener::accept) else {
                 return;
             };
             match accepted {
                 Ok((mut stream, _)) => {
-                    if self.conns.len() >= MAX_CONNS && !self.evict_oldest(registry) {
-                        continue;
-                    }
                     let entry = self.conns.vacant_entry();
                     let t = token::admin(entry.key());
                     if registry
@@ -165,6 +183,7 @@ impl Admin {
                     if e.kind() != io::ErrorKind::WouldBlock {
                         debug!("admin accept: {e}");
                     }
+                    self.backlog = false;
                     return;
                 }
             }
@@ -188,13 +207,21 @@ impl Admin {
         self.conns.iter().all(|(_, c)| c.lingering)
     }
 
-    /// Closes the idle or reading connection with the earliest deadline;
-    /// false if every connection is writing its answer.
-    fn evict_oldest(&mut self, registry: &Registry) -> bool {
+    /// Closes, for room, the connection with the earliest deadline among
+    /// those answered, those whose client has sent no byte yet, and those
+    /// open for [`STALE`] without a whole head; false if there is none.
+    fn evict_stale(&mut self, registry: &Registry, now: Instant) -> bool {
+        let stale_before = now + (TIMEOUT - STALE);
+        let idle_before = now + (TIMEOUT - IDLE_GRACE);
         let Some(key) = self
             .conns
             .iter()
-            .filter(|(_, c)| !c.writing || c.lingering)
+            .filter(|(_, c)| {
+                c.lingering
+                    || (!c.writing
+                        && (c.deadline <= stale_before
+                            || (c.deadline <= idle_before && sent_nothing(c))))
+            })
             .min_by_key(|(_, c)| c.deadline)
             .map(|(k, _)| k)
         else {
@@ -210,6 +237,7 @@ impl Admin {
         &mut self,
         key: usize,
         registry: &Registry,
+        now: Instant,
         draining: bool,
         servers: &dyn Fn() -> Vec<ServerState>,
     ) {
@@ -227,6 +255,9 @@ impl Admin {
             if done {
                 let mut c = self.conns.remove(key);
                 let _ = registry.deregister(&mut c.stream);
+                if self.backlog {
+                    self.accept(registry, now);
+                }
             } else if c.writing {
                 let interest = if c.lingering {
                     Interest::READABLE
@@ -238,12 +269,31 @@ impl Admin {
         }
     }
 
-    /// The earliest connection deadline, or the end of an accept pause.
-    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+    /// The earliest connection deadline, or the end of an accept pause,
+    /// or (connections waiting in the queue at the cap) the next moment
+    /// after `now` an open one may be closed for room.
+    pub(crate) fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        // Only a reading connection grows stale (an answered one is closed
+        // for room at once, a writing one never).
+        let stale = self
+            .backlog
+            .then(|| {
+                self.conns
+                    .iter()
+                    .filter(|(_, c)| !c.writing)
+                    .filter_map(|(_, c)| {
+                        let idle = c.deadline.checked_sub(TIMEOUT - IDLE_GRACE)?;
+                        let stale = c.deadline.checked_sub(TIMEOUT - STALE)?;
+                        [idle, stale].into_iter().find(|&t| t > now)
+                    })
+                    .min()
+            })
+            .flatten();
         self.conns
             .iter()
             .map(|(_, c)| c.deadline)
             .chain(self.paused_until)
+            .chain(stale)
             .min()
     }
 
@@ -254,9 +304,6 @@ impl Admin {
             self.paused_until = None;
             self.accept(registry, now);
         }
-        if self.conns.is_empty() {
-            return;
-        }
         let late: Vec<usize> = self
             .conns
             .iter()
@@ -266,6 +313,9 @@ impl Admin {
         for key in late {
             let mut c = self.conns.remove(key);
             let _ = registry.deregister(&mut c.stream);
+        }
+        if self.backlog {
+            self.accept(registry, now);
         }
     }
 }
@@ -289,7 +339,7 @@ pub(crate) fn dispatch(
     }
     match token::admin_key(t) {
         Some(key) => {
-            a.on_event(key, registry, draining, servers);
+            a.on_event(key, registry, now, draining, servers);
             true
         }
         None => false,
@@ -358,6 +408,16 @@ fn advance(
     c.stream.shutdown(std::net::Shutdown::Write)?;
     c.lingering = true;
     linger(c)
+}
+
+/// The client has sent no byte yet (nothing read, nothing waiting in the
+/// socket): an idle connection, closed first for room.
+fn sent_nothing(c: &AdminConn) -> bool {
+    c.inbuf.is_empty()
+        && match c.stream.peek(&mut [0u8; 1]) {
+            Ok(n) => n == 0,
+            Err(e) => e.kind() != io::ErrorKind::Interrupted,
+        }
 }
 
 /// Plain-text content type of the admin's own answers.

@@ -329,7 +329,7 @@ impl Server {
                         self.drain_deadline,
                         self.listener_close_at,
                         self.sh.access.next_flush(),
-                        self.admin.as_ref().and_then(Admin::next_deadline),
+                        self.admin.as_ref().and_then(|a| a.next_deadline(now)),
                         self.sh.may_trim().then_some(self.next_trim),
                     ],
                 )
