@@ -72,8 +72,8 @@ pub(crate) struct AccessLog {
     stalled_until: Option<Instant>,
     /// Records dropped since the last warning about them.
     dropped: u64,
-    /// Records lost to a failed write (the reader closed its end), not yet
-    /// counted in the metrics ([`AccessLog::take_lost`]).
+    /// Records dropped or lost to a failed write (the reader closed its
+    /// end), not yet counted in the metrics ([`AccessLog::take_lost`]).
     lost: u64,
     /// The records' time of day, formatted once a second.
     stamps: StampCache,
@@ -134,6 +134,7 @@ impl AccessLog {
         }
         if self.buf.len() >= MAX_PENDING {
             self.dropped = self.dropped.saturating_add(1);
+            self.lost = self.lost.saturating_add(1);
             return None;
         }
         self.oldest.get_or_insert(now);
@@ -209,13 +210,13 @@ impl AccessLog {
     /// Writes every buffered record before the loop ends, waiting for a
     /// stalled reader until `deadline` at most, and sooner if `stop_now`
     /// turns true (a second stop signal). What is still unwritten then is
-    /// dropped, with a warning that counts it. Returns how many records
-    /// were dropped so.
-    pub(crate) fn finish(&mut self, deadline: Instant, stop_now: &dyn Fn() -> bool) -> u64 {
+    /// dropped, with a warning that counts it (and in
+    /// [`AccessLog::take_lost`]).
+    pub(crate) fn finish(&mut self, deadline: Instant, stop_now: &dyn Fn() -> bool) {
         loop {
             self.flush();
             if self.buf.is_empty() {
-                return self.take_lost();
+                return;
             }
             let waited = self
                 .out
@@ -226,6 +227,7 @@ impl AccessLog {
             }
         }
         let lost = memchr::memchr_iter(b'\n', &self.buf).count() as u64;
+        self.lost = self.lost.saturating_add(lost);
         self.buf.clear();
         warn!(
             "access log {}: the reader took no more bytes before the stop; \
@@ -234,10 +236,9 @@ impl AccessLog {
             self.dropped.saturating_add(lost)
         );
         self.dropped = 0;
-        lost.saturating_add(self.take_lost())
     }
 
-    /// Records lost to failed writes since the last call (for the
+    /// Records dropped or lost since the last call (for the
     /// dropped-records counter).
     pub(crate) fn take_lost(&mut self) -> u64 {
         std::mem::take(&mut self.lost)
@@ -401,7 +402,8 @@ mod tests {
             assert!(add(&mut log, i));
         }
         let started = Instant::now();
-        assert!(log.finish(started + wait, &|| stop_now) > 0);
+        log.finish(started + wait, &|| stop_now);
+        assert!(log.take_lost() > 0);
         assert!(log.buf.is_empty());
         started.elapsed()
     }

@@ -16,6 +16,13 @@ fn admin_proxy(upstream: SocketAddr) -> (Proxy, SocketAddr) {
     (proxy, admin)
 }
 
+/// Up to `n` connections to `addr` that send nothing (as many as connect).
+fn idle_connections(addr: SocketAddr, n: usize) -> Vec<std::net::TcpStream> {
+    (0..n)
+        .filter_map(|_| std::net::TcpStream::connect(addr).ok())
+        .collect()
+}
+
 /// The value of the sample line `series` (name and labels, exactly).
 fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines()
@@ -152,9 +159,7 @@ fn metrics_show_each_upstream_servers_health() {
 fn idle_admin_connections_cannot_shut_out_healthz() {
     let up = Upstream::start(respond_forever(ok_response("hello")));
     let (_proxy, admin) = admin_proxy(up.addr);
-    let idle: Vec<std::net::TcpStream> = (0..250)
-        .filter_map(|_| std::net::TcpStream::connect(admin).ok())
-        .collect();
+    let idle = idle_connections(admin, 250);
     assert!(idle.len() > 200, "only {} connections", idle.len());
     assert_eventually("healthz answers during the flood", || {
         http_get(admin, "/healthz").0 == 200
@@ -198,9 +203,7 @@ fn start_small(up: &Upstream, eaten: usize) -> (SluiceProcess, u16, SocketAddr) 
 fn the_admin_listener_accepts_again_after_running_out_of_descriptors() {
     let up = Upstream::start(respond_forever(ok_response("hello")));
     let (mut p, _port, admin) = start_small(&up, 40);
-    let idle: Vec<std::net::TcpStream> = (0..30)
-        .filter_map(|_| std::net::TcpStream::connect(admin).ok())
-        .collect();
+    let idle = idle_connections(admin, 30);
     assert_eq!(idle.len(), 30);
     p.wait_line(WAIT, |l| {
         l.contains("WARN") && l.contains("admin accept") && l.contains("pausing admin accepts")
@@ -218,9 +221,7 @@ fn the_admin_listener_accepts_again_after_running_out_of_descriptors() {
 fn an_admin_flood_leaves_the_proxy_its_descriptors() {
     let up = Upstream::start(respond_forever(ok_response("hello")));
     let (mut p, port, admin) = start_small(&up, 0);
-    let idle: Vec<std::net::TcpStream> = (0..60)
-        .filter_map(|_| std::net::TcpStream::connect(admin).ok())
-        .collect();
+    let idle = idle_connections(admin, 60);
     assert_eventually("the admin side answers during the flood", || {
         http_get(admin, "/healthz").0 == 200
     });

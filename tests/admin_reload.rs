@@ -109,6 +109,14 @@ fn metrics(admin: SocketAddr) -> String {
     String::from_utf8_lossy(&body).into_owned()
 }
 
+/// Waits until `/metrics` counts `n` requests over all workers.
+#[track_caller]
+fn wait_counted(admin: SocketAddr, n: u32) {
+    assert_eventually(&format!("{n} requests counted"), || {
+        sum(&metrics(admin), "sluice_requests_total") == f64::from(n)
+    });
+}
+
 /// `(worker, pid, draining)` of every `/status` entry.
 fn status(admin: SocketAddr) -> Vec<(u64, u64, bool)> {
     let v: serde_json::Value = serde_json::from_slice(&http_get(admin, "/status").1).unwrap();
@@ -193,18 +201,14 @@ fn counters_continue_across_a_single_process_reload() {
     let cfg = TempFile::new(&config(port, admin, up.addr, 1));
     let mut p = start(&cfg, 1);
     requests(port, 5);
-    assert_eventually("5 requests counted", || {
-        sum(&metrics(admin), "sluice_requests_total") == 5.0
-    });
+    wait_counted(admin, 5);
     reload(&mut p, 1);
     wait_drained(&p, 1);
     let text = metrics(admin);
     assert_eq!(sum(&text, "sluice_requests_total"), 5.0, "{text}");
     assert_eq!(sum(&text, "sluice_request_duration_seconds_count"), 5.0);
     requests(port, 3);
-    assert_eventually("8 requests counted", || {
-        sum(&metrics(admin), "sluice_requests_total") == 8.0
-    });
+    wait_counted(admin, 8);
     let st = status(admin);
     assert_eq!(st.len(), 1, "{st:?}");
     assert_eq!((st[0].0, st[0].1, st[0].2), (0, p.pid() as u64, false));
@@ -219,9 +223,7 @@ fn supervisor_reloads_keep_counters_and_show_only_running_workers_when_workers_c
     let cfg = TempFile::new(&config(port, admin, up.addr, 2));
     let mut p = start(&cfg, 2);
     requests(port, 10);
-    assert_eventually("10 requests counted", || {
-        sum(&metrics(admin), "sluice_requests_total") == 10.0
-    });
+    wait_counted(admin, 10);
     // 2 → 3 workers: the third appears, nothing is lost.
     std::fs::write(cfg.path(), config(port, admin, up.addr, 3)).unwrap();
     reload(&mut p, 2);
@@ -232,9 +234,7 @@ fn supervisor_reloads_keep_counters_and_show_only_running_workers_when_workers_c
     assert_eq!(workers, [0, 1, 2], "{}", p.log());
     assert_eq!(draining_gauges(&text).len(), 3, "{text}");
     requests(port, 6);
-    assert_eventually("16 requests counted", || {
-        sum(&metrics(admin), "sluice_requests_total") == 16.0
-    });
+    wait_counted(admin, 16);
     // 3 → 1: workers 1 and 2 leave /status and /metrics once they exited.
     std::fs::write(cfg.path(), config(port, admin, up.addr, 1)).unwrap();
     reload(&mut p, 3);

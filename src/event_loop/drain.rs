@@ -101,6 +101,15 @@ impl Server {
         }
     }
 
+    /// Adds the access records the log dropped or lost since the last
+    /// call to `sluice_access_log_dropped_total`.
+    pub(super) fn count_lost_records(&mut self) {
+        let lost = self.sh.access.take_lost();
+        if lost > 0 {
+            Stats::add(&self.sh.stats.access_log_dropped, lost);
+        }
+    }
+
     pub(super) fn stop(&mut self) {
         self.close_listener();
         let keys: Vec<usize> = self.clients.iter().map(|(k, _)| k).collect();

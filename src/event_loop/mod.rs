@@ -402,10 +402,7 @@ impl Server {
                 self.sh.access.reopen();
             }
             self.sh.access.flush_if_due(now);
-            let lost = self.sh.access.take_lost();
-            if lost > 0 {
-                Stats::add(&self.sh.stats.access_log_dropped, lost);
-            }
+            self.count_lost_records();
             let own = self.own_fds();
             self.fd_share.publish(own);
             if let Some(a) = self.admin.as_mut() {
@@ -430,11 +427,10 @@ impl Server {
             None => now + crate::access_log::FLUSH_EVERY,
         };
         let shutdown = self.shutdown.clone();
-        let lost = self
-            .sh
+        self.sh
             .access
             .finish(deadline, &|| shutdown.load(Ordering::SeqCst));
-        Stats::add(&self.sh.stats.access_log_dropped, lost);
+        self.count_lost_records();
         // The last counts go to the totals; the loop slot is freed when
         // `self` drops.
         if let Some(o) = self.obs.as_mut() {
