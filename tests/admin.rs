@@ -362,3 +362,28 @@ fn forty_scrapes_at_once_are_all_answered() {
     let statuses: Vec<u16> = scrapes.into_iter().map(|t| t.join().unwrap()).collect();
     assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
 }
+
+#[test]
+fn an_idle_admin_connection_does_not_hold_the_drain_past_its_timeout() {
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let (listen, admin) = (loopback(free_port()), loopback(free_port()));
+    let (listen_s, upstream, admin_s) =
+        (listen.to_string(), up.addr.to_string(), admin.to_string());
+    let mut p = SluiceProcess::start_listening(&[
+        "--listen",
+        &listen_s,
+        "--upstream",
+        &upstream,
+        "--admin",
+        &admin_s,
+        "--no-defer-accept",
+        "--drain-timeout",
+        "1s",
+    ]);
+    // Its own 5 s to send a head would end long after the drain timeout.
+    let _idle = idle_connections(admin, 1);
+    assert_eq!(http_get(admin, "/healthz").0, 200);
+    p.signal(libc::SIGTERM);
+    let status = p.wait_exit(Duration::from_secs(4));
+    assert!(status.success(), "{status:?}\n{}", p.log());
+}

@@ -214,10 +214,14 @@ fn write_fd_all(fd: RawFd, bytes: &[u8]) -> io::Result<()> {
 /// line its stalled reader has no room for is dropped; the next line that
 /// goes out is preceded by one that says how many were dropped. A regular
 /// file is written as usual. A line is one `write` (`env_logger` formats a
-/// record whole first), so a pipe takes it whole or not at all.
+/// record whole first), so a pipe takes it whole or not at all; a terminal
+/// or a socket may take part of it, and the rest is then dropped (the
+/// notice starts on a line of its own).
 pub struct StderrLog {
     out: Output,
     dropped: u64,
+    /// The last bytes written did not end a line (a line cut short).
+    mid_line: bool,
 }
 
 impl StderrLog {
@@ -227,6 +231,7 @@ impl StderrLog {
         StderrLog {
             out: Output::standard(libc::STDERR_FILENO),
             dropped: 0,
+            mid_line: false,
         }
     }
 }
@@ -244,21 +249,27 @@ impl Write for StderrLog {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         if self.dropped > 0 {
             let notice = format!(
-                "sluice: {} log lines dropped: standard error's reader did not take them\n",
+                "{}sluice: {} log lines dropped: standard error's reader did not take them\n",
+                if self.mid_line { "\n" } else { "" },
                 self.dropped
             );
-            if self.out.write_some(notice.as_bytes())? == 0 {
+            let n = self.out.write_some(notice.as_bytes())?;
+            if n == 0 {
                 self.dropped = self.dropped.saturating_add(1);
                 return Ok(buf.len());
             }
-            self.dropped = 0;
+            self.mid_line = n < notice.len();
+            self.dropped = u64::from(self.mid_line);
         }
         match self.out.write_some(buf)? {
             0 if !buf.is_empty() => {
                 self.dropped = self.dropped.saturating_add(1);
                 Ok(buf.len())
             }
-            n => Ok(n),
+            n => {
+                self.mid_line = buf.get(..n).is_some_and(|w| !w.ends_with(b"\n"));
+                Ok(n)
+            }
         }
     }
 

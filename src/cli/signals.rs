@@ -203,7 +203,7 @@ pub fn spawn(
                             loops.handles.iter().for_each(ServerHandle::drain);
                         }
                         Some(2) => {
-                            log::warn!("{name} again: stopping now");
+                            log::warn!("{name}, a second stop signal: stopping now");
                             loops.handles.iter().for_each(ServerHandle::shutdown);
                         }
                         _ => {

@@ -13,8 +13,9 @@
 //! dropped (at most [`LINGER_MAX`] bytes) until it closes too, so unread
 //! bytes cannot make the kernel reset the connection before the client
 //! has read the answer. At most
-//! [`MAX_CONNS`] are open at once (at the cap, the one closest to its
-//! deadline that is not being answered is closed to make room): they come
+//! [`MAX_CONNS`] are open at once (at the cap, newcomers wait in the
+//! kernel's queue, and a connection not answered within [`GRACE`] of its
+//! accept is closed to make room, see [`Admin::accept`]): they come
 //! out of the descriptors kept aside from the proxy's budget (README,
 //! "Descriptor budget"), so a flood of admin connections cannot take the
 //! proxy's. Out of descriptors (`EMFILE`), accepting pauses as the proxy
@@ -51,12 +52,11 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// Most admin connections open at once: with the loop's own descriptors
 /// (about 14) they fit in the 32 kept aside from the proxy's budget.
 const MAX_CONNS: usize = 16;
-/// At the cap, a connection open this long without a whole head (or one
-/// already answered) may be closed to make room for a waiting one.
-const STALE: Duration = Duration::from_secs(1);
-/// ... and one open this long whose client has sent no byte at all (a
-/// real client sends its head right after connecting).
-const IDLE_GRACE: Duration = Duration::from_millis(20);
+/// At the cap, a connection open this long and not being answered (or
+/// one already answered) may be closed to make room for a waiting one: a
+/// real client sends its whole head right after connecting, and is
+/// answered within microseconds of it.
+const GRACE: Duration = Duration::from_millis(20);
 
 struct AdminConn {
     stream: TcpStream,
@@ -125,15 +125,15 @@ impl Admin {
 
     /// Accepts everything queued (until `WouldBlock`: the listener is
     /// edge-triggered, so stopping early would leave the queue unannounced
-    /// for good) — except at the connection cap. There, a connection whose
-    /// client has sent nothing, or open for [`STALE`] without a whole
-    /// head, or already answered, is closed to make room, so a flood of
-    /// idle connections cannot shut out a health probe; if none is, the
-    /// rest stay in the kernel's queue and
-    /// are accepted as soon as a connection finishes or grows stale
-    /// (`backlog`), so a burst of well-behaved scrapes waits instead of
-    /// being dropped. Out of descriptors, accepting pauses for
-    /// `ACCEPT_BACKOFF` ([`Admin::expire`] resumes it).
+    /// for good) — except at the connection cap. There, a connection open
+    /// for [`GRACE`] and not being answered (idle, or a head sent in part
+    /// and stopped), or already answered, is closed to make room, so a
+    /// flood of such connections cannot shut out a health probe; if none
+    /// is, the rest stay in the kernel's queue and are accepted as soon as
+    /// a connection finishes or its grace ends (`backlog`), so a burst of
+    /// well-behaved scrapes waits instead of being dropped. Out of
+    /// descriptors, accepting pauses for `ACCEPT_BACKOFF`
+    /// ([`Admin::expire`] resumes it).
     pub(crate) fn accept(&mut self, registry: &Registry, now: Instant) {
         if self.paused_until.is_some() {
             return;
@@ -207,21 +207,15 @@ impl Admin {
         self.conns.iter().all(|(_, c)| c.lingering)
     }
 
-    /// Closes, for room, the connection with the earliest deadline among
-    /// those answered, those whose client has sent no byte yet, and those
-    /// open for [`STALE`] without a whole head; false if there is none.
+    /// Closes, for room, the answered connection or the one open for
+    /// [`GRACE`] and not being answered with the earliest deadline; false
+    /// if there is none.
     fn evict_stale(&mut self, registry: &Registry, now: Instant) -> bool {
-        let stale_before = now + (TIMEOUT - STALE);
-        let idle_before = now + (TIMEOUT - IDLE_GRACE);
+        let grace_before = now + (TIMEOUT - GRACE);
         let Some(key) = self
             .conns
             .iter()
-            .filter(|(_, c)| {
-                c.lingering
-                    || (!c.writing
-                        && (c.deadline <= stale_before
-                            || (c.deadline <= idle_before && sent_nothing(c))))
-            })
+            .filter(|(_, c)| c.lingering || (!c.writing && c.deadline <= grace_before))
             .min_by_key(|(_, c)| c.deadline)
             .map(|(k, _)| k)
         else {
@@ -281,11 +275,8 @@ impl Admin {
                 self.conns
                     .iter()
                     .filter(|(_, c)| !c.writing)
-                    .filter_map(|(_, c)| {
-                        let idle = c.deadline.checked_sub(TIMEOUT - IDLE_GRACE)?;
-                        let stale = c.deadline.checked_sub(TIMEOUT - STALE)?;
-                        [idle, stale].into_iter().find(|&t| t > now)
-                    })
+                    .filter_map(|(_, c)| c.deadline.checked_sub(TIMEOUT - GRACE))
+                    .filter(|&t| t > now)
                     .min()
             })
             .flatten();
@@ -408,16 +399,6 @@ fn advance(
     c.stream.shutdown(std::net::Shutdown::Write)?;
     c.lingering = true;
     linger(c)
-}
-
-/// The client has sent no byte yet (nothing read, nothing waiting in the
-/// socket): an idle connection, closed first for room.
-fn sent_nothing(c: &AdminConn) -> bool {
-    c.inbuf.is_empty()
-        && match c.stream.peek(&mut [0u8; 1]) {
-            Ok(n) => n == 0,
-            Err(e) => e.kind() != io::ErrorKind::Interrupted,
-        }
 }
 
 /// Plain-text content type of the admin's own answers.

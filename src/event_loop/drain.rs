@@ -66,11 +66,13 @@ impl Server {
         sh.checks.close_all();
         if self.clients.is_empty() && self.listener.is_none() {
             // The admin endpoints last: stop accepting, answer what was
-            // accepted (each within its 5 s), then end — an admin
-            // connection is never dropped unanswered by a reload's drain.
+            // accepted (each within its 5 s, and never past the drain
+            // deadline), then end — an admin connection is not dropped
+            // unanswered by a reload's drain that has time left.
+            let time_left = self.drain_deadline.is_none_or(|t| t > now);
             if let Some(a) = self.admin.as_mut() {
                 a.stop_accepting(self.poll.registry());
-                if !a.is_idle() {
+                if !a.is_idle() && time_left {
                     return false;
                 }
             }
