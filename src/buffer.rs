@@ -20,7 +20,8 @@
 //!
 //! Invariants kept:
 //! - `start <= end <= storage.len()`; `start..end` are the pending bytes,
-//!   oldest first; when pending reaches 0, `start = end = 0` (no copy).
+//!   oldest first; when pending reaches 0, `start = end = 0` (no copy),
+//!   or `LENT_HEADROOM` for a response-start buffer.
 //! - Hysteresis: `paused` turns true once when pending reaches `>= high`
 //!   ([`Crossing::High`]) and false once when pending drains to `<= low`
 //!   ([`Crossing::Low`]); in between, nothing is reported.
@@ -58,7 +59,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use pool::{BufferPool, HEAD_START, TRIM_EVERY};
+pub use pool::{BufferPool, HEAD_START, RESPONSE_READ, TRIM_EVERY};
 
 use crate::stats::Stats;
 use sizing::{BODY_START, Sizing};
@@ -107,7 +108,18 @@ pub struct WatermarkBuffer {
     /// An adaptive body buffer's size state (see the module doc); `None`
     /// for bare and head buffers, whose marks never change.
     sizing: Option<Sizing>,
+    /// A response-start buffer ([`BufferPool::response_head`]): its
+    /// storage keeps [`LENT_HEADROOM`] bytes free in front of the pending
+    /// bytes whenever it is empty, so the head the proxy encodes can take
+    /// the place of the head that arrived ([`WatermarkBuffer::replace_front`])
+    /// and the body bytes behind it are never copied.
+    lent: bool,
 }
+
+/// Bytes kept free in front of a response-start buffer's first read: room
+/// for the encoded head to be longer than the one that arrived (a `Date`
+/// or `Connection` field added, a `response_filter`'s fields).
+pub const LENT_HEADROOM: usize = 1024;
 
 /// The counters a buffer from a [`BufferPool`] keeps up to date.
 #[derive(Debug, Clone)]
@@ -139,7 +151,65 @@ impl WatermarkBuffer {
             meter: None,
             elastic: false,
             sizing: None,
+            lent: false,
         }
+    }
+
+    /// True for a response-start buffer (see [`BufferPool::response_head`]).
+    pub fn is_lent(&self) -> bool {
+        self.lent
+    }
+
+    /// Makes a response-start buffer carry a response body toward the
+    /// client: marks `high`/`low` (pending bytes), pending bytes counted as
+    /// body bytes, paused (and the pause counted) if they already reach
+    /// `high`. Its storage stays
+    /// (no copy, no adaptive sizing); the owner gives it back once empty,
+    /// and later reads go to an ordinary body buffer.
+    pub(crate) fn lent_into_body(&mut self, high: usize, low: usize) {
+        self.high = high.max(1);
+        self.low = low.min(self.high.saturating_sub(1));
+        if let Some(m) = self.meter.as_mut() {
+            m.bytes = true;
+        }
+        self.count_in(self.pending());
+        self.paused = false;
+        self.after_grow();
+    }
+
+    /// Index pending bytes start from when the buffer is empty: the
+    /// headroom of a response-start buffer, else 0.
+    fn base(&self) -> usize {
+        if self.lent {
+            LENT_HEADROOM.min(self.storage.len())
+        } else {
+            0
+        }
+    }
+
+    /// Replaces the `raw` oldest pending bytes by `head` in place, if the
+    /// storage in front of them has room (`head.len() <= start + raw`):
+    /// the bytes behind them stay where they are. Returns false, changing
+    /// nothing, if `raw > pending` or there is no room.
+    pub fn replace_front(&mut self, raw: usize, head: &[u8]) -> bool {
+        if raw > self.pending() {
+            return false;
+        }
+        let Some(new_start) = (self.start + raw).checked_sub(head.len()) else {
+            return false;
+        };
+        let Some(slot) = self.storage.get_mut(new_start..self.start + raw) else {
+            return false;
+        };
+        slot.copy_from_slice(head);
+        let grew = head.len() > raw;
+        self.start = new_start;
+        if grew {
+            self.count_in(head.len() - raw);
+        } else {
+            self.count_out(raw - head.len());
+        }
+        true
     }
 
     /// Bytes read from the source and not yet written to the sink.
@@ -345,8 +415,8 @@ impl WatermarkBuffer {
     /// (the caller resets read interest itself).
     pub fn clear(&mut self) {
         self.count_out(self.pending());
-        self.start = 0;
-        self.end = 0;
+        self.start = self.base();
+        self.end = self.start;
         self.paused = false;
         self.fit_storage();
     }
@@ -381,11 +451,12 @@ impl WatermarkBuffer {
         if self.storage.len().saturating_sub(self.end) >= want {
             return;
         }
-        if self.start > 0 && self.start <= self.end && self.end <= self.storage.len() {
+        let base = self.base();
+        if self.start > base && self.start <= self.end && self.end <= self.storage.len() {
             let pending = self.pending();
-            self.storage.copy_within(self.start..self.end, 0);
-            self.start = 0;
-            self.end = pending;
+            self.storage.copy_within(self.start..self.end, base);
+            self.start = base;
+            self.end = base + pending;
         }
         let need = self.end.saturating_add(want);
         if self.storage.len() < need {
@@ -424,8 +495,8 @@ impl WatermarkBuffer {
     /// drains to the low watermark.
     fn after_shrink(&mut self) -> Crossing {
         if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
+            self.start = self.base();
+            self.end = self.start;
         }
         if self.sizing.is_some() {
             self.fit_storage();

@@ -95,6 +95,14 @@ stats! {
     /// Pooled connections taken without a liveness check (`MSG_PEEK`):
     /// hot, and no event since they were parked (counter).
     pool_take_unchecked,
+    /// Socket reads (`recv`) of the data path, on either side, `WouldBlock`
+    /// included (counter; issue 22's regression guard counts these).
+    socket_reads,
+    /// Socket writes (`send`) of the data path, on either side (counter).
+    socket_writes,
+    /// Liveness looks without consuming (`MSG_PEEK`, `SO_ERROR`) at a
+    /// waiting client or a pooled upstream connection (counter).
+    socket_peeks,
     /// Non-idempotent requests that opened a new connection although
     /// pooled ones existed: none was safe to risk (counter).
     pool_new_for_risk,

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::sizing::Sizing;
-use super::{Meter, WatermarkBuffer};
+use super::{LENT_HEADROOM, Meter, WatermarkBuffer};
 use crate::stats::Stats;
 
 /// Bytes a head buffer's storage starts with (nginx's
@@ -17,6 +17,19 @@ pub const HEAD_START: usize = 1024;
 /// Most head storages ([`HEAD_START`] bytes each) kept on the free list.
 const MAX_FREE_HEADS: usize = 1024;
 
+/// Bytes a response-start buffer reads at most in one go: head and first
+/// body bytes of a typical response (a 16 KiB body with its head) in one
+/// `recv` (issue 22).
+pub const RESPONSE_READ: usize = 64 * 1024;
+
+/// Bytes of a response-start storage: the read and the headroom in front.
+const LENT_SIZE: usize = RESPONSE_READ + LENT_HEADROOM;
+
+/// Most response-start storages kept on the free list. One is out only
+/// from a response's first read until the client's buffer it became is
+/// empty again (normally within the same loop turn), so a few suffice.
+const MAX_FREE_LENT: usize = 32;
+
 /// A bounded free list of storages for [`WatermarkBuffer`], so idle
 /// connections hold no buffers (ARCHITECTURE.md §4) and busy ones do not
 /// allocate per request.
@@ -24,8 +37,10 @@ const MAX_FREE_HEADS: usize = 1024;
 /// Two sizes are kept: body storages of exactly the body start size
 /// (`buf_size`: [`BODY_START`](super::BODY_START), or the high watermark if
 /// smaller; at most `max_free`) and head storages of [`HEAD_START`] bytes
-/// (at most `MAX_FREE_HEADS`), so the free list never holds more than
-/// `max_free * buf_size + 1024 * HEAD_START` bytes. A storage that grew
+/// (at most `MAX_FREE_HEADS`), plus response-start storages of
+/// `LENT_SIZE` bytes (at most `MAX_FREE_LENT`), so the free list never
+/// holds more than `max_free * buf_size + 1024 * HEAD_START + 32 *
+/// LENT_SIZE` bytes. A storage that grew
 /// past its size (an adaptive body buffer that grew, a head that doubled)
 /// is dropped when it comes back: the allocator reuses it, and the trim
 /// gives it back to the OS. After a peak, [`BufferPool::trim`]
@@ -43,8 +58,11 @@ pub struct BufferPool {
     free: Vec<Vec<u8>>,
     /// Head storages ready for reuse, each `len() == HEAD_START`.
     heads: Vec<Vec<u8>>,
-    /// Fewest storages on each list since the last trim (never taken).
-    low_free: (usize, usize),
+    /// Response-start storages ready for reuse, each `len() == LENT_SIZE`.
+    lent: Vec<Vec<u8>>,
+    /// Fewest storages on each list since the last trim (never taken):
+    /// body, head, response-start.
+    low_free: (usize, usize, usize),
     /// Storages freed to the allocator since the last trim.
     released: usize,
     /// Counters the buffers handed out keep (see the module doc).
@@ -68,7 +86,8 @@ impl BufferPool {
             max_free,
             free: Vec::new(),
             heads: Vec::new(),
-            low_free: (0, 0),
+            lent: Vec::new(),
+            low_free: (0, 0, 0),
             released: 0,
             stats,
         }
@@ -106,6 +125,28 @@ impl BufferPool {
         buf
     }
 
+    /// A buffer for a response head and the bytes that come with it: one
+    /// read of up to [`RESPONSE_READ`] bytes lands behind a headroom of
+    /// [`LENT_HEADROOM`] bytes, so that once the head is planned, the
+    /// encoded head takes the raw head's place and the buffer itself goes
+    /// on toward the client ([`WatermarkBuffer::lent_into_body`]): the
+    /// head and the first body bytes leave in one write, without a copy.
+    /// Reads stop at `max(max_head, RESPONSE_READ)` pending bytes (the
+    /// caller enforces the head size limit itself). Counted in use; its
+    /// bytes count as body bytes only once it carries a body.
+    pub fn response_head(&mut self, max_head: usize) -> WatermarkBuffer {
+        Stats::add(&self.stats.buffers_in_use, 1);
+        let storage = self.lent.pop().unwrap_or_else(|| vec![0; LENT_SIZE]);
+        self.low_free.2 = self.low_free.2.min(self.lent.len());
+        let high = max_head.max(RESPONSE_READ);
+        let mut buf = WatermarkBuffer::new(storage, high, high.saturating_sub(1));
+        buf.meter = Some(self.meter(false));
+        buf.lent = true;
+        buf.start = LENT_HEADROOM;
+        buf.end = LENT_HEADROOM;
+        buf
+    }
+
     /// Takes a buffer back: its storage returns to the free list (see
     /// [`BufferPool::put`]); its counters are settled.
     pub fn put_buffer(&mut self, buf: WatermarkBuffer) {
@@ -137,6 +178,8 @@ impl BufferPool {
             self.free.push(storage);
         } else if len == HEAD_START && cap == len && self.heads.len() < MAX_FREE_HEADS {
             self.heads.push(storage);
+        } else if len == LENT_SIZE && cap == len && self.lent.len() < MAX_FREE_LENT {
+            self.lent.push(storage);
         } else {
             self.released += 1;
         }
@@ -147,32 +190,38 @@ impl BufferPool {
     /// give free memory back to the OS if anything was freed. Returns the
     /// storages dropped. Call every [`TRIM_EVERY`].
     pub fn trim(&mut self) -> usize {
-        let (body, head) = self.low_free;
+        let (body, head, lent) = self.low_free;
         let keep_body = self.free.len().saturating_sub(body);
         let keep_head = self.heads.len().saturating_sub(head);
+        let keep_lent = self.lent.len().saturating_sub(lent);
         self.free.truncate(keep_body);
         self.heads.truncate(keep_head);
+        self.lent.truncate(keep_lent);
         self.free.shrink_to_fit();
         self.heads.shrink_to_fit();
-        let dropped = body + head;
+        self.lent.shrink_to_fit();
+        let dropped = body + head + lent;
         if dropped + self.released > 0 {
             release_free_memory();
         }
         self.released = 0;
-        self.low_free = (self.free.len(), self.heads.len());
+        self.low_free = (self.free.len(), self.heads.len(), self.lent.len());
         dropped
     }
 
     /// True when a trim could free something (the loop wakes for it only
     /// then).
     pub fn may_trim(&self) -> bool {
-        !self.free.is_empty() || !self.heads.is_empty() || self.released > 0
+        !self.free.is_empty()
+            || !self.heads.is_empty()
+            || !self.lent.is_empty()
+            || self.released > 0
     }
 
     /// Storages on the free lists now (body, head).
     #[cfg(test)]
     pub fn free_count(&self) -> usize {
-        self.free.len() + self.heads.len()
+        self.free.len() + self.heads.len() + self.lent.len()
     }
 
     /// Bytes per body storage handed out by [`BufferPool::get`].

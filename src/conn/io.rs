@@ -18,6 +18,7 @@ use mio::event::Source;
 use mio::{Interest, Registry, Token};
 
 use crate::buffer::WatermarkBuffer;
+use crate::stats::Stats;
 
 /// Readiness last reported for one socket and the interest registered now.
 #[derive(Debug, Default)]
@@ -96,12 +97,14 @@ pub(crate) enum Read1 {
 }
 
 /// One read from `stream` into `buf`, at most `max` bytes and never past the
-/// buffer's room below its high watermark.
+/// buffer's room below its high watermark. Each `read` call counts in
+/// `stats.socket_reads`.
 pub(crate) fn read_into<R: Read>(
     stream: &mut R,
     io: &mut Io,
     buf: &mut WatermarkBuffer,
     max: usize,
+    stats: &Stats,
 ) -> io::Result<Read1> {
     if !io.readable || max == 0 || buf.room() == 0 {
         return Ok(Read1::Idle);
@@ -109,6 +112,7 @@ pub(crate) fn read_into<R: Read>(
     loop {
         let mut eof = false;
         let mut short = false;
+        Stats::add(&stats.socket_reads, 1);
         let r = buf.fill_with(max, |space| {
             let n = stream.read(space)?;
             eof = n == 0;
@@ -139,13 +143,14 @@ pub(crate) fn read_into<R: Read>(
 
 /// One write of `buf`'s pending bytes to `stream`; the written bytes are
 /// consumed. Returns the count (0 if not writable, nothing pending, or
-/// `WouldBlock`).
+/// `WouldBlock`). Each `write` call counts in `stats.socket_writes`.
 pub(crate) fn write_from<W: Write>(
     stream: &mut W,
     io: &mut Io,
     buf: &mut WatermarkBuffer,
+    stats: &Stats,
 ) -> io::Result<usize> {
-    write_with(io, buf, |bytes| stream.write(bytes))
+    write_with(io, buf, stats, |bytes| stream.write(bytes))
 }
 
 /// [`write_from`] for the last bytes before the proxy closes or shuts
@@ -159,9 +164,10 @@ pub(crate) fn write_before_fin(
     stream: &mio::net::TcpStream,
     io: &mut Io,
     buf: &mut WatermarkBuffer,
+    stats: &Stats,
 ) -> io::Result<usize> {
     let sock = socket2::SockRef::from(stream);
-    write_with(io, buf, |bytes| {
+    write_with(io, buf, stats, |bytes| {
         sock.send_with_flags(bytes, libc::MSG_MORE | libc::MSG_NOSIGNAL)
     })
 }
@@ -184,12 +190,14 @@ pub(crate) fn unsent_bytes(stream: &mio::net::TcpStream) -> usize {
 fn write_with(
     io: &mut Io,
     buf: &mut WatermarkBuffer,
+    stats: &Stats,
     mut send: impl FnMut(&[u8]) -> io::Result<usize>,
 ) -> io::Result<usize> {
     if !io.writable || buf.is_empty() {
         return Ok(0);
     }
     loop {
+        Stats::add(&stats.socket_writes, 1);
         return match send(buf.as_slice()) {
             Ok(0) => Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => {

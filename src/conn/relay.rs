@@ -34,7 +34,7 @@ use super::client::ClientSide;
 use super::exchange::{Exchange, Resp};
 use super::io::{Read1, read_into, write_before_fin, write_from};
 use super::upstream::{Connect, UpstreamConn};
-use crate::buffer::{BufferPool, WatermarkBuffer};
+use crate::buffer::{BufferPool, RESPONSE_READ, WatermarkBuffer};
 use crate::config::Config;
 use crate::error::{ErrorKind, ProxyError};
 use crate::http::date::HttpDate;
@@ -67,14 +67,22 @@ impl Env<'_> {
             .body(self.cfg.high_watermark, self.cfg.low_watermark)
     }
 
+    /// The marks a new body buffer starts with: `(high, low)` bytes
+    /// (the adaptive sizing's start, `buffer::sizing`).
+    pub(crate) fn body_marks(&self) -> (usize, usize) {
+        crate::buffer::sizing::Sizing::new(self.cfg.high_watermark, self.cfg.low_watermark).marks()
+    }
+
     /// A head buffer bounded by the request head size limit.
     pub(crate) fn head_buffer(&mut self) -> WatermarkBuffer {
         self.bufs.head(self.cfg.max_head_size)
     }
 
-    /// A head buffer bounded by the response head size limit.
+    /// A response-start buffer: the head and the first body bytes in one
+    /// read, the body then going on to the client in the same storage
+    /// (`BufferPool::response_head`).
     pub(crate) fn response_head_buffer(&mut self) -> WatermarkBuffer {
-        self.bufs.head(self.cfg.max_response_head_size)
+        self.bufs.response_head(self.cfg.max_response_head_size)
     }
 }
 
@@ -97,9 +105,9 @@ pub(crate) fn write_client(
     // sizing's stall (buffer.rs), measured from the last write that moved.
     out.sink_waited(env.now.saturating_duration_since(side.write_at));
     let n = if fin_follows {
-        write_before_fin(&side.stream, &mut side.io, out)
+        write_before_fin(&side.stream, &mut side.io, out, env.stats)
     } else {
-        write_from(&mut side.stream, &mut side.io, out)
+        write_from(&mut side.stream, &mut side.io, out, env.stats)
     }
     .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
     if n == 0 {
@@ -107,6 +115,16 @@ pub(crate) fn write_client(
     }
     Stats::add(&env.stats.bytes_to_downstream, n as u64);
     side.write_at = env.now;
+    // A response-start buffer goes back once the client took it all: the
+    // rest of the body is read into an ordinary (adaptive) body buffer.
+    if side
+        .out
+        .as_ref()
+        .is_some_and(|b| b.is_lent() && b.is_empty())
+        && let Some(b) = side.out.take()
+    {
+        env.bufs.put_buffer(b);
+    }
     Ok(true)
 }
 
@@ -130,12 +148,23 @@ pub(crate) fn read_response(
     match &mut ex.resp {
         Resp::AwaitHead => {
             let buf = ex.upin.get_or_insert_with(|| env.response_head_buffer());
-            if buf.room() == 0 {
+            // Every complete head was taken after the last read: what is
+            // left is one incomplete head (1xx heads share the budget).
+            if buf.pending() >= env.cfg.max_response_head_size {
                 return Err(ProxyError::upstream(ErrorKind::Parse(
                     ParseError::HeadTooLarge,
                 )));
             }
-            let r = up.read(buf, READ_CHUNK).map_err(upstream_io)?;
+            let r = up
+                .read(buf, RESPONSE_READ, env.stats)
+                .map_err(upstream_io)?;
+            if !matches!(r, Read1::Data(_))
+                && buf.is_empty()
+                && let Some(b) = ex.upin.take()
+            {
+                // Nothing came: no buffer while the upstream thinks.
+                env.bufs.put_buffer(b);
+            }
             match (r, ex.write_failed) {
                 (Read1::Idle | Read1::Eof, Some(kind)) => {
                     Err(ProxyError::upstream(ErrorKind::Io(kind)))
@@ -156,9 +185,13 @@ pub(crate) fn read_response(
         }
         Resp::Body(decoder) => {
             let out = side.out.get_or_insert_with(|| env.body_buffer());
-            let r = up
-                .read(out, clamp(decoder.remaining_hint()))
-                .map_err(upstream_io)?;
+            // Not clamped to the body's length: a response ends where its
+            // framing says, and bytes behind it (there should be none: the
+            // proxy never pipelines upstream) are dropped and keep the
+            // connection out of the pool. A read that is short clears
+            // `readable`, so a finished response leaves no read (or
+            // liveness peek) for later (issue 22).
+            let r = up.read(out, READ_CHUNK, env.stats).map_err(upstream_io)?;
             match r {
                 Read1::Idle => Ok(false),
                 Read1::Eof => {
@@ -298,7 +331,7 @@ pub(crate) fn write_request(
         return Ok(false);
     };
     buf.sink_waited(env.now.saturating_duration_since(ex.up_write_at));
-    let n = match up.write(buf) {
+    let n = match up.write(buf, env.stats) {
         Ok(n) => n,
         Err(e) => {
             if ex.resp_head_sent {
@@ -347,7 +380,7 @@ pub(crate) fn read_request(
     let Some(buf) = ex.to_upstream.as_mut() else {
         return Ok(false);
     };
-    let r = read_into(&mut side.stream, &mut side.io, buf, max)
+    let r = read_into(&mut side.stream, &mut side.io, buf, max, env.stats)
         .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
     match r {
         Read1::Idle => Ok(false),
@@ -435,7 +468,7 @@ pub(crate) fn feed_request(
 /// Errors: the client's socket failed (downstream I/O).
 pub(crate) fn read_client_head(side: &mut ClientSide, env: &mut Env<'_>) -> Result<Read1> {
     let buf = side.inbuf.get_or_insert_with(|| env.head_buffer());
-    let r = read_into(&mut side.stream, &mut side.io, buf, READ_CHUNK)
+    let r = read_into(&mut side.stream, &mut side.io, buf, READ_CHUNK, env.stats)
         .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
     match r {
         Read1::Eof => side.read_eof = true,

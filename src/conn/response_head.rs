@@ -49,6 +49,9 @@ pub(crate) fn take_response_head(
     let Some(len) = ex.resp_scanner.find_end(upin.as_slice()) else {
         return Ok(false);
     };
+    if len > env.cfg.max_response_head_size {
+        return Err(upstream_parse(ParseError::HeadTooLarge));
+    }
     // Parsed into the exchange's own head and encoded into its scratch:
     // both keep their storage from one exchange to the next.
     let mut head = std::mem::take(&mut ex.resp_head);
@@ -59,7 +62,6 @@ pub(crate) fn take_response_head(
         )
         .map_err(upstream_parse)?
         .ok_or_else(|| upstream_parse(ParseError::Malformed("incomplete response head")))?;
-    upin.consume(used);
     ex.resp_scanner.reset();
     if (100..200).contains(&head.status) {
         ex.interim_bytes = ex.interim_bytes.saturating_add(used);
@@ -121,12 +123,19 @@ pub(crate) fn take_response_head(
             };
         }
     }
+    ex.resp_head = head;
+    if ex.resp_head_sent && !ex.dechunk && lend_to_client(side, ex, env, used, &encoded)? {
+        ex.scratch = encoded;
+        return Ok(true);
+    }
+    if let Some(upin) = ex.upin.as_mut() {
+        upin.consume(used);
+    }
     let out = side.out.get_or_insert_with(|| env.body_buffer());
     out.extend_from_slice(&encoded);
     if out.pending() == encoded.len() {
         side.write_at = env.now;
     }
-    ex.resp_head = head;
     ex.scratch = encoded;
     // Bytes after the head are body bytes (or the next head).
     if let Resp::Body(decoder) = &mut ex.resp
@@ -149,4 +158,62 @@ pub(crate) fn take_response_head(
         }
     }
     Ok(true)
+}
+
+/// The final head was just planned and encoded (`encoded`) from the first
+/// `raw` bytes of `ex.upin`: if nothing waits for the client and the head
+/// buffer is a response-start buffer with room in front, the encoded head
+/// takes the raw one's place and the buffer becomes the client's, body
+/// bytes and all, with no copy (issue 22: head and body in one write).
+/// Bytes behind the body's end are dropped (`extra_bytes`). Returns false,
+/// changing nothing, when that cannot be done (the caller copies).
+///
+/// Errors: invalid chunked framing right after the head (upstream side).
+fn lend_to_client(
+    side: &mut ClientSide,
+    ex: &mut Exchange,
+    env: &mut Env<'_>,
+    raw: usize,
+    encoded: &[u8],
+) -> Result<bool> {
+    if side.out.as_ref().is_some_and(|b| !b.is_empty()) {
+        return Ok(false);
+    }
+    let Some(buf) = ex.upin.as_mut().filter(|b| b.is_lent()) else {
+        return Ok(false);
+    };
+    let avail = buf.pending().saturating_sub(raw);
+    if !buf.replace_front(raw, encoded) {
+        return Ok(false);
+    }
+    let scanned = match &mut ex.resp {
+        Resp::Body(decoder) => {
+            let before = decoder.data_bytes();
+            let fresh = buf.as_slice().get(encoded.len()..).unwrap_or(&[]);
+            let r = decoder.scan(fresh);
+            ex.resp_body_bytes += decoder.data_bytes().saturating_sub(before);
+            if decoder.is_done() {
+                ex.resp = Resp::Done;
+            }
+            r
+        }
+        _ => Ok(0),
+    };
+    // Invalid framing: the head still goes out (as on the copying path),
+    // none of the body bytes do, and the error cuts the response.
+    let body = *scanned.as_ref().unwrap_or(&0);
+    if body < avail {
+        buf.unfill(avail - body);
+        ex.extra_bytes = true;
+    }
+    let Some(mut buf) = ex.upin.take() else {
+        return Ok(false);
+    };
+    let (high, low) = env.body_marks();
+    buf.lent_into_body(high, low);
+    if let Some(old) = side.out.replace(buf) {
+        env.bufs.put_buffer(old);
+    }
+    side.write_at = env.now;
+    scanned.map(|_| true).map_err(upstream_parse)
 }

@@ -1,7 +1,9 @@
 //! Unit tests for `crate::buffer`: each watermark at -1, 0, +1 bytes,
 //! crossings counted, clamping, compaction, growth, the free list.
 
-use crate::buffer::{BufferPool, Crossing, HEAD_START, WatermarkBuffer};
+use crate::buffer::{
+    BufferPool, Crossing, HEAD_START, LENT_HEADROOM, RESPONSE_READ, WatermarkBuffer,
+};
 use std::io;
 
 const HIGH: usize = 16;
@@ -478,4 +480,80 @@ fn trim_drops_only_storages_a_whole_period_never_took() {
     assert!(pool.may_trim());
     assert_eq!(pool.trim(), 1);
     assert!(!pool.may_trim());
+}
+
+// ---- response-start buffers (issue 22) ----
+
+#[test]
+fn response_start_buffer_reads_a_head_and_a_16_kib_body_at_once() {
+    let mut pool = BufferPool::new(32 * 1024, 4, Default::default());
+    let mut buf = pool.response_head(64 * 1024);
+    assert!(buf.is_lent());
+    let (n, _) = fill(&mut buf, 0, RESPONSE_READ);
+    assert_eq!(n, RESPONSE_READ);
+    assert_eq!(buf.pending(), RESPONSE_READ);
+}
+
+#[test]
+fn replace_front_puts_a_shorter_or_longer_head_in_place_of_the_raw_one() {
+    let mut pool = BufferPool::new(32 * 1024, 4, Default::default());
+    let mut buf = pool.response_head(64 * 1024);
+    buf.extend_from_slice(b"RAWHEAD|body");
+    // Shorter: the body bytes stay where they were.
+    assert!(buf.replace_front(8, b"HEAD|"));
+    assert_eq!(buf.as_slice(), b"HEAD|body");
+    // Longer, into the headroom.
+    assert!(buf.replace_front(5, b"A MUCH LONGER HEAD|"));
+    assert_eq!(buf.as_slice(), b"A MUCH LONGER HEAD|body");
+    // More than the headroom and the raw head: refused, nothing changes.
+    let huge = vec![b'h'; LENT_HEADROOM + 64];
+    assert!(!buf.replace_front(19, &huge));
+    assert_eq!(buf.as_slice(), b"A MUCH LONGER HEAD|body");
+    // More raw bytes than are pending: refused.
+    assert!(!buf.replace_front(100, b"x"));
+}
+
+#[test]
+fn an_emptied_response_start_buffer_gets_its_headroom_back() {
+    let mut pool = BufferPool::new(32 * 1024, 4, Default::default());
+    let mut buf = pool.response_head(64 * 1024);
+    buf.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+    buf.consume(buf.pending());
+    buf.extend_from_slice(b"raw|");
+    let longer = vec![b'h'; LENT_HEADROOM];
+    assert!(
+        buf.replace_front(4, &longer),
+        "headroom restored when empty"
+    );
+    // A plain buffer has no headroom.
+    let mut plain = WatermarkBuffer::new(vec![0; 64], 64, 8);
+    plain.extend_from_slice(b"raw|");
+    assert!(!plain.replace_front(4, b"longer|"));
+    assert!(plain.replace_front(4, b"ok|"));
+    assert_eq!(plain.as_slice(), b"ok|");
+}
+
+#[test]
+fn a_response_start_buffer_carrying_a_body_pauses_at_its_new_mark_and_is_counted() {
+    let stats = std::sync::Arc::new(crate::stats::Stats::default());
+    let mut pool = BufferPool::new(32 * 1024, 4, stats.clone());
+    let mut buf = pool.response_head(64 * 1024);
+    fill(&mut buf, 0, 20 * 1024);
+    assert_eq!(
+        stats.snapshot().buffered_bytes,
+        0,
+        "a head is not body bytes"
+    );
+    buf.lent_into_body(16 * 1024, 4 * 1024);
+    assert!(buf.is_paused());
+    assert_eq!(buf.room(), 0);
+    let s = stats.snapshot();
+    assert_eq!((s.buffered_bytes, s.read_pauses), (20 * 1024, 1));
+    assert_eq!(buf.consume(16 * 1024), Crossing::Low);
+    assert_eq!(stats.snapshot().read_resumes, 1);
+    pool.put_buffer(buf);
+    assert_eq!(stats.snapshot().buffered_bytes, 0);
+    assert_eq!(pool.free_count(), 1, "the storage went back to its list");
+    assert!(pool.response_head(64 * 1024).is_lent());
+    assert_eq!(pool.free_count(), 0, "and was taken again");
 }

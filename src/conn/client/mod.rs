@@ -320,7 +320,7 @@ impl ClientConn {
             self.state == State::Busy && self.exchange.as_ref().is_none_or(|ex| ex.request_taken());
         if waiting {
             return if self.exchange.is_some() {
-                self.probe_client()
+                self.probe_client(&sh.stats)
             } else {
                 Ok(false)
             };
@@ -360,7 +360,7 @@ impl ClientConn {
     /// ends at once (its upstream is closed), as nginx does with a 499. A
     /// FIN is a half-close: the response is still delivered (HAProxy's
     /// default, no `abortonclose`). Pipelined bytes wait for their turn.
-    fn probe_client(&mut self) -> Result<bool> {
+    fn probe_client(&mut self, stats: &Stats) -> Result<bool> {
         let side = &mut self.side;
         // Only when an event came since the last look: no syscall per round.
         if !std::mem::take(&mut side.io.fresh) {
@@ -368,6 +368,7 @@ impl ClientConn {
         }
         // A reset or error is pending whatever came before it (a FIN, or
         // pipelined bytes that a peek would show first).
+        Stats::add(&stats.socket_peeks, 1);
         match side.stream.take_error() {
             Ok(None) => {}
             Ok(Some(e)) | Err(e) => return Err(ProxyError::downstream(ErrorKind::Io(e.kind()))),
@@ -376,6 +377,7 @@ impl ClientConn {
             return Ok(false);
         }
         let mut byte = [0u8; 1];
+        Stats::add(&stats.socket_peeks, 1);
         match side.stream.peek(&mut byte) {
             Ok(0) => {
                 side.io.readable = false;

@@ -18,6 +18,7 @@ use crate::buffer::WatermarkBuffer;
 use crate::error::Timeout;
 use crate::event_loop::token::ConnId;
 use crate::filter::Peer;
+use crate::stats::Stats;
 
 /// Where one upstream connection stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,20 +132,25 @@ impl UpstreamConn {
     }
 
     /// One read into `buf` (see [`read_into`]); nothing while connecting.
-    pub(crate) fn read(&mut self, buf: &mut WatermarkBuffer, max: usize) -> io::Result<Read1> {
+    pub(crate) fn read(
+        &mut self,
+        buf: &mut WatermarkBuffer,
+        max: usize,
+        stats: &Stats,
+    ) -> io::Result<Read1> {
         if self.is_connecting() {
             return Ok(Read1::Idle);
         }
-        read_into(&mut self.stream, &mut self.io, buf, max)
+        read_into(&mut self.stream, &mut self.io, buf, max, stats)
     }
 
     /// One write of `buf`'s pending bytes (see [`write_from`]); nothing
     /// while connecting.
-    pub(crate) fn write(&mut self, buf: &mut WatermarkBuffer) -> io::Result<usize> {
+    pub(crate) fn write(&mut self, buf: &mut WatermarkBuffer, stats: &Stats) -> io::Result<usize> {
         if self.is_connecting() {
             return Ok(0);
         }
-        write_from(&mut self.stream, &mut self.io, buf)
+        write_from(&mut self.stream, &mut self.io, buf, stats)
     }
 
     /// Shuts the sending side once (a tunnel whose client sent EOF).

@@ -143,7 +143,7 @@ impl Upstreams {
                         Stats::add(&stats.pool_take_unchecked, 1);
                         None
                     }
-                    Some(s) => probe(&s.conn.stream),
+                    Some(s) => probe(&s.conn.stream, stats),
                     None => continue,
                 };
                 if let Some(why) = verdict {
@@ -246,7 +246,7 @@ impl Upstreams {
         if slot.conn.state != UpState::Idle {
             return Some(slot.conn.owner);
         }
-        if let Some(why) = probe(&slot.conn.stream) {
+        if let Some(why) = probe(&slot.conn.stream, stats) {
             let peer = slot.conn.peer;
             if why == Eviction::PeerClosed
                 && let Some(idle) = self.pool.idle_for(id.key(), now)
@@ -311,7 +311,7 @@ impl Upstreams {
         let verdict = if up.io.read_closed {
             Some(Eviction::PeerClosed)
         } else if up.io.readable {
-            probe(&up.stream)
+            probe(&up.stream, stats)
         } else {
             None
         };
@@ -421,8 +421,9 @@ impl Upstreams {
 /// Checks a parked socket without blocking: `None` if it looks usable,
 /// else why not. EOF or an error means the upstream closed it; bytes mean
 /// it sent something outside any exchange.
-fn probe(stream: &TcpStream) -> Option<Eviction> {
+fn probe(stream: &TcpStream, stats: &Stats) -> Option<Eviction> {
     let mut byte = [0u8; 1];
+    Stats::add(&stats.socket_peeks, 1);
     match stream.peek(&mut byte) {
         Ok(0) => Some(Eviction::PeerClosed),
         Ok(_) => Some(Eviction::UnexpectedData),
