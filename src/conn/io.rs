@@ -1,5 +1,6 @@
-//! Socket helpers shared by both sides: readiness flags, interest updates,
-//! and one read or write between a socket and a `WatermarkBuffer`.
+//! Socket helpers under the transport (`transport.rs`): readiness flags,
+//! interest updates, and one read or write between a socket and a
+//! `WatermarkBuffer`.
 //!
 //! mio is edge-triggered: a flag is set by an event and cleared only by
 //! `WouldBlock`, so a source paused by its watermark keeps `readable` and is

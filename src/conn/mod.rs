@@ -25,6 +25,7 @@ pub(crate) mod exchange;
 pub(crate) mod io;
 pub(crate) mod relay;
 pub(crate) mod response_head;
+pub(crate) mod transport;
 pub(crate) mod upstream;
 
 use std::net::SocketAddr;

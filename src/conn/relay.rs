@@ -20,8 +20,9 @@
 //! 4. Rounds repeat until nothing moves, so an edge-triggered readiness is
 //!    never left unused (mio reports an edge once).
 //!
-//! Each pump reads through the same two helpers ([`read_into`],
-//! [`write_from`] in `io`) whether it carries a head or a body; the body
+//! Each pump reads and writes through the connection's transport
+//! (`transport::Transport::read_into`, `write_from`) whether it carries a
+//! head or a body, and never touches a socket itself; the body
 //! decoder only measures bytes (and, for an HTTP/1.0 client, keeps chunk
 //! data only).
 //!
@@ -32,7 +33,7 @@ use std::time::Instant;
 
 use super::client::ClientSide;
 use super::exchange::{Exchange, Resp};
-use super::io::{Read1, read_into, write_before_fin, write_from};
+use super::io::Read1;
 use super::upstream::{Connect, UpstreamConn};
 use crate::buffer::{BufferPool, RESPONSE_READ, WatermarkBuffer};
 use crate::config::Config;
@@ -104,12 +105,10 @@ pub(crate) fn write_client(
     // A full buffer whose client took nothing for a while: the adaptive
     // sizing's stall (buffer.rs), measured from the last write that moved.
     out.sink_waited(env.now.saturating_duration_since(side.write_at));
-    let n = if fin_follows {
-        write_before_fin(&side.stream, &mut side.io, out, env.stats)
-    } else {
-        write_from(&mut side.stream, &mut side.io, out, env.stats)
-    }
-    .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
+    let n = side
+        .stream
+        .write_from(&mut side.io, out, fin_follows, env.stats)
+        .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
     if n == 0 {
         return Ok(false);
     }
@@ -380,7 +379,9 @@ pub(crate) fn read_request(
     let Some(buf) = ex.to_upstream.as_mut() else {
         return Ok(false);
     };
-    let r = read_into(&mut side.stream, &mut side.io, buf, max, env.stats)
+    let r = side
+        .stream
+        .read_into(&mut side.io, buf, max, env.stats)
         .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
     match r {
         Read1::Idle => Ok(false),
@@ -468,7 +469,9 @@ pub(crate) fn feed_request(
 /// Errors: the client's socket failed (downstream I/O).
 pub(crate) fn read_client_head(side: &mut ClientSide, env: &mut Env<'_>) -> Result<Read1> {
     let buf = side.inbuf.get_or_insert_with(|| env.head_buffer());
-    let r = read_into(&mut side.stream, &mut side.io, buf, READ_CHUNK, env.stats)
+    let r = side
+        .stream
+        .read_into(&mut side.io, buf, READ_CHUNK, env.stats)
         .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
     match r {
         Read1::Eof => side.read_eof = true,

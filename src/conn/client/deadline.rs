@@ -11,7 +11,6 @@ use log::debug;
 
 use super::{ClientConn, DRAIN_IDLE_GRACE, LINGER, Shared, State};
 use crate::config::Config;
-use crate::conn::io::unsent_bytes;
 use crate::error::{ErrorKind, ProxyError, Timeout};
 use crate::stats::Stats;
 
@@ -36,7 +35,7 @@ impl ClientConn {
                 // and the kernel drops what of the response it has not sent
                 // (RFC 9112 §9.6): while that shrinks (the client reads),
                 // linger on.
-                let queued = unsent_bytes(&self.side.stream);
+                let queued = self.side.stream.unsent();
                 if queued > 0 && queued < self.linger_queued {
                     self.linger_queued = queued;
                     self.set_state(State::Closing {

@@ -33,7 +33,6 @@ mod request;
 
 pub(crate) use park::Client;
 
-use std::io::Read;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -42,8 +41,9 @@ use mio::net::TcpStream;
 
 use super::access::Termination;
 use super::exchange::Exchange;
-use super::io::{Io, Read1, interest};
+use super::io::{Io, Read1};
 use super::relay;
+use super::transport::{Peeked, Transport};
 use super::{KeepAlive, Shared};
 use crate::buffer::WatermarkBuffer;
 use crate::error::{ErrorKind, ProxyError};
@@ -84,8 +84,8 @@ enum State {
 /// The client's socket and the bytes in flight on it: what the relay's
 /// pumps move bytes through.
 pub(crate) struct ClientSide {
-    /// The socket (non-blocking).
-    pub stream: TcpStream,
+    /// The connection's transport (a non-blocking socket).
+    pub stream: Transport,
     /// Readiness and registered interest.
     pub io: Io,
     /// The client's address.
@@ -167,7 +167,7 @@ impl ClientConn {
         let mut c = ClientConn {
             id,
             side: ClientSide {
-                stream,
+                stream: Transport::plain(stream),
                 io,
                 addr,
                 inbuf: None,
@@ -190,11 +190,12 @@ impl ClientConn {
             linger_queued: usize::MAX,
             pipelined: false,
         };
-        c.side.io.set_interest(
-            &mut c.side.stream,
+        c.side.stream.set_interest(
+            &mut c.side.io,
             &sh.registry,
             id.token(Kind::Client),
-            interest(true, false),
+            true,
+            false,
         )?;
         c.set_idle(true, &sh.stats);
         Ok(c)
@@ -368,42 +369,36 @@ impl ClientConn {
         }
         // A reset or error is pending whatever came before it (a FIN, or
         // pipelined bytes that a peek would show first).
-        Stats::add(&stats.socket_peeks, 1);
-        match side.stream.take_error() {
-            Ok(None) => {}
-            Ok(Some(e)) | Err(e) => return Err(ProxyError::downstream(ErrorKind::Io(e.kind()))),
+        if let Some(e) = side.stream.pending_error(stats) {
+            return Err(ProxyError::downstream(ErrorKind::Io(e.kind())));
         }
         if self.pipelined || side.read_eof {
             return Ok(false);
         }
-        let mut byte = [0u8; 1];
-        Stats::add(&stats.socket_peeks, 1);
-        match side.stream.peek(&mut byte) {
-            Ok(0) => {
+        match side.stream.peek(stats) {
+            Peeked::Eof => {
                 side.io.readable = false;
                 side.read_eof = true;
                 Ok(true)
             }
-            Ok(_) => {
+            Peeked::Data => {
                 // The next request is there: `readable` stays set so it is
                 // read once this exchange ends; no more peeks until then.
                 self.pipelined = true;
                 Ok(false)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            Peeked::Quiet => {
                 side.io.readable = false;
                 Ok(false)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(false),
-            Err(e) => Err(ProxyError::downstream(ErrorKind::Io(e.kind()))),
+            Peeked::Failed(kind) => Err(ProxyError::downstream(ErrorKind::Io(kind))),
         }
     }
 
     /// Reads and drops client bytes while closing (lingering close).
     fn discard_client(&mut self) -> Result<bool> {
         let side = &mut self.side;
-        let mut scratch = [0u8; 4096];
-        match side.stream.read(&mut scratch) {
+        match side.stream.discard() {
             Ok(0) => {
                 side.read_eof = true;
                 Ok(true)
@@ -466,11 +461,12 @@ impl ClientConn {
             State::Closing { .. } => !side.read_eof,
             State::Closed => false,
         };
-        side.io.set_interest(
-            &mut side.stream,
+        side.stream.set_interest(
+            &mut side.io,
             &sh.registry,
             self.id.token(Kind::Client),
-            interest(want_read, want_write),
+            want_read,
+            want_write,
         )?;
         let Some(ex) = self.exchange.as_deref() else {
             return Ok(());

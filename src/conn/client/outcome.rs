@@ -5,8 +5,6 @@
 //!
 //! What it must not know: how bytes move (the relay), head syntax.
 
-use std::net::Shutdown;
-
 use std::time::Instant;
 
 use super::{ClientConn, LINGER, OwnReply, Result, State, choose};
@@ -187,13 +185,13 @@ impl ClientConn {
                 // the FIN sends them before the close can turn into a
                 // reset (bytes the client sent since would make it one,
                 // and a reset drops what is still held).
-                let _ = self.side.stream.shutdown(Shutdown::Write);
+                self.side.stream.shutdown_write();
             }
             self.set_state(State::Closed);
             return true;
         }
         if linger_until.is_none() {
-            let _ = self.side.stream.shutdown(Shutdown::Write);
+            self.side.stream.shutdown_write();
             self.set_state(State::Closing {
                 linger_until: Some(sh.now + LINGER),
             });

@@ -21,7 +21,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use mio::net::TcpStream;
+use crate::conn::transport::Transport;
 
 use super::deadline::wait_deadline;
 use super::{ClientConn, ClientSide, State};
@@ -37,7 +37,7 @@ use crate::stats::Stats;
 /// starting value (no buffers, no exchange, a fresh head scanner).
 pub(crate) struct Parked {
     id: ConnId,
-    stream: TcpStream,
+    stream: Transport,
     io: Io,
     addr: SocketAddr,
     /// Since when it waits: accepted at, or its last response went out.

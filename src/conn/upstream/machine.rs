@@ -6,14 +6,13 @@
 //! What it must not know: HTTP, the pool's rules.
 
 use std::io;
-use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
 use log::{debug, trace};
-use mio::net::TcpStream;
 use mio::{Registry, Token};
 
-use super::super::io::{Io, Read1, interest, read_into, write_from};
+use super::super::io::{Io, Read1};
+use super::super::transport::Transport;
 use crate::buffer::WatermarkBuffer;
 use crate::error::Timeout;
 use crate::event_loop::token::ConnId;
@@ -41,7 +40,7 @@ pub(crate) enum UpState {
 /// One upstream TCP connection.
 #[derive(Debug)]
 pub(crate) struct UpstreamConn {
-    pub(super) stream: TcpStream,
+    pub(super) stream: Transport,
     pub(super) token: Token,
     pub(super) peer: Peer,
     /// Readiness and registered interest.
@@ -110,7 +109,7 @@ impl UpstreamConn {
         if !self.io.writable {
             return Ok(Connect::Pending);
         }
-        if let Ok(Some(e)) | Err(e) = self.stream.take_error() {
+        if let Some(e) = self.stream.connect_error() {
             return Err(e);
         }
         match self.stream.peer_addr() {
@@ -141,7 +140,7 @@ impl UpstreamConn {
         if self.is_connecting() {
             return Ok(Read1::Idle);
         }
-        read_into(&mut self.stream, &mut self.io, buf, max, stats)
+        self.stream.read_into(&mut self.io, buf, max, stats)
     }
 
     /// One write of `buf`'s pending bytes (see [`write_from`]); nothing
@@ -150,7 +149,7 @@ impl UpstreamConn {
         if self.is_connecting() {
             return Ok(0);
         }
-        write_from(&mut self.stream, &mut self.io, buf, stats)
+        self.stream.write_from(&mut self.io, buf, false, stats)
     }
 
     /// Shuts the sending side once (a tunnel whose client sent EOF).
@@ -160,7 +159,7 @@ impl UpstreamConn {
             return false;
         }
         self.write_shut = true;
-        let _ = self.stream.shutdown(Shutdown::Write);
+        self.stream.shutdown_write();
         true
     }
 
@@ -172,13 +171,13 @@ impl UpstreamConn {
         read: bool,
         write: bool,
     ) -> io::Result<()> {
-        let want = if self.is_connecting() {
-            interest(true, true)
+        let (read, write) = if self.is_connecting() {
+            (true, true)
         } else {
-            interest(read, write)
+            (read, write)
         };
-        self.io
-            .set_interest(&mut self.stream, registry, self.token, want)
+        self.stream
+            .set_interest(&mut self.io, registry, self.token, read, write)
     }
 }
 

@@ -32,6 +32,7 @@ use slab::Slab;
 mod machine;
 
 use super::io::Io;
+use super::transport::{Peeked, Transport};
 use crate::event_loop::token::{ConnId, Generations, Kind};
 use crate::filter::Peer;
 use crate::idle_limit::QUICK_CLOSE;
@@ -208,7 +209,7 @@ impl Upstreams {
         let entry = self.slab.vacant_entry();
         let key = entry.key();
         let mut conn = UpstreamConn {
-            stream,
+            stream: Transport::plain(stream),
             token: ConnId::new(key, generation).token(Kind::Upstream),
             peer,
             io: Io::default(),
@@ -418,17 +419,13 @@ impl Upstreams {
     }
 }
 
-/// Checks a parked socket without blocking: `None` if it looks usable,
-/// else why not. EOF or an error means the upstream closed it; bytes mean
-/// it sent something outside any exchange.
-fn probe(stream: &TcpStream, stats: &Stats) -> Option<Eviction> {
-    let mut byte = [0u8; 1];
-    Stats::add(&stats.socket_peeks, 1);
-    match stream.peek(&mut byte) {
-        Ok(0) => Some(Eviction::PeerClosed),
-        Ok(_) => Some(Eviction::UnexpectedData),
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => None,
-        Err(_) => Some(Eviction::PeerClosed),
+/// Checks a parked connection without blocking: `None` if it looks
+/// usable, else why not. EOF or an error means the upstream closed it;
+/// bytes mean it sent something outside any exchange.
+fn probe(stream: &Transport, stats: &Stats) -> Option<Eviction> {
+    match stream.peek(stats) {
+        Peeked::Quiet => None,
+        Peeked::Data => Some(Eviction::UnexpectedData),
+        Peeked::Eof | Peeked::Failed(_) => Some(Eviction::PeerClosed),
     }
 }
