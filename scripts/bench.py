@@ -4,11 +4,12 @@ HAProxy, and a direct connection to the upstream (the limit); and, with
 --sluice-old, against another sluice binary (an older build).
 
 Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S3] [--peers sluice,nginx]
-                        [--sluice-old PATH] [--reps N] [--json FILE]
-                        [--upstream nginx|python]
+                        [--sluice-old PATH] [--reps N] [--s1-reps N] [--duration SECS]
+                        [--json FILE] [--upstream nginx|python]
                         [--sluice-args '--high-watermark 262144 ...']
-                        [--keep-tmp] [--no-build] [--no-install]
-                        [--no-s1-extras] [--strace-secs N]
+                        [--keep-tmp] [--no-build] [--no-install] [--no-s1-extras]
+                        [--syscalls perf|strace|off] [--syscalls-only] [--all-syscalls]
+                        [--syscall-secs N] [--syscall-conns 64[,512]]
 Exit status 1 when any run had a problem (errors, non-2xx, a crash): the
 report ends with each one's exact command and output.
 
@@ -20,8 +21,16 @@ its PID afterwards. Inside each repetition the peers alternate (A B C, A B C,
 the report (markdown) to stdout.
 
 Scenarios:
-  S1  keep-alive small GET, 64 and 512 client connections (wrk --latency)
-  S2  a new client connection per request (wrk -H 'Connection: close')
+  S1  keep-alive GET of a static file, one run per body size -- S1-200
+      (200 bytes), S1-1k (1,024) and S1-16k (16,384); "S1" is all three --
+      each at 64 and 512 client connections (wrk -t1 --latency). The nginx
+      upstream serves the files as a plain static server, with its usual
+      response head (Server, Date, Content-Type, Content-Length,
+      Last-Modified, Connection, ETag, Accept-Ranges; about 240 bytes).
+      Rows: req/s, p50, p99, proxy CPU µs/request in total and split into
+      user and system, CPU % of its core, upstream reuse, CPU 0 busy %.
+      7 repetitions by default (--s1-reps).
+  S2  a new client connection per request (wrk -H 'Connection: close', /small, 256 bytes)
   S3  100 MiB download (curl)
   S4  100 MiB upload (curl -T; the upstream is scripts/bench/upstream.py)
   S5  200 slow readers (curl --limit-rate 100k) for 10 s: peak RSS growth
@@ -37,32 +46,76 @@ Scenarios:
       allocator put the burst's buffers, not with what an idle connection
       holds.
 
+CPU: total = the proxy's processes' on-CPU time from
+/proc/PID/task/*/schedstat (ns); user and system = utime and stime of
+/proc/PID/stat (clock ticks, 1/100 s: over a 5 s run at full load about
+1% resolution), summed over the proxy's processes; all per wrk request.
+
 With S1, two more measurements (both skipped by --no-s1-extras):
-  S1 with the access log on: an extra S1 64-connection run for each sluice
-      peer, logging every request (sluice: --access-log FILE in the temp dir,
-      text format; a sluice without that flag, e.g. an older build: RUST_LOG=info,
-      its access lines on stderr, to a file). In every other run each sluice
-      peer logs nothing (--access-log off, or RUST_LOG=warn for an old build),
-      like nginx and HAProxy (access_log off / no log): like with like.
-  Syscalls per request: after the timed runs, one separate short run per
-      proxy peer (and for sluice with the access log on) with
-      `strace -c -f -p PID...` attached to the proxy's processes during a
-      `wrk -c64` run of --strace-secs; the calls in strace's summary divided by
-      wrk's request count: the total and each call. strace never runs during
-      a timed run (it slows the traced proxy many times over).
+  S1 with the access log on: an extra 64-connection run (1 KiB body) for
+      each sluice peer, logging every request (sluice: --access-log FILE in
+      the temp dir, text format; a sluice without that flag, e.g. an older
+      build: RUST_LOG=info, its access lines on stderr, to a file). In every
+      other run each sluice peer logs nothing (--access-log off, or
+      RUST_LOG=warn for an old build), like nginx and HAProxy (access_log
+      off / no log): like with like.
+  Syscalls per request, by call: after the timed runs, one separate short
+      run per body size and proxy peer (and for sluice with the access log
+      on), after the usual warm-up, with a counter attached to every process
+      of the proxy during one `wrk -t1 -c64` run of --syscall-secs (3 s);
+      the counts divided by wrk's request count, in total and per call name
+      (sendto, recvfrom, writev, sendmsg, recvmsg, readv, read, write,
+      epoll_wait, epoll_ctl, getsockopt, and any other counted call made
+      >= 0.05 times a request; "other" = the rest).
+      The counter (--syscalls): perf (default) = `perf stat -e
+      raw_syscalls:sys_enter,syscalls:sys_enter_sendto,... -p PID,PID...`,
+      kernel tracepoints that count without stopping the process (apt
+      package linux-perf; as root the script mounts tracefs on
+      /sys/kernel/tracing when it is missing, and without working
+      tracepoints it says why and leaves the rows out); --all-syscalls counts
+      every syscall's tracepoint (slower to set up: perf takes ~15 s to open
+      and close ~360 events). strace = `strace -c -f -p`, which slows the
+      traced proxy many times over. Either way never during a timed run:
+      while a syscall tracepoint is enabled the kernel sends every syscall
+      of every process on the machine through its traced entry path (a small
+      cost per call, so more for a peer that makes more calls), so the CPU
+      and latency rows come from runs with no counter attached.
+  --syscalls-only: only those syscall runs (no timed runs, no S2-S6): the
+      per-call table for the given binaries in well under a minute with
+      --quick (scripts/syscalls.sh is a shortcut).
+
+S1 paired ratios: for each S1 row (body size x connections) the best peer is
+the one of nginx, nginx-nobuf, nginx-deferred (when run) and HAProxy with
+the lowest median CPU µs/request; the report gives sluice ÷ that peer
+within each repetition for CPU, user CPU, system CPU and p99: the median of
+the per-repetition ratios and their min-max; and sluice ÷ sluice-old
+likewise with --sluice-old. Then issue 22's targets, each met / not met
+from this run: syscalls per S1 request <= 4.1 for every body size (sluice,
+64 conns); for S1 1 KiB and 16 KiB at 64 and 512 connections, the median
+paired ratio of CPU <= 0.9, of user CPU <= 0.8, of p99 <= 1.
 
 Old vs new: `--sluice-old PATH` (or SLUICE_OLD=PATH) adds the peer
 "sluice-old", run exactly like "sluice" (same flags, pinning, RUST_LOG and
-logging), and the report gains a new/old table: CPU µs/request (S1), MiB/s
-and CPU ms/MiB (S3), RSS growth per slow reader (S5) and the other sluice
-rows, each as sluice/sluice-old. For a quick comparison:
+logging), and the report gains a new/old table: CPU and user CPU µs/request
+and syscalls per request (S1, every body size), MiB/s and CPU ms/MiB (S3),
+RSS growth per slow reader (S5) and the other sluice rows, each as
+sluice/sluice-old. For a quick comparison:
   scripts/bench.sh --quick --sluice-old PATH --scenarios S1,S3,S5 --peers sluice,sluice-old
+The final S1 measurement (7 repetitions, about 35 minutes on 2 cores):
+  scripts/bench.sh --no-build --sluice-old OLD --peers sluice,sluice-old,nginx,nginx-nobuf,haproxy \
+      --scenarios S1 --json FILE
 
-Python 3 stdlib and scripts/sluicebench/. Needs wrk (S1, S2), strace (the
-syscall rows of S1) and curl (S3-S5); nginx and haproxy are peers (and nginx is the upstream) when
-present. As root on Debian, what the chosen peers and scenarios need is
-installed with apt-get (nginx also when --upstream nginx); otherwise the
-peer or scenario is skipped with a printed reason.
+--json FILE holds every run's raw numbers (S1: cpu_us_req, usr_us_req,
+sys_us_req, p99, ...; syscall runs: sc_total, sc_NAME, sc_other,
+syscall_requests), the S1 body sizes, the syscall counter and its events,
+the paired ratios (each repetition's value too) and the targets.
+
+Python 3 stdlib and scripts/sluicebench/. Needs wrk (S1, S2), perf (the
+syscall rows; strace with --syscalls strace) and curl (S3-S5); nginx and
+haproxy are peers (and nginx is the upstream) when present. As root on
+Debian, what the chosen peers and scenarios need is installed with apt-get
+(nginx also when --upstream nginx); otherwise the peer or scenario is
+skipped with a printed reason.
 """
 
 import argparse
@@ -82,10 +135,10 @@ import sys
 import tempfile
 import time
 
-from sluicebench import haproxy
+from sluicebench import haproxy, perfsys
 from sluicebench.net import free_port, http_get, read_response, still_open
-from sluicebench.procfs import (CPU_SOURCE, busy_pct, cpu_busy_ticks, cpu_model, cpu_seconds, rss_kib,
-                                settled, tracer_pid)
+from sluicebench.procfs import (CPU_SOURCE, TICK, busy_pct, cpu_busy_ticks, cpu_model, cpu_seconds, cpu_user_sys,
+                                rss_kib, settled, tracer_pid)
 from sluicebench.procs import Proc, run_cmd, wait_for
 from sluicebench.stats import median, ratio, spread
 from sluicebench.templates import BENCH_DIR, fill
@@ -98,7 +151,18 @@ PEERS = ["sluice", "sluice-old", "nginx", "nginx-nobuf", "nginx-deferred", "hapr
 OPT_IN = ("sluice-old", "nginx-deferred")
 SLUICES = ("sluice", "sluice-old")  # peers that are sluice binaries
 SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6"]
-SMALL_SIZE = 256  # bytes of the S1/S2 response body
+SMALL_SIZE = 256  # bytes of the S2 response body (/small)
+# S1's body sizes: (tag, bytes); static files www/files/s1-TAG.bin that the
+# upstream serves with its usual response head. Scenario S1 runs all of them,
+# S1-TAG one (e.g. --scenarios S1-1k,S1-16k).
+S1_SIZES = [("200", 200), ("1k", 1024), ("16k", 16384)]
+S1_LABEL = {"200": "200 B", "1k": "1 KiB", "16k": "16 KiB"}
+S1_BYTES = dict(S1_SIZES)
+S1_CONNS = (64, 512)
+S1_LOG_SIZE = "1k"  # the body size of the access-log-on row (the first size run if 1k is not)
+SYSCALL_TARGET = 4.1  # issue 22: syscalls per S1 request, every body size
+TARGET_SIZES = ("1k", "16k")  # issue 22: the S1 sizes with CPU / user CPU / p99 targets
+CPU_TARGET, USER_TARGET, P99_TARGET = 0.9, 0.8, 1.0  # sluice ÷ best peer
 BIG_SIZE = 100 * MIB  # S3 download and S4 upload
 SLOW_SIZE = 16 * MIB  # S5 file (a reader gets ~1 MiB in 10 s at 100 KB/s)
 PROXY_CPU = 1
@@ -192,8 +256,8 @@ def needed_tools(args, peers, scenarios):
     tools = ["taskset"]
     if {"S1", "S2"} & set(scenarios):
         tools.append("wrk")
-    if "S1" in scenarios and not args.no_s1_extras:
-        tools.append("strace")
+    if "S1" in scenarios and not args.no_s1_extras and args.syscalls != "off":
+        tools.append("perf" if args.syscalls == "perf" else "strace")
     if {"S3", "S4", "S5"} & set(scenarios):
         tools.append("curl")
     if {"nginx", "nginx-nobuf", "nginx-deferred"} & set(peers) or args.upstream == "nginx":
@@ -207,7 +271,7 @@ def ensure_tools(args, tools):
     """Installs what of TOOLS is missing where it can; returns {tool: reason}
     for what is still missing (its peer or scenario is then skipped)."""
     packages = {"wrk": ["wrk"], "curl": ["curl"], "nginx": ["nginx-light"], "haproxy": ["haproxy"],
-                "taskset": ["util-linux"], "strace": ["strace"]}
+                "taskset": ["util-linux"], "strace": ["strace"], "perf": ["linux-perf"]}
     missing = [t for t in packages if t in tools and not find_tool(t)]
     if not missing:
         return {}
@@ -449,9 +513,9 @@ def parse_wrk(out):
     return r
 
 
-def run_wrk(where, port, conns, dur, extra=()):
+def run_wrk(where, port, conns, dur, extra=(), path="/small"):
     cmd = pinned(LOAD_CPU, ["wrk", "-t1", "-c%d" % conns, "-d%ds" % dur, "--latency"] + list(extra)
-                 + ["http://127.0.0.1:%d/small" % port])
+                 + ["http://127.0.0.1:%d%s" % (port, path)])
     rc, out = run_cmd(cmd, dur + 30)
     r = parse_wrk(out)
     if rc != 0 or r["requests"] == 0 or r["non2xx"] or r["p99"] is None:
@@ -469,26 +533,41 @@ class Ctx:
     pass
 
 
-def warm_up(ctx, peer, where, conns, extra=()):
+def warm_up(ctx, peer, where, conns, extra=(), path="/small"):
     """An unmeasured wrk run of ctx.warmup seconds first, so that every peer
     is measured in its steady state (upstream connections open, buffers
     and pools at their working size), not in its first second."""
     if ctx.warmup:
-        run_wrk(where + " (warm-up)", peer.port, conns, ctx.warmup, extra)
+        run_wrk(where + " (warm-up)", peer.port, conns, ctx.warmup, extra, path)
 
 
-def s1(ctx, peer, where, conns):
-    warm_up(ctx, peer, where, conns)
+def s1_path(tag):
+    return "/files/s1-%s.bin" % tag
+
+
+def s1(ctx, peer, where, conns, tag):
+    """One timed S1 run: wrk -t1 -cCONNS on the static file of body size
+    TAG. CPU per request in total (schedstat, ns) and split into user and
+    system (utime and stime of /proc/PID/stat, clock ticks), summed over
+    the proxy's processes."""
+    path = s1_path(tag)
+    warm_up(ctx, peer, where, conns, path=path)
     mark = ctx.up.mark()
+    pids = peer.pids()
     c0, t0, b0 = peer.cpu(), time.time(), cpu_busy_ticks(LOAD_CPU)
-    r = run_wrk(where, peer.port, conns, ctx.dur)
+    us0 = cpu_user_sys(pids)
+    r = run_wrk(where, peer.port, conns, ctx.dur, path=path)
     wall = time.time() - t0
     cpu = peer.cpu() - c0
+    us1 = cpu_user_sys(pids)
     load_busy = busy_pct(b0, cpu_busy_ticks(LOAD_CPU))
     reqs, upconns = ctx.up.count_since(mark)
-    res = {"rps": r["rps"], "p50": r["p50"], "p99": r["p99"]}
-    if peer.proc:
-        res["cpu_us_req"] = cpu * 1e6 / r["requests"] if r["requests"] else None
+    res = {"rps": r["rps"], "p50": r["p50"], "p99": r["p99"], "requests": r["requests"], "body": S1_BYTES[tag],
+           "conns": conns}
+    if peer.proc and r["requests"]:
+        res["cpu_us_req"] = cpu * 1e6 / r["requests"]
+        res["usr_us_req"] = (us1[0] - us0[0]) * 1e6 / r["requests"]
+        res["sys_us_req"] = (us1[1] - us0[1]) * 1e6 / r["requests"]
         res["cpu_pct"] = 100.0 * cpu / wall
     res["reuse"] = reqs / upconns if upconns else None
     res["load_busy"] = load_busy
@@ -511,20 +590,28 @@ def parse_strace_c(text):
     return calls
 
 
-def s1_syscalls(ctx, peer, where):
-    """Syscalls per request: `strace -c -f -p` on every process of the proxy
-    during one `wrk -c64` run of ctx.strace_secs (never a timed run);
-    {"sc_total": calls/request, "sc_NAME": calls of NAME/request}."""
+def s1_syscalls(ctx, peer, where, conns, tag):
+    """Syscalls per request in a separate (untimed) S1 run: after the usual
+    warm-up, a counter attached to every process of the proxy during one
+    `wrk -cCONNS` run of ctx.syscall_secs on body size TAG; {"sc_total":
+    calls/request, "sc_NAME": calls of NAME/request}. The counter is perf's
+    syscall tracepoints (--syscalls perf, the default), or strace -c."""
     pids = peer.pids()
     if not pids:
         return {}
+    # at least 1 s of warm-up, --quick too: the counts are of the steady state
+    # (upstream connections open), not of the first connects
+    run_wrk(where + " (warm-up)", peer.port, conns, max(1, ctx.warmup), path=s1_path(tag))
+    pids = peer.pids()
+    if ctx.syscalls == "perf":
+        return s1_syscalls_perf(ctx, peer, where, conns, tag, pids)
     out = os.path.join(ctx.tmp, "strace-%s.txt" % re.sub(r"\W+", "-", where))
     argv = pinned(PROXY_CPU, [tool_path("strace"), "-c", "-f", "-o", out] + sum((["-p", str(p)] for p in pids), []))
     st = Proc("strace", argv, out + ".log")
     try:
         if not wait_for(lambda: all(tracer_pid(p) == st.pid for p in pids) or not st.alive(), 10.0) or not st.alive():
             raise RuntimeError("strace did not attach to %s within 10 s:\n%s" % (pids, st.log_tail()))
-        r = run_wrk(where, peer.port, 64, ctx.strace_secs)
+        r = run_wrk(where, peer.port, conns, ctx.syscall_secs, path=s1_path(tag))
     finally:
         st.stop()  # SIGTERM: strace detaches and writes its summary
     try:
@@ -534,9 +621,43 @@ def s1_syscalls(ctx, peer, where):
         calls = {}
     if not calls or not r["requests"]:
         raise RuntimeError("no strace summary or no requests (%d):\n%s" % (r["requests"], st.log_tail()))
-    res = {"sc_total": sum(calls.values()) / r["requests"], "strace_requests": r["requests"]}
+    res = {"sc_total": sum(calls.values()) / r["requests"], "syscall_requests": r["requests"], "syscall_tool": "strace"}
     for name, n in calls.items():
         res["sc_" + name] = n / r["requests"]
+    return res
+
+
+def s1_syscalls_perf(ctx, peer, where, conns, tag, pids):
+    """s1_syscalls with `perf stat -e raw_syscalls:sys_enter,syscalls:sys_enter_NAME,...
+    -p PID,...`: counted in the kernel while the proxy runs at full speed;
+    sc_other = all syscalls less the ones counted by name."""
+    out = os.path.join(ctx.tmp, "perf-%s.txt" % re.sub(r"\W+", "-", where))
+    c = perfsys.Counter(tool_path("perf"), ctx.perf_events, pids, out, limit_s=ctx.syscall_secs + 60,
+                        argv_prefix=pinned(LOAD_CPU, []))
+    before = perfsys.tids(pids)
+    try:
+        if not c.wait_attached():
+            raise RuntimeError("perf stat did not attach to %s in time: %s\n%s"
+                               % (pids, shlex.join(c.argv), c.log_tail()))
+        r = run_wrk(where, peer.port, conns, ctx.syscall_secs, path=s1_path(tag))
+        late = perfsys.tids(pids) - before
+    finally:
+        calls = c.stop()
+    if late:
+        problem(where, shlex.join(c.argv), "%d thread(s) of the proxy started after perf attached; their "
+                "syscalls are not counted: %s" % (len(late), sorted(late)))
+    if "total" not in calls or not r["requests"]:
+        raise RuntimeError("no perf counts or no requests (%d): %s\n%s" % (r["requests"], shlex.join(c.argv),
+                                                                              c.log_tail()))
+    n = r["requests"]
+    res = {"sc_total": calls["total"] / n, "syscall_requests": n, "syscall_tool": "perf"}
+    named = 0
+    for name, v in calls.items():
+        if name != "total":
+            res["sc_" + name] = v / n
+            named += v
+    # each tracepoint counts from its own enable; a negative rest is that skew
+    res["sc_other"] = max(0, calls["total"] - named) / n
     return res
 
 
@@ -704,21 +825,32 @@ def s6(ctx, peer, where):
 # --------------------------------------------------------------------------
 # the table
 
-ROWS = [  # (scenario, run key, metric key, label, better, format)
-    ("S1", "S1c64", "rps", "S1 keep-alive GET, 64 conns: req/s", "higher", "%.0f"),
-    ("S1", "S1c64", "p50", "S1 64 conns: latency p50 ms", "lower", "%.2f"),
-    ("S1", "S1c64", "p99", "S1 64 conns: latency p99 ms", "lower", "%.2f"),
-    ("S1", "S1c64", "cpu_us_req", "S1 64 conns: proxy CPU µs/req", "lower", "%.1f"),
-    ("S1", "S1c64", "cpu_pct", "S1 64 conns: proxy CPU % of its core", "", "%.0f"),
-    ("S1", "S1c64", "reuse", "S1 64 conns: upstream reuse (req/upstream conn)", "higher", "%.0f"),
-    ("S1", "S1c64", "load_busy", "S1 64 conns: CPU 0 (wrk + upstream) busy %", "", "%.0f"),
-    ("S1", "S1c512", "rps", "S1 keep-alive GET, 512 conns: req/s", "higher", "%.0f"),
-    ("S1", "S1c512", "p50", "S1 512 conns: latency p50 ms", "lower", "%.2f"),
-    ("S1", "S1c512", "p99", "S1 512 conns: latency p99 ms", "lower", "%.2f"),
-    ("S1", "S1c512", "cpu_us_req", "S1 512 conns: proxy CPU µs/req", "lower", "%.1f"),
-    ("S1", "S1c512", "cpu_pct", "S1 512 conns: proxy CPU % of its core", "", "%.0f"),
-    ("S1", "S1c512", "reuse", "S1 512 conns: upstream reuse (req/upstream conn)", "higher", "%.0f"),
-    ("S1", "S1c512", "load_busy", "S1 512 conns: CPU 0 (wrk + upstream) busy %", "", "%.0f"),
+def s1_key(tag, conns, kind=""):
+    """Run key of S1 body size TAG at CONNS connections: "S1-1k/c64";
+    KIND "log" (access log on), "sys" (syscalls), "logsys"."""
+    return "S1-%s/c%d%s" % (tag, conns, kind)
+
+
+def s1_rows(tag):
+    """The table rows of S1 body size TAG, 64 then 512 connections."""
+    rows = []
+    for conns in S1_CONNS:
+        k, w = s1_key(tag, conns), "S1 %s, %d conns" % (S1_LABEL[tag], conns)
+        rows += [
+            ("S1", k, "rps", "%s: req/s" % w, "higher", "%.0f"),
+            ("S1", k, "p50", "%s: latency p50 ms" % w, "lower", "%.2f"),
+            ("S1", k, "p99", "%s: latency p99 ms" % w, "lower", "%.2f"),
+            ("S1", k, "cpu_us_req", "%s: proxy CPU µs/req" % w, "lower", "%.2f"),
+            ("S1", k, "usr_us_req", "%s: proxy user CPU µs/req" % w, "lower", "%.2f"),
+            ("S1", k, "sys_us_req", "%s: proxy system CPU µs/req" % w, "lower", "%.2f"),
+            ("S1", k, "cpu_pct", "%s: proxy CPU %% of its core" % w, "", "%.0f"),
+            ("S1", k, "reuse", "%s: upstream reuse (req/upstream conn)" % w, "higher", "%.0f"),
+            ("S1", k, "load_busy", "%s: CPU 0 (wrk + upstream) busy %%" % w, "", "%.0f"),
+        ]
+    return rows
+
+
+ROWS = [  # (scenario, run key, metric key, label, better, format); S1's come from s1_rows()
     ("S2", "S2", "rps", "S2 new connection per request: req/s", "higher", "%.0f"),
     ("S2", "S2", "cpu_us_req", "S2: proxy CPU µs/req", "lower", "%.1f"),
     ("S3", "S3", "mibs", "S3 100 MiB download: MiB/s", "higher", "%.0f"),
@@ -733,63 +865,95 @@ ROWS = [  # (scenario, run key, metric key, label, better, format)
 
 # S1 with sluice's access log on (sluice peers only), and each sluice peer's
 # on/off ratio within a repetition (median over repetitions)
-LOG_ROWS = [
-    ("S1", "S1c64log", "rps", "S1 64 conns, sluice access log on: req/s", "higher", "%.0f"),
-    ("S1", "S1c64log", "p99", "S1 64 conns, sluice access log on: latency p99 ms", "lower", "%.2f"),
-    ("S1", "S1c64log", "cpu_us_req", "S1 64 conns, sluice access log on: proxy CPU µs/req", "lower", "%.1f"),
-    ("S1", "S1c64log", "cpu_on_off", "S1 64 conns: sluice CPU/req, access log on ÷ off", "", "%.3f"),
-    ("S1", "S1c64log", "p99_on_off", "S1 64 conns: sluice p99, access log on ÷ off", "", "%.3f"),
-]
+def log_rows(tag):
+    k, w = s1_key(tag, 64, "log"), "S1 %s, 64 conns" % S1_LABEL[tag]
+    return [
+        ("S1", k, "rps", "%s, sluice access log on: req/s" % w, "higher", "%.0f"),
+        ("S1", k, "p99", "%s, sluice access log on: latency p99 ms" % w, "lower", "%.2f"),
+        ("S1", k, "cpu_us_req", "%s, sluice access log on: proxy CPU µs/req" % w, "lower", "%.2f"),
+        ("S1", k, "cpu_on_off", "%s: sluice CPU/req, access log on ÷ off" % w, "", "%.3f"),
+        ("S1", k, "p99_on_off", "%s: sluice p99, access log on ÷ off" % w, "", "%.3f"),
+    ]
+
+
 BEST_OF = ("nginx", "nginx-nobuf", "nginx-deferred", "haproxy")  # the peers "best peer" is chosen from
-SYSCALLS_SHOWN = ("recvfrom", "sendto", "readv", "writev", "read", "write", "epoll_wait")  # rows even when rare
+# the syscall table's columns even when 0 (then the others made >= 0.05 times per request)
+SYSCALLS_SHOWN = ("recvfrom", "sendto", "readv", "writev", "recvmsg", "sendmsg", "read", "write", "epoll_wait",
+                  "epoll_ctl", "getsockopt")
 
 
-def on_off_ratios(results, peers):
-    """Adds cpu_on_off and p99_on_off to each S1c64log result: the ratio to
-    the S1c64 (access log off) run of the same peer and repetition."""
+def on_off_ratios(results, peers, tag):
+    """Adds cpu_on_off and p99_on_off to each access-log-on result: the
+    ratio to the access-log-off run of the same peer, size and repetition."""
     for name in peers:
-        for on, off in zip(results.get(("S1c64log", name), []), results.get(("S1c64", name), [])):
+        for on, off in zip(results.get((s1_key(tag, 64, "log"), name), []),
+                           results.get((s1_key(tag, 64), name), [])):
             on["cpu_on_off"] = ratio(on.get("cpu_us_req"), off.get("cpu_us_req"))
             on["p99_on_off"] = ratio(on.get("p99"), off.get("p99"))
 
 
-def syscall_rows(results):
-    """Rows for the strace runs: the total, then each call made at least
-    0.05 times per request by some peer, or one of SYSCALLS_SHOWN that some
-    peer made (most first); 0 where a peer made
-    none. For the access-log-on run only the calls that differ from the
-    log-off run by 0.05 per request or more."""
-    keys = ("S1c64sys", "S1c64logsys")
-    names = {}
+def syscall_keys(results):
+    """The syscall runs' keys in the results, in S1_SIZES order, the access-log-on one last."""
+    keys = {k for k, _ in results if k.endswith("sys")}
+    order = [s1_key(t, c, kind) for kind in ("sys", "logsys") for t, _ in S1_SIZES for c in S1_CONNS]
+    return [k for k in order if k in keys]
+
+
+def syscall_what(key):
+    """'S1 1 KiB, 64 conns' (', sluice access log on') for a syscall run key."""
+    m = re.match(r"S1-(\w+)/c(\d+)(log)?sys$", key)
+    return "S1 %s, %s conns%s" % (S1_LABEL[m.group(1)], m.group(2), ", sluice access log on" if m.group(3) else "")
+
+
+def syscall_calls(results, keys):
+    """The per-call columns of the syscall table: SYSCALLS_SHOWN, then every
+    other call some peer made at least 0.05 times per request (most first),
+    then sc_other."""
+    most = {}
     for (k, _), rs in results.items():
         for r in rs if k in keys else []:
             for m, v in r.items():
-                if m.startswith("sc_") and m != "sc_total":
-                    names.setdefault(k, {})[m] = max(names.get(k, {}).get(m, 0.0), v)
-    for (k, _), rs in results.items():
-        for r in rs if k in keys else []:
-            for m in names.get(k, {}) if r else []:
-                r.setdefault(m, 0.0)
-    rows = []
-    for key, what in zip(keys, ("S1 64 conns", "S1 64 conns, sluice access log on")):
-        if key not in names:
-            continue
-        rows.append(("S1", key, "sc_total", "%s: syscalls/req (strace -c, separate run)" % what, "lower", "%.2f"))
-        for m in sorted(names[key], key=lambda m: -names[key][m]):
-            if names[key][m] < 0.05 and not (m[3:] in SYSCALLS_SHOWN and names[key][m] > 0):
-                continue
-            if key == "S1c64logsys" and all(
-                    abs(r.get(m, 0.0) - o.get(m, 0.0)) < 0.05
-                    for p in SLUICES for r in results.get((key, p), []) for o in results.get(("S1c64sys", p), [])):
-                continue
-            rows.append(("S1", key, m, "%s: syscalls/req: %s" % (what, m[3:]), "lower", "%.2f"))
-    return rows
+                if m.startswith("sc_") and m not in ("sc_total", "syscall_requests", "syscall_tool", "sc_other"):
+                    most[m[3:]] = max(most.get(m[3:], 0.0), v)
+    extra = sorted((c for c in most if c not in SYSCALLS_SHOWN and most[c] >= 0.05), key=lambda c: -most[c])
+    return [c for c in SYSCALLS_SHOWN if c in most or c in ("sendto", "recvfrom")] + extra
 
 
-def report_rows(results):
-    """ROWS with the S1 extras (access log on, syscalls) after the S1 rows."""
-    s1 = [r for r in ROWS if r[0] == "S1"]
-    return s1 + LOG_ROWS + syscall_rows(results) + [r for r in ROWS if r[0] != "S1"]
+def syscall_rows(results, tool="perf"):
+    """Rows of the main table for the syscall runs: all syscalls per request
+    of each body size (the calls one by one are in syscall_table)."""
+    how = "perf tracepoints" if tool == "perf" else "strace -c"
+    return [("S1", key, "sc_total", "%s: syscalls/req (%s, separate run)" % (syscall_what(key), how), "lower",
+             "%.2f") for key in syscall_keys(results)]
+
+
+def syscall_table(results, peers, tool="perf"):
+    """Per call: one line per (S1 body size, peer), one column per call;
+    calls / wrk's requests in that run."""
+    keys = syscall_keys(results)
+    calls = syscall_calls(results, keys)
+    show_other = any(r.get("sc_other", 0) for (k, _), rs in results.items() if k in keys for r in rs)
+    head = ["S1 run", "peer", "requests", "all"] + calls + (["other"] if show_other else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key in keys:
+        for p in [p for p in PEERS if p in peers]:
+            for r in results.get((key, p), []):
+                if not r:
+                    lines.append("| %s | %s | failed |%s" % (syscall_what(key), p, " |" * (len(head) - 3)))
+                    continue
+                cells = [syscall_what(key), p, "%d" % r.get("syscall_requests", 0), "**%.2f**" % r["sc_total"]]
+                cells += ["%.2f" % r.get("sc_" + c, 0.0) for c in calls]
+                if show_other:
+                    cells.append("%.2f" % r.get("sc_other", 0.0))
+                lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def report_rows(results, tags, log_tag, tool):
+    """The S1 rows of each body size in TAGS, the access-log-on rows (body
+    size LOG_TAG), the syscall rows, then ROWS (S2-S6)."""
+    s1 = sum((s1_rows(t) for t in tags), [])
+    return s1 + (log_rows(log_tag) if log_tag else []) + syscall_rows(results, tool) + ROWS
 
 
 def row_label(sc, label, ctx):
@@ -854,9 +1018,141 @@ def table(results, peers, scenarios, ctx, rows=ROWS):
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------
+# S1: paired per-repetition ratios, and issue 22's targets
+
+PAIRED_METRICS = (("cpu_us_req", "CPU"), ("usr_us_req", "user CPU"), ("sys_us_req", "system CPU"), ("p99", "p99"))
+
+
+def best_peer(results, key, cols):
+    """The peer of BEST_OF (among COLS) with the lowest median CPU µs/req in
+    run KEY, and that median; (None, None) when none has one."""
+    cands = [(median([r.get("cpu_us_req") for r in results.get((key, p), [])]), p) for p in BEST_OF if p in cols]
+    cands = [(v, p) for v, p in cands if v is not None]
+    return (min(cands)[1], min(cands)[0]) if cands else (None, None)
+
+
+def per_rep(results, key, metric, a, b):
+    """A's METRIC ÷ B's in each repetition of run KEY (results[(key, peer)]
+    holds one entry per repetition, {} for a failed run)."""
+    out = []
+    for x, y in zip(results.get((key, a), []), results.get((key, b), [])):
+        r = ratio(x.get(metric), y.get(metric))
+        if r is not None:
+            out.append(r)
+    return out
+
+
+def summary_of(xs):
+    """{"median", "min", "max", "n", "each"} of a list of ratios, None if empty."""
+    if not xs:
+        return None
+    return {"median": median(xs), "min": min(xs), "max": max(xs), "n": len(xs), "each": xs}
+
+
+def paired_s1(results, peers, tags):
+    """For each S1 row (body size, connections): the best peer (lowest
+    median CPU µs/req of BEST_OF) and the per-repetition ratios sluice ÷
+    best peer of CPU, user CPU, system CPU and p99 (median, min, max); and
+    sluice ÷ sluice-old likewise when it ran."""
+    cols = [p for p in PEERS if p in peers]
+    out = []
+    for tag in tags:
+        for conns in S1_CONNS:
+            key = s1_key(tag, conns)
+            if (key, "sluice") not in results:
+                continue
+            best, best_cpu = best_peer(results, key, cols)
+            row = {"run": key, "size": tag, "body": S1_BYTES[tag], "conns": conns, "best": best,
+                   "best_median_cpu_us_req": best_cpu,
+                   "sluice_cpu_us_req": median([r.get("cpu_us_req") for r in results.get((key, "sluice"), [])])}
+            for m, _ in PAIRED_METRICS:
+                row["best_" + m] = summary_of(per_rep(results, key, m, "sluice", best)) if best else None
+                if "sluice-old" in cols:
+                    row["old_" + m] = summary_of(per_rep(results, key, m, "sluice", "sluice-old"))
+            out.append(row)
+    return out
+
+
+def fmt_ratio(sm):
+    if not sm:
+        return "-"
+    if sm["n"] == 1:
+        return "%.2f (1 rep)" % sm["median"]
+    return "%.2f (%.2f–%.2f)" % (sm["median"], sm["min"], sm["max"])
+
+
+def paired_table(paired, with_old):
+    head = ["S1 row", "best peer (median CPU µs/req)", "reps"] + ["sluice ÷ best: " + n for _, n in PAIRED_METRICS]
+    if with_old:
+        head += ["sluice ÷ sluice-old: " + n for _, n in PAIRED_METRICS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in paired:
+        n = max([(row.get("best_" + m) or {}).get("n", 0) for m, _ in PAIRED_METRICS])
+        cells = ["S1 %s, %d conns" % (S1_LABEL[row["size"]], row["conns"]),
+                 "%s (%.2f)" % (row["best"], row["best_median_cpu_us_req"]) if row["best"] else "-", str(n)]
+        cells += [fmt_ratio(row.get("best_" + m)) for m, _ in PAIRED_METRICS]
+        if with_old:
+            cells += [fmt_ratio(row.get("old_" + m)) for m, _ in PAIRED_METRICS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def targets(results, paired):
+    """Issue 22's targets judged on this run: [{"target", "met" (True, False
+    or None: not measured), "detail"}]. Syscalls: sluice's all-syscalls per
+    request in the 64-connection syscall run of each body size. CPU, user
+    CPU, p99: the median of the paired per-repetition ratios sluice ÷ best
+    peer, for each of the 1 KiB and 16 KiB rows at 64 and 512 connections."""
+    out = []
+    vals = []
+    for tag, _ in S1_SIZES:
+        rs = results.get((s1_key(tag, 64, "sys"), "sluice"), [])
+        v = rs[0].get("sc_total") if rs else None
+        vals.append((tag, v))
+    measured = [(t, v) for t, v in vals if v is not None]
+    missing = [S1_LABEL[t] for t, v in vals if v is None]
+    met = False if any(v > SYSCALL_TARGET for _, v in measured) else (None if missing else True)
+    detail = ", ".join("%s %.2f" % (S1_LABEL[t], v) for t, v in measured) or "no syscall run"
+    if missing:
+        detail += "; not measured: " + ", ".join(missing)
+    out.append({"target": "syscalls per S1 request ≤ %.1f for every body size (sluice, 64 conns)" % SYSCALL_TARGET,
+                "met": met, "detail": detail})
+    rows = {(r["size"], r["conns"]): r for r in paired}
+    for metric, name, limit in (("cpu_us_req", "CPU µs/req", CPU_TARGET), ("usr_us_req", "user CPU µs/req", USER_TARGET),
+                                ("p99", "p99", P99_TARGET)):
+        parts, verdicts = [], []
+        for tag in TARGET_SIZES:
+            for conns in S1_CONNS:
+                r = rows.get((tag, conns))
+                sm = r.get("best_" + metric) if r else None
+                if not sm:
+                    parts.append("%s c%d not measured" % (S1_LABEL[tag], conns))
+                    verdicts.append(None)
+                    continue
+                ok = sm["median"] <= limit
+                verdicts.append(ok)
+                parts.append("%s c%d %s vs %s %s" % (S1_LABEL[tag], conns, fmt_ratio(sm), r["best"],
+                                                     "met" if ok else "NOT met"))
+        met = False if False in verdicts else (None if None in verdicts else True)
+        what = "≤ the best peer's" if limit == 1.0 else "≤ %.1f× the best peer" % limit
+        out.append({"target": "S1 1 KiB and 16 KiB, 64 and 512 conns: %s %s (median of paired ratios)" % (name, what),
+                    "met": met, "detail": "; ".join(parts)})
+    return out
+
+
+def targets_text(tg):
+    lines = []
+    for t in tg:
+        verdict = "**met**" if t["met"] else ("not measured in full" if t["met"] is None else "**not met**")
+        lines.append("- %s: %s — %s" % (t["target"], verdict, t["detail"]))
+    return "\n".join(lines)
+
+
 # the rows of the new/old table, first: the ones the comparison is for
-NEW_OLD_FIRST = [("S1c64", "cpu_us_req"), ("S1c512", "cpu_us_req"), ("S3", "mibs"), ("S3", "cpu_ms_mib"),
-                 ("S5", "rss_kib_conn")]
+NEW_OLD_FIRST = ([(s1_key(t, c), m) for t, _ in S1_SIZES for c in S1_CONNS for m in ("cpu_us_req", "usr_us_req")]
+                 + [(s1_key(t, 64, "sys"), "sc_total") for t, _ in S1_SIZES]
+                 + [("S3", "mibs"), ("S3", "cpu_ms_mib"), ("S5", "rss_kib_conn")])
 
 
 def new_old_table(results, scenarios, ctx, rows=ROWS):
@@ -925,7 +1221,7 @@ def measure(ctx, where, make_peer, fn):
         res = fn(ctx, peer, where)
         peer.check(where)
         say("%-22s %s (%.1f s)" % (where, " ".join("%s=%.4g" % (k, v) for k, v in sorted(res.items())
-                                                   if v is not None and not (k.startswith("sc_") and v < 0.05)),
+                                                   if isinstance(v, (int, float)) and not (k.startswith("sc_") and v < 0.05)),
                                    time.time() - t0))
         return res
     except RuntimeError as e:
@@ -941,15 +1237,22 @@ def main():
     ap = argparse.ArgumentParser(prog="scripts/bench.sh", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--quick", action="store_true", help="1 repetition, 2 s wrk runs, 4 s S5 (for development)")
+    ap.add_argument("--quick", action="store_true",
+                    help="1 repetition, 2 s wrk runs, no warm-up, 4 s S5 (for development)")
     ap.add_argument("--only", "--scenarios", dest="only", default="",
-                    help="comma-separated scenarios, e.g. S1,S3,S5 (default: all)")
+                    help="comma-separated scenarios, e.g. S1,S3,S5 (default: all); S1 is every body size, "
+                         "S1-200, S1-1k, S1-16k one each")
     ap.add_argument("--peers", default="", help="comma-separated peers of %s (default: all but %s; "
                     "sluice-old too with --sluice-old)" % (",".join(PEERS), " and ".join(OPT_IN)))
     ap.add_argument("--sluice-old", default=os.environ.get("SLUICE_OLD", ""), metavar="PATH",
                     help="another sluice binary, run as the peer sluice-old next to sluice; the report "
                          "adds a new/old table (env SLUICE_OLD=PATH)")
-    ap.add_argument("--reps", type=int, default=None, help="repetitions (default 3, or 1 with --quick)")
+    ap.add_argument("--reps", type=int, default=None,
+                    help="repetitions of S2-S6, and of S1 unless --s1-reps is given (default 3, or 1 with --quick)")
+    ap.add_argument("--s1-reps", type=int, default=None,
+                    help="repetitions of S1 (default: --reps when given, else 7; 1 with --quick)")
+    ap.add_argument("--duration", type=int, default=None, metavar="SECS",
+                    help="length of each timed wrk run, S1 and S2 (default 5, or 2 with --quick)")
     ap.add_argument("--json", default="", help="also write every run's raw numbers to this file")
     ap.add_argument("--upstream", choices=["auto", "nginx", "python"], default="auto",
                     help="origin server: nginx (auto: when installed) or scripts/bench/upstream.py")
@@ -958,16 +1261,48 @@ def main():
     ap.add_argument("--no-build", action="store_true", help="use target/release/sluice (or $SLUICE_BIN) as is")
     ap.add_argument("--no-install", action="store_true", help="never run apt-get; skip what is missing")
     ap.add_argument("--no-s1-extras", action="store_true",
-                    help="S1 without the access-log-on row and the strace syscall rows")
-    ap.add_argument("--strace-secs", type=int, default=None,
-                    help="length of each strace'd wrk -c64 run (default 4, or 2 with --quick)")
+                    help="S1 without the access-log-on row and the syscall rows")
+    ap.add_argument("--syscalls", choices=["perf", "strace", "off"], default="perf",
+                    help="how the S1 syscall rows are counted: perf (kernel tracepoints, the default), "
+                         "strace (strace -c -f, slows the proxy), off (no syscall rows)")
+    ap.add_argument("--syscalls-only", action="store_true",
+                    help="only the S1 syscall runs (no timed runs): the per-call table, quickly")
+    ap.add_argument("--syscall-secs", "--strace-secs", dest="syscall_secs", type=int, default=None, metavar="SECS",
+                    help="length of each syscall-counting wrk run (default 3, or 2 with --quick)")
+    ap.add_argument("--syscall-conns", default="64", metavar="N[,N]",
+                    help="client connections of the syscall runs, 64 and/or 512 (default 64)")
+    ap.add_argument("--all-syscalls", action="store_true",
+                    help="with --syscalls perf: count every syscall's tracepoint, not only the usual ones")
     args = ap.parse_args()
 
     SLUICE_ARGS = shlex.split(args.sluice_args)
-    scenarios = [s.strip().upper() for s in args.only.split(",") if s.strip()] or SCENARIOS
-    for s in scenarios:
+    scenarios, tags = [], []
+    for s in [s.strip() for s in args.only.split(",") if s.strip()] or SCENARIOS:
+        m = re.match(r"^[sS]1-(\w+)$", s)
+        if m and m.group(1).lower() in S1_BYTES:
+            tags.append(m.group(1).lower())
+            s = "S1"
+        elif s.upper() == "S1":
+            tags += [t for t, _ in S1_SIZES]
+        s = s.upper()
         if s not in SCENARIOS:
-            ap.error("unknown scenario %r (choose from %s)" % (s, ",".join(SCENARIOS)))
+            ap.error("unknown scenario %r (choose from %s, or S1-%s)" % (s, ",".join(SCENARIOS),
+                                                                        ", S1-".join(t for t, _ in S1_SIZES)))
+        if s not in scenarios:
+            scenarios.append(s)
+    tags = [t for t, _ in S1_SIZES if t in tags]
+    if args.syscalls_only:
+        if "S1" not in scenarios:
+            ap.error("--syscalls-only counts S1's syscalls: give --scenarios S1 (or S1-1k, ...)")
+        if args.syscalls == "off" or args.no_s1_extras:
+            ap.error("--syscalls-only needs the syscall runs (not --syscalls off or --no-s1-extras)")
+        scenarios = ["S1"]
+    try:
+        syscall_conns = sorted({int(x) for x in args.syscall_conns.split(",") if x.strip()})
+    except ValueError:
+        ap.error("--syscall-conns: a comma-separated list of 64 and 512")
+    if not syscall_conns or not set(syscall_conns) <= set(S1_CONNS):
+        ap.error("--syscall-conns: a comma-separated list of 64 and 512")
     peers = [p.strip() for p in args.peers.split(",") if p.strip()] or [
         p for p in PEERS if p not in OPT_IN or (p == "sluice-old" and args.sluice_old)]
     for p in peers:
@@ -985,13 +1320,15 @@ def main():
 
     ctx = Ctx()
     ctx.reps = args.reps or (1 if args.quick else 3)
-    ctx.dur = 2 if args.quick else 5
+    ctx.s1_reps = args.s1_reps or args.reps or (1 if args.quick else 7)
+    ctx.dur = args.duration or (2 if args.quick else 5)
     ctx.warmup = 0 if args.quick else 1
     ctx.slow_secs = 4 if args.quick else 10
     ctx.slow_n = 200
     ctx.transfers = 1 if args.quick else 3
     ctx.idle_n = 10000
-    ctx.strace_secs = args.strace_secs or (2 if args.quick else 4)
+    ctx.syscall_secs = args.syscall_secs or (2 if args.quick else 3)
+    ctx.syscalls = args.syscalls
 
     # --- tools and CPUs -------------------------------------------------
     notes = []
@@ -1012,8 +1349,26 @@ def main():
         if sc in scenarios and tool in missing:
             skipped[sc] = missing[tool]
     extras = "S1" in scenarios and not args.no_s1_extras
-    if extras and "strace" in missing:
-        skipped["S1 syscalls per request"] = missing["strace"]
+    sc_tool = args.syscalls if extras and args.syscalls != "off" else None
+    sc_skip = None
+    if sc_tool and sc_tool in missing:
+        sc_skip = missing[sc_tool]
+    elif sc_tool == "perf":
+        ok, why = perfsys.available(tool_path("perf"), mount=True)
+        if not ok:
+            sc_skip = "syscall tracepoints unavailable: " + why
+        else:
+            if why:
+                notes.append("Syscall tracepoints: " + why)
+            wanted = None if args.all_syscalls else list(perfsys.CALLS)
+            ctx.perf_events, lacking = perfsys.events_for(wanted)
+            if lacking:
+                notes.append("This kernel has no tracepoint for: %s (not counted by name)" % ", ".join(lacking))
+    if sc_skip:
+        skipped["S1 syscalls per request (%s)" % sc_tool] = sc_skip
+        sc_tool = None
+        if args.syscalls_only:
+            sys.exit("bench: --syscalls-only, but the syscalls cannot be counted: " + sc_skip)
     for what, why in skipped.items():
         say("SKIPPING %s: %s" % (what, why))
         notes.append("Skipped %s: %s" % (what, why))
@@ -1059,6 +1414,9 @@ def main():
     with open(os.path.join(www, "files", "slow.bin"), "wb") as f:
         for _ in range(SLOW_SIZE // MIB):
             f.write(block)
+    for tag, size in S1_SIZES:  # S1's static files
+        with open(os.path.join(www, "files", "s1-%s.bin" % tag), "wb") as f:
+            f.write((b"0123456789abcdef" * (size // 16 + 1))[:size])
 
     # --- upstreams ------------------------------------------------------
     nginx_ok = find_tool("nginx") is not None
@@ -1066,7 +1424,10 @@ def main():
         sys.exit("bench: --upstream nginx, but nginx is not installed")
     if nginx_ok and args.upstream != "python":
         up = NginxUpstream(tmp, www, nofile)
-        up_desc = "nginx (1 worker, CPU %d): /small returns %d bytes, /files/ static with sendfile" % (LOAD_CPU, SMALL_SIZE)
+        up_desc = ("nginx (1 worker, CPU %d): S1 GETs static files /files/s1-{%s}.bin (%s bytes) with nginx's usual "
+                   "response head (Server, Date, Content-Type, Content-Length, Last-Modified, Connection, ETag, "
+                   "Accept-Ranges), sendfile on; /small (S2) returns %d bytes" % (
+                       LOAD_CPU, ",".join(t for t, _ in S1_SIZES), ", ".join(str(b) for _, b in S1_SIZES), SMALL_SIZE))
     else:
         up = PyUpstream(tmp, www, "upstream python")
         up_desc = "scripts/bench/upstream.py (CPU %d; it may be the bottleneck in S1/S2)" % LOAD_CPU
@@ -1081,58 +1442,75 @@ def main():
         versions["nginx"] = version_of([tool_path("nginx"), "-v"])
     if "haproxy" in peers:
         versions["haproxy"] = version_of([tool_path("haproxy"), "-v"])
+    if sc_tool:
+        versions[sc_tool] = version_of([tool_path(sc_tool), "--version"])
     for tool, argv in (("wrk", ["wrk", "-v"]), ("curl", ["curl", "--version"])):
         if have(tool):
             versions[tool] = version_of(argv)
     versions["python"] = "Python " + platform.python_version()
     versions["kernel"] = platform.release()
 
+    def s1_run(conns, tag):
+        return lambda c, p, w: s1(c, p, w, conns, tag)
+
+    log_tag = (S1_LOG_SIZE if S1_LOG_SIZE in tags else tags[0]) if tags and extras and not args.syscalls_only \
+        and set(SLUICES) & set(peers) else None
     runs = []  # (run key, scenario, fn)
-    for sc in scenarios:
+    for sc in scenarios if not args.syscalls_only else []:
         if sc == "S1":
-            runs.append(("S1c64", sc, lambda c, p, w: s1(c, p, w, 64)))
-            runs.append(("S1c512", sc, lambda c, p, w: s1(c, p, w, 512)))
-            if extras and set(SLUICES) & set(peers):
-                runs.append(("S1c64log", sc, lambda c, p, w: s1(c, p, w, 64)))
+            for tag in tags:
+                for conns in S1_CONNS:
+                    runs.append((s1_key(tag, conns), sc, s1_run(conns, tag)))
+            if log_tag:
+                runs.append((s1_key(log_tag, 64, "log"), sc, s1_run(64, log_tag)))
         else:
             runs.append((sc, sc, {"S2": s2, "S3": s3, "S4": s4, "S5": s5, "S6": s6}[sc]))
 
-    say("peers: %s; scenarios: %s; %d repetition(s); tmp dir %s" % (",".join(peers), ",".join(scenarios), ctx.reps, tmp))
+    say("peers: %s; scenarios: %s%s; %d repetition(s) of S1, %d of the others; tmp dir %s" % (
+        ",".join(peers), ",".join(scenarios), " (S1 body sizes %s)" % ",".join(tags) if "S1" in scenarios else "",
+        ctx.s1_reps, ctx.reps, tmp))
     results = {}
     raw = []
     run_id = 0
-    for rep in range(1, ctx.reps + 1):
+    for rep in range(1, max([ctx.reps if sc != "S1" else ctx.s1_reps for _, sc, _ in runs] or [0]) + 1):
         # The peers' order rotates from one repetition to the next, so
         # that no peer always runs first (or right after the same one).
         shift = (rep - 1) % len(peers)
         order = peers[shift:] + peers[:shift]
         for key, sc, fn in runs:
+            if rep > (ctx.s1_reps if sc == "S1" else ctx.reps):
+                continue
             for name in order:
                 if name == "direct" and sc in ("S5", "S6"):
                     continue  # nothing between client and upstream to measure
-                if key == "S1c64log" and name not in SLUICES:
+                if key.endswith("log") and name not in SLUICES:
                     continue  # the access-log-on row is sluice's own
                 run_id += 1
                 where = "%s %s rep %d" % (key, name, rep)
                 upstream_port = sink.port if sc == "S4" else up.port
                 res = measure(ctx, where, lambda: Peer(name, tmp, bins, upstream_port, run_id,
-                                                       access_log=key == "S1c64log"), fn)
+                                                       access_log=key.endswith("log")), fn)
                 results.setdefault((key, name), []).append(res)
                 raw.append({"run": key, "peer": name, "rep": rep, **res})
                 if not up.proc.alive():
                     sys.exit("bench: the upstream died:\n" + up.proc.log_tail())
 
-    if extras:
-        on_off_ratios(results, peers)
-    if extras and "strace" not in missing:
-        for key, log_on in (("S1c64sys", False), ("S1c64logsys", True)):
+    if log_tag:
+        on_off_ratios(results, peers, log_tag)
+    if sc_tool and tags:
+        # separate, untimed runs (see the module doc): every body size, each
+        # peer one after the other; then sluice's with its access log on
+        sys_runs = [(s1_key(t, c, "sys"), t, c, False) for t in tags for c in syscall_conns]
+        if log_tag:
+            sys_runs.append((s1_key(log_tag, 64, "logsys"), log_tag, 64, True))
+        for key, tag, conns, log_on in sys_runs:
             for name in peers:
                 if name == "direct" or (log_on and name not in SLUICES):
                     continue
                 run_id += 1
                 where = "%s %s" % (key, name)
                 res = measure(ctx, where, lambda: Peer(name, tmp, bins, up.port, run_id, access_log=log_on),
-                              s1_syscalls)
+                              lambda c, p, w: s1_syscalls(c, p, w, conns, tag))
                 results[(key, name)] = [res]
                 raw.append({"run": key, "peer": name, "rep": 1, **res})
 
@@ -1148,33 +1526,81 @@ def main():
     out.append("- CPU: %s, %d CPUs online" % (cpu_model(), os.cpu_count() or 0))
     out.append("- " + "; ".join("%s: %s" % kv for kv in versions.items()))
     for n in notes:
-        out.append("- " + n)
+        if not (args.syscalls_only and n.startswith("RLIMIT_NOFILE")):
+            out.append("- " + n)
     out.append("- upstream: " + up_desc + ("; S4 sink: scripts/bench/upstream.py (CPU %d)" % LOAD_CPU if sink else ""))
-    out.append("- %d repetition(s), peers alternating inside each, their order rotated from one to the next; medians. wrk -t1 -d%ds, after an unmeasured "
-               "%d s warm-up run on the same proxy (S1, S2); S2 -c64; S5 %d x "
+    if args.syscalls_only:
+        out.append("- --syscalls-only: no timed runs; S1 body sizes %s" % ", ".join(S1_LABEL[t] for t in tags))
+    else:
+        out.append("- %d repetition(s) of S1, %d of S2-S6, peers alternating inside each, their order rotated from one "
+               "to the next; medians. wrk -t1 -d%ds, after an unmeasured "
+               "%d s warm-up run on the same proxy (S1, S2); S1 at %s connections for each body size (%s); S2 -c64; S5 %d x "
                "`curl --limit-rate 100k` for %d s on a %d MiB file; S6 %d connections, one GET each, one after the other, "
                "after %d warm-up bursts of %d; RSS read settled. "
                "S3/S4: %d transfers per run, median MiB/s. spread = (max-min)/median over the repetitions, "
-               "worst peer of the row." % (ctx.reps, ctx.dur, ctx.warmup, ctx.slow_n, ctx.slow_secs, SLOW_SIZE // MIB, ctx.idle_n,
+               "worst peer of the row." % (ctx.s1_reps, ctx.reps, ctx.dur, ctx.warmup, " and ".join(map(str, S1_CONNS)),
+                                           ", ".join(S1_LABEL[t] for t in tags) or "-", ctx.slow_n,
+                                           ctx.slow_secs, SLOW_SIZE // MIB, ctx.idle_n,
                                            S6_WARMUP, S6_WARMUP_BATCH, ctx.transfers))
-    out.append("- proxy CPU = user+system of the proxy's processes over the run (%s); RSS = VmRSS summed over them, "
+    if not args.syscalls_only:
+        out.append("- proxy CPU = user+system of the proxy's processes over the run (%s); user / system CPU = utime / "
+               "stime of /proc/PID/stat (clock ticks of 1/%d s), summed over the proxy's processes; RSS = VmRSS summed over them, "
                "growth over the idle proxy. Every proxy gets 20000 max connections; nginx keepalive_requests "
                "1000000; nginx-nobuf = proxy_buffering off + proxy_request_buffering off; nginx-deferred = listen ... deferred (TCP_DEFER_ACCEPT, as sluice by default); sluice RUST_LOG=warn%s."
-               % ("/proc/PID/task/*/schedstat" if CPU_SOURCE == "schedstat" else "/proc/PID/stat",
+               % ("/proc/PID/task/*/schedstat" if CPU_SOURCE == "schedstat" else "/proc/PID/stat", TICK,
                   (" " + shlex.join(SLUICE_ARGS)) if SLUICE_ARGS else ""))
-    out.append("- access logs: off for every peer (nginx access_log off, HAProxy no log; sluice %s), except the "
-               "'sluice access log on' rows (%s). Syscall rows: `strace -c -f -p` on the proxy's processes "
-               "during a separate `wrk -c64 -d%ds` run per peer after the timed runs; calls / wrk's requests."
+    if sc_tool == "perf":
+        how = ("`perf stat -e raw_syscalls:sys_enter,syscalls:sys_enter_NAME,... -p PID,...` (kernel tracepoints: "
+               "counted in the kernel, the proxy runs at full speed; all = raw_syscalls:sys_enter, other = all less "
+               "the calls counted by name)")
+    elif sc_tool == "strace":
+        how = "`strace -c -f -p` (it slows the proxy many times over)"
+    else:
+        how = None
+    out.append("- access logs: off for every peer (nginx access_log off, HAProxy no log; %s), except the "
+               "'sluice access log on' rows (%s, body %s).%s"
                % ("; ".join("%s %s" % (n, "--access-log off" if ACCESS_LOG_FLAG.get(n) else "RUST_LOG=warn")
                             for n in SLUICES if n in ACCESS_LOG_FLAG) or "-",
                   "; ".join("%s %s" % (n, "--access-log FILE --access-log-format text" if ACCESS_LOG_FLAG.get(n)
                                        else "RUST_LOG=info, access lines on stderr to a file")
                             for n in SLUICES if n in ACCESS_LOG_FLAG) or "-",
-                  ctx.strace_secs))
+                  S1_LABEL.get(log_tag, "not run"),
+                  (" Syscall rows: %s attached to every process of the proxy during a separate, untimed "
+                   "`wrk -t1 -c%s -d%ds` run per peer and body size%s (after a warm-up of at least 1 s); "
+                   "calls / wrk's requests." % (how, ",".join(map(str, syscall_conns)), ctx.syscall_secs,
+                                                "" if args.syscalls_only else " after the timed runs")) if how else ""))
     out.append("")
-    rows = report_rows(results)
+    rows = report_rows(results, tags if not args.syscalls_only else [], log_tag, sc_tool)
     out.append(table(results, peers, scenarios, ctx, rows))
     out.append("")
+    if syscall_keys(results):
+        out.append("### S1 syscalls per request, by call")
+        out.append("")
+        out.append("calls / wrk's requests in the syscall run (%s); `all` is every syscall the proxy's processes made."
+                   % ("perf tracepoints" if sc_tool == "perf" else "strace -c"))
+        out.append("")
+        out.append(syscall_table(results, peers, sc_tool))
+        out.append("")
+    paired = paired_s1(results, peers, tags) if "sluice" in peers else []
+    if paired:
+        out.append("### S1 paired ratios")
+        out.append("")
+        out.append("Each cell: the median of the per-repetition ratios (min–max over the repetitions). The best peer "
+                   "of a row is the one of %s with the lowest median CPU µs/req in that row; each repetition's "
+                   "sluice value is divided by that peer's value in the same repetition (the peers of a repetition "
+                   "run back to back, so the machine's drift between repetitions cancels out)."
+                   % ", ".join(p for p in BEST_OF if p in peers))
+        out.append("")
+        out.append(paired_table(paired, "sluice-old" in peers))
+        out.append("")
+    tg = targets(results, paired) if "sluice" in peers and "S1" in scenarios else []
+    if args.syscalls_only:
+        tg = tg[:1]  # only the syscall target: no timed runs
+    if tg:
+        out.append("### Issue 22 targets, from this run")
+        out.append("")
+        out.append(targets_text(tg))
+        out.append("")
     if "sluice" in peers and "sluice-old" in peers:
         out.append("### sluice new/old")
         out.append("")
@@ -1196,7 +1622,9 @@ def main():
     print("\n".join(out), flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"command": command, "versions": versions, "runs": raw, "problems": PROBLEMS}, f, indent=1)
+            json.dump({"command": command, "versions": versions, "s1_sizes": {t: S1_BYTES[t] for t in tags},
+                       "syscall_tool": sc_tool, "perf_events": getattr(ctx, "perf_events", None) if sc_tool == "perf"
+                       else None, "runs": raw, "paired": paired, "targets": tg, "problems": PROBLEMS}, f, indent=1)
     return 1 if PROBLEMS else 0
 
 

@@ -2,17 +2,24 @@
 # Side-by-side benchmark of sluice against nginx (buffered and unbuffered),
 # HAProxy and a direct connection; prints a markdown table on stdout.
 #
-# Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S3] [--peers sluice,nginx] [--help]
-#                         [--sluice-old PATH] [--reps N] [--json FILE] [--no-build] [--no-install]
-#                         [--no-s1-extras] [--strace-secs N]
-# S1 also runs sluice with its access log on, and (after the timed runs) one
-# strace'd wrk -c64 run per proxy for the syscalls-per-request rows.
+# Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S1-1k,S3] [--peers sluice,nginx] [--help]
+#                         [--sluice-old PATH] [--reps N] [--s1-reps N] [--json FILE] [--no-build]
+#                         [--no-install] [--no-s1-extras] [--syscalls perf|strace|off]
+#                         [--syscalls-only] [--syscall-secs N] [--all-syscalls]
+# S1 runs three body sizes (200 B, 1 KiB, 16 KiB static files from nginx) at
+# 64 and 512 connections, 7 repetitions; it also runs sluice with its access
+# log on, and (after the timed runs) one untimed wrk -c64 run per body size
+# and proxy with perf's syscall tracepoints attached, for the syscalls-per-
+# request table. The report ends with the paired per-repetition ratios
+# sluice / best peer and issue 22's targets, met or not.
 # Env:   SLUICE_BIN=path   skip the build and benchmark this binary
 #        SLUICE_OLD=path   also run this (older) sluice as the peer sluice-old, with a new/old table
 # Old vs new, quickly (about 2 minutes): scripts/bench.sh --quick --sluice-old PATH \
 #        --scenarios S1,S3,S5 --peers sluice,sluice-old
-# A full run takes about 8 minutes on 2 cores; --quick about 1. The logic
-# is in scripts/bench.py (see its --help); templates in scripts/bench/.
+# Syscalls only (under a minute): scripts/syscalls.sh (see its header).
+# A full run takes about 40 minutes on 2 cores (S1 alone about 30); --quick
+# about 2. The logic is in scripts/bench.py (see its --help); templates in
+# scripts/bench/.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 command -v python3 >/dev/null 2>&1 || { echo "bench: python3 not found in PATH" >&2; exit 1; }

@@ -97,6 +97,21 @@ def cpu_ticks(pid):
     return int(f[11]) + int(f[12])
 
 
+def cpu_user_sys(pids):
+    """(user s, system s) summed over PIDS, each process's utime and stime
+    from /proc/PID/stat (every thread of it, in clock ticks); processes
+    already gone count 0."""
+    user = sys_ = 0
+    for pid in pids:
+        try:
+            f = stat_fields(pid)
+            user += int(f[11])
+            sys_ += int(f[12])
+        except (OSError, ValueError, IndexError):
+            pass
+    return user / TICK, sys_ / TICK
+
+
 def cpu_times(pid):
     """(utime+stime in s from /proc/PID/stat, on-CPU s of the main thread
     from /proc/PID/schedstat or None)."""
