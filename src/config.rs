@@ -116,7 +116,7 @@ settings! {
     #[group(skip)]
     #[serde(default, deny_unknown_fields)]
     pub struct Config {
-        /// Address to accept plain-HTTP clients on; repeatable.
+        /// Plain-HTTP address; repeatable.
         ///
         /// The downstream listener binds it with `SO_REUSEADDR` and
         /// `SO_REUSEPORT` (for this process's own workers), after checking
@@ -164,12 +164,12 @@ settings! {
         #[serde(with = "duration")]
         pub tls_handshake_timeout: Duration = Duration::from_secs(10),
 
-        /// SNI no certificate covers: default or reject.
+        /// Unknown or no SNI: default or reject.
         ///
         /// `default`: the first certificate; `reject`: the alert
         /// `unrecognized_name` (RFC 6066 §3). A ClientHello without SNI
         /// is treated the same way.
-        #[arg(long, value_name = "default|reject", value_enum)]
+        #[arg(long, value_name = "MODE", value_enum)]
         pub tls_unknown_sni: UnknownSni = UnknownSni::Default,
 
         /// CA certificates (PEM) that client certificates must chain to.
@@ -179,12 +179,12 @@ settings! {
         #[serde(skip_serializing_if = "Option::is_none")]
         pub tls_client_ca: Option<PathBuf> = None,
 
-        /// Client certificates: off, optional or required.
+        /// Client certificates: off, optional, required.
         ///
         /// `optional`: a client without one is served, one with an invalid
         /// one is refused; `required`: every client must present one that
         /// chains to `tls_client_ca` (RFC 8446 §4.3.2).
-        #[arg(long, value_name = "off|optional|required", value_enum)]
+        #[arg(long, value_name = "MODE", value_enum)]
         pub tls_client_auth: ClientAuth = ClientAuth::Off,
 
         /// Upstream server; repeatable.
