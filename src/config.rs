@@ -51,13 +51,14 @@ use std::time::Duration;
 
 use clap::ArgAction;
 use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
 use crate::upstreams::spec::{DEFAULT_GROUP, GroupSpec, RouteSpec, ServerSpec};
 mod validate;
 mod values;
 pub use validate::ConfigError;
 pub(crate) use values::duration;
-use values::{addr, parse_addr, parse_duration, parse_workers, whole, workers};
+use values::{addrs, parse_addr, parse_duration, parse_workers, whole, workers};
 
 /// Smallest `high_watermark` accepted, bytes.
 pub const MIN_WATERMARK: usize = 1024;
@@ -115,14 +116,76 @@ settings! {
     #[group(skip)]
     #[serde(default, deny_unknown_fields)]
     pub struct Config {
-        /// Address to accept clients on.
+        /// Plain-HTTP address; repeatable.
         ///
         /// The downstream listener binds it with `SO_REUSEADDR` and
         /// `SO_REUSEPORT` (for this process's own workers), after checking
-        /// that nothing else listens on it (see `takeover`).
-        #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
-        #[serde(with = "addr")]
-        pub listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 8080)),
+        /// that nothing else listens on it (see `takeover`). In the file a
+        /// string or an array; empty when the file gives `listen_tls` and
+        /// no `listen` (then no plain listener is opened).
+        #[arg(long, value_name = "ADDR", value_parser = parse_addr, action = ArgAction::Append)]
+        #[serde(with = "addrs")]
+        pub listen: Vec<SocketAddr> = vec![SocketAddr::from(([127, 0, 0, 1], 8080))],
+
+        /// Address to accept HTTPS clients on; repeatable.
+        ///
+        /// Needs a certificate (`--tls-cert`/`--tls-key`, `[[certificate]]`).
+        /// In the file a string or an array. Validated and its certificates
+        /// loaded at start; served once the TLS transport lands (README,
+        /// "TLS (in progress)").
+        #[arg(long, value_name = "ADDR", value_parser = parse_addr, action = ArgAction::Append)]
+        #[serde(with = "addrs", skip_serializing_if = "Vec::is_empty")]
+        pub listen_tls: Vec<SocketAddr> = Vec::new(),
+
+        /// Certificates of the TLS listeners, in order; the first is the
+        /// default.
+        ///
+        /// `[[certificate]]` tables with `cert` (a PEM chain, leaf first:
+        /// certbot's `fullchain.pem`) and `key` (PKCS#8, PKCS#1 or SEC1
+        /// PEM); on the command line `--tls-cert FILE --tls-key FILE`,
+        /// repeatable, paired in order. Each serves the DNS names of its
+        /// subjectAltName (`tls/sni.rs`).
+        #[arg(skip)]
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub certificate: Vec<CertificateSpec> = Vec::new(),
+
+        /// Oldest TLS version accepted: 1.2 or 1.3.
+        ///
+        /// 1.2 (the default) accepts TLS 1.2 and 1.3 (Mozilla
+        /// "intermediate"); nothing older is ever spoken (RFC 8996).
+        #[arg(long, value_name = "1.2|1.3", value_parser = parse_tls_version)]
+        pub tls_min_version: TlsVersion = TlsVersion::V1_2,
+
+        /// Time for a whole TLS handshake.
+        ///
+        /// From accept to the handshake's end; then the connection is
+        /// closed and counted (HAProxy `timeout client`).
+        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[serde(with = "duration")]
+        pub tls_handshake_timeout: Duration = Duration::from_secs(10),
+
+        /// Unknown or no SNI: default or reject.
+        ///
+        /// `default`: the first certificate; `reject`: the alert
+        /// `unrecognized_name` (RFC 6066 §3). A ClientHello without SNI
+        /// is treated the same way.
+        #[arg(long, value_name = "MODE", value_enum)]
+        pub tls_unknown_sni: UnknownSni = UnknownSni::Default,
+
+        /// CA certificates (PEM) that client certificates must chain to.
+        ///
+        /// Needed when `tls_client_auth` is not `off`.
+        #[arg(long, value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub tls_client_ca: Option<PathBuf> = None,
+
+        /// Client certificates: off, optional, required.
+        ///
+        /// `optional`: a client without one is served, one with an invalid
+        /// one is refused; `required`: every client must present one that
+        /// chains to `tls_client_ca` (RFC 8446 §4.3.2).
+        #[arg(long, value_name = "MODE", value_enum)]
+        pub tls_client_auth: ClientAuth = ClientAuth::Off,
 
         /// Upstream server; repeatable.
         ///
@@ -385,6 +448,99 @@ settings! {
     }
 }
 
+impl Config {
+    /// The one plain listener the event loop serves today.
+    ///
+    /// Errors: none is configured (only TLS listeners, which this build
+    /// validates but does not serve yet), or several are (the loop accepts
+    /// on one address so far; `--check-config` accepts several).
+    pub fn plain_listener(&self) -> Result<SocketAddr, ConfigError> {
+        match self.listen.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(ConfigError {
+                key: "listen",
+                reason: "no plain listener is configured, and TLS listeners are not \
+                         served by this build yet"
+                    .into(),
+                span: None,
+            }),
+            _ => Err(ConfigError {
+                key: "listen",
+                reason: "several plain listen addresses are not served by this build \
+                         yet (the loop accepts on one)"
+                    .into(),
+                span: None,
+            }),
+        }
+    }
+}
+
+/// One certificate of the TLS listeners: `[[certificate]]` in the file,
+/// `--tls-cert FILE --tls-key FILE` on the command line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CertificateSpec {
+    /// PEM file of the chain, leaf first.
+    pub cert: Spanned<PathBuf>,
+    /// PEM file of its private key.
+    pub key: Spanned<PathBuf>,
+}
+
+impl CertificateSpec {
+    /// A certificate from the command line (no place in a file).
+    pub fn new(cert: PathBuf, key: PathBuf) -> Self {
+        CertificateSpec {
+            cert: Spanned::new(0..0, cert),
+            key: Spanned::new(0..0, key),
+        }
+    }
+}
+
+/// The oldest TLS version the listeners accept (`tls_min_version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TlsVersion {
+    /// TLS 1.2 (RFC 5246) and 1.3.
+    #[serde(rename = "1.2")]
+    V1_2,
+    /// TLS 1.3 only (RFC 8446).
+    #[serde(rename = "1.3")]
+    V1_3,
+}
+
+/// Parses `1.2` or `1.3`.
+fn parse_tls_version(v: &str) -> Result<TlsVersion, String> {
+    match v {
+        "1.2" => Ok(TlsVersion::V1_2),
+        "1.3" => Ok(TlsVersion::V1_3),
+        _ => Err(format!("{v:?} is not a TLS version (\"1.2\" or \"1.3\")")),
+    }
+}
+
+/// What a ClientHello without SNI, or with a name no certificate covers,
+/// gets (`tls_unknown_sni`; `tls/sni.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownSni {
+    /// The first certificate listed.
+    #[default]
+    Default,
+    /// No certificate: the fatal alert `unrecognized_name`.
+    Reject,
+}
+
+/// Whether TLS clients must present a certificate (`tls_client_auth`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    /// None is asked for.
+    #[default]
+    Off,
+    /// Asked for; a client without one is served.
+    Optional,
+    /// Every client must present a valid one.
+    Required,
+}
+
 /// Where access records are written (`--access-log`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AccessLogTarget {
@@ -434,11 +590,15 @@ fn parse_access_log(v: &str) -> Result<AccessLogTarget, String> {
 
 /// Parses one `--upstream` server into a one-server group `default`
 /// (several flags are joined into one group by the binary).
+/// `https://HOST:PORT` makes the group speak TLS (`tls = true`).
 fn parse_server(v: &str) -> Result<GroupSpec, String> {
-    Ok(GroupSpec::new(
-        DEFAULT_GROUP,
-        vec![v.parse::<ServerSpec>()?],
-    ))
+    let (tls, server) = match v.strip_prefix("https://") {
+        Some(rest) => (true, rest),
+        None => (false, v.strip_prefix("http://").unwrap_or(v)),
+    };
+    let mut g = GroupSpec::new(DEFAULT_GROUP, vec![server.parse::<ServerSpec>()?]);
+    g.tls = tls;
+    Ok(g)
 }
 
 /// An access log target in the file: a string, as on the command line.
@@ -465,7 +625,14 @@ mod tests {
     #[test]
     fn defaults_are_the_documented_ones() {
         let c = Config::default();
-        assert_eq!(c.listen, SocketAddr::from(([127, 0, 0, 1], 8080)));
+        assert_eq!(c.listen, [SocketAddr::from(([127, 0, 0, 1], 8080))]);
+        assert!(c.listen_tls.is_empty() && c.certificate.is_empty());
+        assert_eq!(c.tls_min_version, TlsVersion::V1_2);
+        assert_eq!(c.tls_handshake_timeout, Duration::from_secs(10));
+        assert_eq!(
+            (c.tls_unknown_sni, c.tls_client_auth),
+            (UnknownSni::Default, ClientAuth::Off)
+        );
         assert_eq!(
             c.upstream[0].servers.get_ref()[0].to_string(),
             "127.0.0.1:8000"

@@ -14,6 +14,8 @@
 //! - `conn`: the client and upstream connection machines, the exchange,
 //!   the relay.
 //! - `event_loop`: the only caller of `poll()`; [`Server`] is its handle.
+//! - [`tls`]: certificates, SNI, ticket keys, rustls configurations
+//!   (sans-IO; the transport that drives them over sockets is to come).
 //!
 //! The user's hooks are the [`Filter`] trait.
 
@@ -32,10 +34,14 @@ mod metrics;
 mod pool;
 mod stats;
 mod text;
+pub mod tls;
 mod upstreams;
 mod warn_limit;
 
-pub use config::{AccessLogFormat, AccessLogTarget, Config, ConfigError};
+pub use config::{
+    AccessLogFormat, AccessLogTarget, CertificateSpec, ClientAuth, Config, ConfigError, TlsVersion,
+    UnknownSni,
+};
 pub use event_loop::{Server, ServerHandle};
 pub use filter::{ByRoutes, Filter, Forward, Peer, Reply, Target};
 pub use http::{Headers, RequestHead, ResponseHead};

@@ -65,7 +65,7 @@ fn main() -> ExitCode {
     let check = parsed.check;
     let source = Source::new(parsed);
     // Defaults < config file < flags.
-    let config = match source.load() {
+    let (config, tls_warnings) = match source.load_with_warnings() {
         Ok(c) => c,
         Err(msg) => {
             eprintln!("sluice: {msg}");
@@ -83,7 +83,7 @@ fn main() -> ExitCode {
             eprintln!("sluice: {msg}");
             return ExitCode::from(1);
         }
-        for w in config.warnings() {
+        for w in config.warnings().iter().chain(&tls_warnings) {
             eprintln!("sluice: warning: {w}");
         }
         return match file::render(&config) {
@@ -104,8 +104,18 @@ fn main() -> ExitCode {
     } else {
         Role::Worker(0)
     });
-    for w in config.warnings() {
+    for w in config.warnings().iter().chain(&tls_warnings) {
         log::warn!("{w}");
+    }
+    if !config.listen_tls.is_empty() {
+        // The certificates were loaded and the server configuration built
+        // (`Source::load_with_warnings`, `sluice::tls::check`): a bad file
+        // has stopped the start already. Serving waits for the transport.
+        log::warn!(
+            "TLS listeners {:?} are validated but not served yet: TLS serving is pending \
+             (README, \"TLS (in progress)\")",
+            config.listen_tls
+        );
     }
     let cpus = file::resolve_workers(0);
     if workers > cpus {

@@ -482,7 +482,7 @@ impl Resolver for Hosts {
 /// resolves (looked up again every 50 ms).
 fn resolving_server(hosts: Arc<Hosts>) -> Server {
     let mut config = Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
         ..Config::default()
     };
     config.upstream = vec![group("app", &["app.test:80"], |g| {
@@ -587,7 +587,7 @@ fn a_dns_answer_that_drops_an_address_closes_its_idle_connections_and_lets_in_fl
 fn a_name_that_does_not_resolve_stops_the_start_unless_lazy() {
     let hosts = Arc::new(Hosts(Mutex::new(vec![])));
     let mut config = Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
         ..Config::default()
     };
     config.upstream = vec![group("app", &["nowhere.test:80"], |_| {})];

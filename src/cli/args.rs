@@ -62,7 +62,9 @@ pub struct Parsed {
 impl Parsed {
     /// Writes the knobs given on the command line into `config` (which
     /// holds the defaults, or the config file's values), leaving the others.
-    pub fn apply(&self, config: &mut Config) -> Result<(), String> {
+    /// `file_gave_listen`: the config file named `listen` (then a
+    /// `--listen-tls` flag alone keeps those plain listeners).
+    pub fn apply(&self, config: &mut Config, file_gave_listen: bool) -> Result<(), String> {
         config
             .update_from_arg_matches(&self.flags)
             .map_err(|e| describe(&e))?;
@@ -72,10 +74,46 @@ impl Parsed {
             let mut groups = std::mem::take(&mut config.upstream).into_iter();
             if let Some(mut first) = groups.next() {
                 for g in groups {
+                    if g.tls != first.tls {
+                        return Err("--upstream: https:// and plain servers in one group \
+                                    (use [[upstream]] groups in the config file)"
+                            .to_string());
+                    }
                     first.servers.get_mut().extend(g.servers.into_inner());
                 }
                 config.upstream = vec![first];
             }
+        }
+        // `--tls-cert` and `--tls-key` pair in order; given, they replace
+        // the file's `[[certificate]]`s, as any flag overrides the file.
+        let paths = |id| -> Vec<PathBuf> {
+            self.flags
+                .get_many::<PathBuf>(id)
+                .map(|v| v.cloned().collect())
+                .unwrap_or_default()
+        };
+        let (certs, keys) = (paths("tls-cert"), paths("tls-key"));
+        if certs.len() != keys.len() {
+            return Err(format!(
+                "--tls-cert and --tls-key pair in order: {} --tls-cert, {} --tls-key",
+                certs.len(),
+                keys.len()
+            ));
+        }
+        if !certs.is_empty() {
+            config.certificate = certs
+                .into_iter()
+                .zip(keys)
+                .map(|(c, k)| sluice::CertificateSpec::new(c, k))
+                .collect();
+        }
+        // TLS listeners on the command line, no plain one anywhere: none
+        // is opened (as a file with `listen_tls` and no `listen`).
+        if self.flags.contains_id("listen_tls")
+            && !self.flags.contains_id("listen")
+            && !file_gave_listen
+        {
+            config.listen.clear();
         }
         Ok(())
     }
@@ -88,7 +126,7 @@ fn command() -> Command {
         .no_binary_name(true)
         .version(env!("CARGO_PKG_VERSION"))
         // A single-value flag given twice is an error (clap's default):
-        // `--listen A --listen B` must not silently keep B. The supervisor
+        // `--admin A --admin B` must not silently keep B. The supervisor
         // hands its workers their settings in the environment instead.
         .disable_help_flag(true)
         .disable_version_flag(true)
@@ -110,6 +148,25 @@ fn command() -> Command {
                     "Validate FILE (with the flags), print the\n\
                      effective configuration, exit 0 (2 if invalid)",
                 ),
+        )
+        .arg(
+            Arg::new("tls-cert")
+                .long("tls-cert")
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .action(ArgAction::Append)
+                .help(
+                    "Certificate chain (PEM) of the TLS listeners;\n\
+                     repeatable, paired in order with --tls-key",
+                ),
+        )
+        .arg(
+            Arg::new("tls-key")
+                .long("tls-key")
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .action(ArgAction::Append)
+                .help("Private key (PEM) of the --tls-cert before it"),
         )
         .arg(
             Arg::new("help")
@@ -354,7 +411,7 @@ mod tests {
     fn only_the_flags_given_override_the_file() {
         let mut c = from_file();
         parsed(&["--keepalive-timeout", "7s", "--no-x-forwarded-proto"])
-            .apply(&mut c)
+            .apply(&mut c, false)
             .unwrap();
         let want = Config {
             keepalive_timeout: Duration::from_secs(7),
@@ -364,7 +421,7 @@ mod tests {
         assert_eq!(c, want);
 
         let mut c = from_file();
-        parsed(&[]).apply(&mut c).unwrap();
+        parsed(&[]).apply(&mut c, false).unwrap();
         assert_eq!(c, from_file());
     }
 
@@ -372,8 +429,8 @@ mod tests {
     fn a_repeated_single_value_flag_is_refused() {
         let err = |args: &[&str]| parse(args.iter().map(OsString::from)).err().unwrap();
         assert_eq!(
-            err(&["--listen", "127.0.0.1:1", "--listen", "127.0.0.1:2"]),
-            "--listen: given more than once (it takes one value)"
+            err(&["--admin", "127.0.0.1:1", "--admin", "127.0.0.1:2"]),
+            "--admin: given more than once (it takes one value)"
         );
         assert_eq!(
             err(&["--no-via", "--no-via"]),
@@ -477,10 +534,10 @@ mod tests {
             .count();
         assert_eq!(knobs, keys.len());
         // Knobs whose default is "not set" have no key in the defaults.
-        let unset_by_default = ["admin", "pid-file"];
-        // + --config, --check-config, -h, -V.
+        let unset_by_default = ["admin", "pid-file", "listen-tls", "tls-client-ca"];
+        // + --config, --check-config, --tls-cert, --tls-key, -h, -V.
         assert_eq!(
-            keys.len() + unset_by_default.len() + 4,
+            keys.len() + unset_by_default.len() + 6,
             cmd.get_arguments().count()
         );
     }

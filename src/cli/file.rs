@@ -18,18 +18,31 @@ use sluice::{AccessLogTarget, Config, ConfigError, Resolve, Resolver};
 
 use super::pidfile::PidFile;
 
-/// Reads and parses a configuration file. The error names the file, the
-/// line and the key.
-pub fn load(path: &Path) -> Result<Config, String> {
+/// Reads and parses a configuration file, and whether it gave `listen`
+/// (a `--listen-tls` flag without `--listen` then keeps the file's plain
+/// listeners). The error names the file, the line and the key.
+pub fn load(path: &Path) -> Result<(Config, bool), String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-    parse(&text).map_err(|e| format!("config file {}{e}", path.display()))
+    let config = parse(&text).map_err(|e| format!("config file {}{e}", path.display()))?;
+    Ok((config, gives_key(&text, "listen")))
 }
 
 /// Parses the text of a configuration file. The error starts with `:LINE: `
 /// when the line is known, then names the key.
+///
+/// `listen_tls` without `listen`: no plain listener (`listen` is empty).
 pub fn parse(text: &str) -> Result<Config, String> {
-    toml::from_str(text).map_err(|e| describe(text, &e))
+    let mut config: Config = toml::from_str(text).map_err(|e| describe(text, &e))?;
+    if gives_key(text, "listen_tls") && !gives_key(text, "listen") {
+        config.listen.clear();
+    }
+    Ok(config)
+}
+
+/// Whether the top level of a TOML document that parsed has `key`.
+fn gives_key(text: &str, key: &str) -> bool {
+    toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key(key))
 }
 
 /// One line for a TOML or serde error: where, which key, what is wrong.

@@ -252,7 +252,7 @@ impl Loops {
     fn start(&mut self, new: Config) -> Result<(), String> {
         if new.listen != self.config.listen {
             return Err(format!(
-                "listen cannot change on reload ({} → {}): restart instead",
+                "listen cannot change on reload ({:?} → {:?}): restart instead",
                 self.config.listen, new.listen
             ));
         }

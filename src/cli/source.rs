@@ -36,16 +36,30 @@ impl Source {
     /// that does not fit (the binary exits 2 with it at start; a reload
     /// logs it and keeps the running configuration).
     pub fn load(&self) -> Result<Config, String> {
-        let mut config = match self.file() {
-            None => Config::default(),
+        let (config, warnings) = self.load_with_warnings()?;
+        for w in warnings {
+            log::warn!("{w}");
+        }
+        Ok(config)
+    }
+
+    /// As [`Source::load`], and every TLS file the configuration names is
+    /// loaded as the start will (`sluice::tls::check`); returns the
+    /// warnings to show (certificates close to their end, `tls_verify =
+    /// false`) instead of logging them.
+    pub fn load_with_warnings(&self) -> Result<(Config, Vec<String>), String> {
+        let (mut config, file_gave_listen) = match self.file() {
+            None => (Config::default(), false),
             Some(path) => file::load(path)?,
         };
         self.parsed
-            .apply(&mut config)
+            .apply(&mut config, file_gave_listen)
             .map_err(|msg| format!("{msg}\n(see sluice --help)"))?;
+        let file = self.file().map(PathBuf::as_path);
         config
             .validate()
-            .map_err(|e| file::describe_invalid(&e, self.file().map(PathBuf::as_path)))?;
-        Ok(config)
+            .map_err(|e| file::describe_invalid(&e, file))?;
+        let warnings = sluice::tls::check(&config).map_err(|e| file::describe_invalid(&e, file))?;
+        Ok((config, warnings))
     }
 }

@@ -54,7 +54,7 @@ use super::notify::{self, Inbox};
 use super::pidfile::PidFile;
 use super::signals::{Action, Signals, action, log_ignored, signal_name};
 use super::source::Source;
-use super::workers::{Slot, describe, for_workers};
+use super::workers::{Handoff, Slot, describe, for_workers};
 
 /// How often the supervisor looks at signals, readiness and children.
 const TICK: Duration = Duration::from_millis(20);
@@ -87,7 +87,14 @@ struct Supervisor {
 /// Runs `n` workers until a signal and their exit. `signals` must already
 /// be registered (`signals::register`).
 pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> ExitCode {
-    let (held, listen) = match hold(config.listen, config.takeover) {
+    let first = match config.plain_listener() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("sluice: cannot start: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (held, listen) = match hold(first, config.takeover) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("sluice: cannot start: {e}");
@@ -124,6 +131,18 @@ pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> E
             return ExitCode::from(1);
         }
     };
+    // The instance's session-ticket secret, made here once and inherited
+    // by every worker of every generation (`sluice::tls::secret_fd`).
+    let ticket_secret = match sluice::tls::secret_fd::process_secret()
+        .map_err(|e| e.to_string())
+        .and_then(|s| sluice::tls::secret_fd::secret_memfd(s).map_err(|e| e.to_string()))
+    {
+        Ok(fd) => fd,
+        Err(e) => {
+            eprintln!("sluice: cannot start: session ticket secret: {e}");
+            return ExitCode::from(1);
+        }
+    };
     info!(
         "sluice {} supervisor: {n} workers on {listen} → upstream {}",
         env!("CARGO_PKG_VERSION"),
@@ -155,7 +174,11 @@ pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> E
         let now = Instant::now();
         let ready = inbox.ready_pids();
         sup.tick(now, &ready);
-        sup.start_due(&exe, inbox.path(), group.as_ref(), now);
+        let handoff = Handoff {
+            group: group.as_ref(),
+            ticket_secret: &ticket_secret,
+        };
+        sup.start_due(&exe, inbox.path(), &handoff, now);
         if sup.draining && sup.slots.iter().all(|s| s.child.is_none()) {
             break;
         }
@@ -243,7 +266,7 @@ impl Supervisor {
         let started = source.load().and_then(|new| {
             if new.listen != self.config.listen {
                 return Err(format!(
-                    "listen cannot change on reload ({} → {}): restart instead",
+                    "listen cannot change on reload ({:?} → {:?}): restart instead",
                     self.config.listen, new.listen
                 ));
             }
@@ -344,13 +367,7 @@ impl Supervisor {
     /// fails the reload (a new generation's slot) or the start (a slot of
     /// the first generation before it was ready); else it is retried after
     /// the slot's backoff.
-    fn start_due(
-        &mut self,
-        exe: &Path,
-        notify: &Path,
-        group: Option<&sluice::GroupMetrics>,
-        now: Instant,
-    ) {
+    fn start_due(&mut self, exe: &Path, notify: &Path, handoff: &Handoff<'_>, now: Instant) {
         if self.draining {
             return;
         }
@@ -359,7 +376,7 @@ impl Supervisor {
         let mut start_failed = None;
         let at_start = self.at_start();
         for slot in &mut self.slots {
-            let Err(e) = slot.tick(exe, notify, group, now) else {
+            let Err(e) = slot.tick(exe, notify, handoff, now) else {
                 continue;
             };
             let why = format!("cannot start worker {}: {}: {e}", slot.index, exe.display());

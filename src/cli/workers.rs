@@ -62,7 +62,7 @@ pub fn worker_config() -> Option<Result<(usize, Config), String>> {
 /// file of their own.
 pub fn for_workers(config: &Config, listen: std::net::SocketAddr) -> Result<Arc<String>, String> {
     let worker = Config {
-        listen,
+        listen: vec![listen],
         takeover: true,
         workers: 1,
         pid_file: None,
@@ -71,6 +71,16 @@ pub fn for_workers(config: &Config, listen: std::net::SocketAddr) -> Result<Arc<
     toml::to_string(&worker)
         .map(Arc::new)
         .map_err(|e| format!("cannot write the workers' configuration: {e}"))
+}
+
+/// What every worker inherits from the supervisor: the group's admin
+/// listener and metrics region (with `--admin`), and the instance's
+/// session-ticket secret (`sluice::tls::secret_fd`).
+pub struct Handoff<'a> {
+    /// The admin listener and metrics region, if any.
+    pub group: Option<&'a sluice::GroupMetrics>,
+    /// The sealed memory file holding the ticket secret.
+    pub ticket_secret: &'a std::os::fd::OwnedFd,
 }
 
 /// One worker position: the process in it now, and its restart state.
@@ -162,7 +172,7 @@ impl Slot {
         &mut self,
         exe: &Path,
         notify: &Path,
-        group: Option<&sluice::GroupMetrics>,
+        handoff: &Handoff<'_>,
         now: Instant,
     ) -> io::Result<()> {
         if self.child.is_some() || self.retiring || self.restart_at.is_none_or(|t| t > now) {
@@ -170,7 +180,7 @@ impl Slot {
         }
         self.restart_at = None;
         self.started = now;
-        let child = spawn(exe, notify, group, self)?;
+        let child = spawn(exe, notify, handoff, self)?;
         info!("worker {} started pid={}", self.index, child.id());
         self.child = Some(child);
         Ok(())
@@ -208,21 +218,17 @@ impl Slot {
 /// Starts the worker of `slot`: its configuration and index in the
 /// environment, readiness to `notify`, and the group's admin listener and
 /// metrics region (`group`) inherited, in its slot if the region has one.
-fn spawn(
-    exe: &Path,
-    notify: &Path,
-    group: Option<&sluice::GroupMetrics>,
-    slot: &Slot,
-) -> io::Result<Child> {
+fn spawn(exe: &Path, notify: &Path, handoff: &Handoff<'_>, slot: &Slot) -> io::Result<Child> {
     let mut cmd = Command::new(exe);
     cmd.env(WORKER_ENV, slot.index.to_string())
         .env(CONFIG_ENV, slot.config.as_str())
         .env("NOTIFY_SOCKET", notify)
         .stdin(Stdio::null())
         .process_group(0);
-    if let Some(g) = group {
+    if let Some(g) = handoff.group {
         g.pass_to(&mut cmd, slot.index);
     }
+    sluice::tls::secret_fd::pass_to(handoff.ticket_secret, &mut cmd);
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id() as libc::pid_t;

@@ -28,12 +28,26 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// Whether a listener on `a` would take connections meant for `b`: the
+/// same port, and the same address or either one unspecified (port 0 asks
+/// the kernel for a free port: never a clash).
+fn overlaps(a: std::net::SocketAddr, b: std::net::SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip().to_canonical() == b.ip().to_canonical()
+            || a.ip().is_unspecified()
+            || b.ip().is_unspecified())
+}
+
 impl Config {
     /// Checks that the values fit together.
     ///
     /// Errors: `high-watermark` under 1 KiB, `low-watermark` not below
     /// `high-watermark`, a zero size or
-    /// count where one is needed, a zero timeout.
+    /// count where one is needed, a zero timeout; no listener, two that
+    /// overlap, a TLS listener without a certificate, `tls_client_auth`
+    /// other than `off` without `tls_client_ca`. (The TLS files are
+    /// loaded by `tls::check`, which needs I/O.)
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |key, reason: &str| {
             Err(ConfigError {
@@ -152,20 +166,40 @@ impl Config {
                  add --admin-public to serve them there anyway",
             );
         }
+        let all_listeners = self.listen.iter().chain(&self.listen_tls);
         if let Some(a) = self.admin
-            && a.port() != 0
-            && a.port() == self.listen.port()
-            && (a.ip().to_canonical() == self.listen.ip().to_canonical()
-                || a.ip().is_unspecified()
-                || self.listen.ip().is_unspecified())
+            && let Some(l) = all_listeners.clone().find(|l| overlaps(a, **l))
         {
             return err(
                 "admin",
                 &format!(
-                    "{a} overlaps the proxy's own listen address {}: the admin endpoints \
-                     need a port of their own",
-                    self.listen
+                    "{a} overlaps the proxy's own listen address {l}: the admin endpoints \
+                     need a port of their own"
                 ),
+            );
+        }
+        for (i, a) in all_listeners.clone().enumerate() {
+            if let Some(b) = all_listeners.clone().take(i).find(|b| overlaps(*a, **b)) {
+                return err(
+                    "listen",
+                    &format!("{a} overlaps {b}, given before it (listen and listen_tls together)"),
+                );
+            }
+        }
+        if self.listen.is_empty() && self.listen_tls.is_empty() {
+            return err("listen", "no listen or listen_tls address is given");
+        }
+        if !self.listen_tls.is_empty() && self.certificate.is_empty() {
+            return err(
+                "listen-tls",
+                "a TLS listener needs a certificate (--tls-cert FILE --tls-key FILE, or \
+                 [[certificate]] in the config file)",
+            );
+        }
+        if self.tls_client_auth != ClientAuth::Off && self.tls_client_ca.is_none() {
+            return err(
+                "tls-client-auth",
+                "needs tls_client_ca (the CA certificates client certificates must chain to)",
             );
         }
         if self.workers > MAX_WORKERS {
@@ -182,6 +216,7 @@ impl Config {
             ("pool-idle-timeout", self.pool_idle_timeout),
             ("drain-timeout", self.drain_timeout),
             ("tunnel-idle-timeout", self.tunnel_idle_timeout),
+            ("tls-handshake-timeout", self.tls_handshake_timeout),
         ];
         for (key, value) in timeouts {
             if value.is_zero() {

@@ -69,30 +69,44 @@ pub(super) fn whole<T: FromStr>(v: &str) -> Result<T, String> {
         .map_err(|_| format!("{v:?} is not a whole number"))
 }
 
-/// An address in the file: a string (`"127.0.0.1:8080"`, `"[::1]:80"`).
-pub(super) mod addr {
-    use std::fmt;
+/// Addresses in the file: one string, or an array of them (`listen`,
+/// `listen_tls`); written back as a string when there is one.
+pub(super) mod addrs {
     use std::net::SocketAddr;
 
-    use serde::de::{self, Deserializer, Visitor};
-    use serde::ser::Serializer;
+    use serde::de::{Deserialize, Deserializer, Error};
+    use serde::ser::{Serialize, Serializer};
 
-    pub fn serialize<S: Serializer>(a: &SocketAddr, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(a)
+    pub fn serialize<S: Serializer>(a: &[SocketAddr], s: S) -> Result<S::Ok, S::Error> {
+        match a {
+            [one] => s.collect_str(one),
+            many => many
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .serialize(s),
+        }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = SocketAddr;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an address string like \"127.0.0.1:8080\"")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<SocketAddr, E> {
-                super::parse_addr(v).map_err(E::custom)
-            }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SocketAddr>, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum OneOrMany {
+            One(String),
+            Many(Vec<String>),
         }
-        d.deserialize_any(V)
+        let v = OneOrMany::deserialize(d).map_err(|_| {
+            D::Error::custom(
+                "expected an address string like \"127.0.0.1:8080\" or an array of them",
+            )
+        })?;
+        let list = match v {
+            OneOrMany::One(a) => vec![a],
+            OneOrMany::Many(v) => v,
+        };
+        list.iter()
+            .map(|a| super::parse_addr(a).map_err(D::Error::custom))
+            .collect()
     }
 }
 

@@ -218,7 +218,12 @@ impl Server {
         let inherits = inherited.is_some();
         let mut listener = match inherited {
             Some(l) => listen::inherit(l)?,
-            None => bind_listener(config.listen, config.takeover, config.defer_accept)?,
+            None => {
+                let addr = config
+                    .plain_listener()
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+                bind_listener(addr, config.takeover, config.defer_accept)?
+            }
         };
         let local_addr = listener.local_addr()?;
         poll.registry()

@@ -9,6 +9,7 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::ops::Range;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -62,6 +63,29 @@ pub struct GroupSpec {
     /// Active health checks (off when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<HealthCheck>,
+    /// Speak TLS to the servers (`--upstream https://HOST:PORT`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tls: bool,
+    /// The name sent as SNI and verified; default: each server's host (an
+    /// IP literal is verified as an IP address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_server_name: Option<String>,
+    /// PEM file of the CA certificates to trust; default: the system's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
+    /// Verify the servers' certificates (false: accept any, warned about).
+    #[serde(default = "default_tls_verify", skip_serializing_if = "Clone::clone")]
+    pub tls_verify: bool,
+    /// A client certificate chain (PEM) for mTLS to the servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_client_cert: Option<PathBuf>,
+    /// Its private key (PEM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_client_key: Option<PathBuf>,
+}
+
+fn default_tls_verify() -> bool {
+    true
 }
 
 fn default_max_fails() -> u32 {
@@ -88,6 +112,12 @@ impl GroupSpec {
             resolve_interval: default_resolve_interval(),
             resolve: Resolve::default(),
             health_check: None,
+            tls: false,
+            tls_server_name: None,
+            tls_ca: None,
+            tls_verify: true,
+            tls_client_cert: None,
+            tls_client_key: None,
         }
     }
 }
@@ -533,6 +563,23 @@ pub(crate) fn check(groups: &[GroupSpec], routes: &[RouteSpec]) -> Result<(), Co
             return err(
                 g.servers.span(),
                 format!("server {s} of group {name:?}: weight must be 1..=1000"),
+            );
+        }
+        let tls_keys = g.tls_server_name.is_some()
+            || g.tls_ca.is_some()
+            || !g.tls_verify
+            || g.tls_client_cert.is_some()
+            || g.tls_client_key.is_some();
+        if tls_keys && !g.tls {
+            return err(
+                g.name.span(),
+                format!("group {name:?}: tls_* settings without tls = true"),
+            );
+        }
+        if g.tls_client_cert.is_some() != g.tls_client_key.is_some() {
+            return err(
+                g.name.span(),
+                format!("group {name:?}: tls_client_cert and tls_client_key go together"),
             );
         }
         if g.fail_timeout.is_zero() || g.resolve_interval.is_zero() {

@@ -65,14 +65,14 @@ impl Drop for Proxy {
 #[track_caller]
 pub fn start_proxy(tweak: impl FnOnce(&mut Config), filter: impl Filter + Send + 'static) -> Proxy {
     let mut config = Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
         // The test harness's stdout is no place for access records; tests
         // that read them set a file.
         access_log: sluice::AccessLogTarget::Off,
         ..Config::default()
     };
     tweak(&mut config);
-    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.listen = vec!["127.0.0.1:0".parse().unwrap()];
     let server = Server::bind(config, filter).expect("Server::bind");
     let addr = server.local_addr();
     let stats = server.stats();

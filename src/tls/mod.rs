@@ -1,0 +1,125 @@
+//! TLS material and rustls configurations, sans-IO: certificates and keys
+//! read from PEM files (`certs.rs`), the SNI choice (`sni.rs`, RFC 6066
+//! §3), the server configuration of the TLS listeners (`server.rs`), the
+//! shared session-ticket keys (`tickets.rs`) and how their secret reaches
+//! the workers (`secret_fd.rs`), the client configurations for upstream
+//! TLS (`client.rs`), and the interned TLS identity an upstream `Peer`
+//! will carry (`identity.rs`).
+//!
+//! The crypto provider is `ring` (README, "Dependencies", has the
+//! measurement against aws-lc-rs).
+//!
+//! What it must not know: sockets, mio, the loop, connections. It hands
+//! out `Arc<ServerConfig>` / `Arc<ClientConfig>` and facts; the transport
+//! (`conn/transport/`, to come) drives rustls' `ServerConnection` and
+//! `ClientConnection` over the sockets.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rustls::crypto::CryptoProvider;
+
+pub mod certs;
+pub mod client;
+mod error;
+pub mod identity;
+pub mod secret_fd;
+pub mod server;
+pub mod sni;
+#[cfg(test)]
+mod tests;
+pub mod tickets;
+
+pub use error::TlsError;
+pub use server::{ServerTls, server_config};
+
+use crate::config::{Config, ConfigError};
+
+/// The crypto provider every configuration is built with: ring's, made
+/// once per process.
+pub fn provider() -> Arc<CryptoProvider> {
+    static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
+    PROVIDER
+        .get_or_init(|| Arc::new(rustls::crypto::ring::default_provider()))
+        .clone()
+}
+
+/// Seconds since the Unix epoch now (0 if the clock is before it).
+pub fn now_unix() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// Loads every TLS file `config` names, as the start will (and a reload,
+/// and `--check-config`): the listeners' certificates and keys (built
+/// into their server configuration when a TLS listener is configured),
+/// `tls_client_ca`, and each TLS upstream group's CA, client certificate
+/// and server names.
+///
+/// Returns the warnings to log: certificates expired or expiring within
+/// 14 days, groups with `tls_verify = false`.
+///
+/// Errors: the first file that cannot be used, as a [`ConfigError`] for
+/// the knob that names it (with its place in the config file when known).
+pub fn check(config: &Config) -> Result<Vec<String>, ConfigError> {
+    let mut warnings = Vec::new();
+    let err = |key: &'static str, span: Option<std::ops::Range<usize>>, e: TlsError| ConfigError {
+        key,
+        reason: e.to_string(),
+        span: span.filter(|s| !s.is_empty()),
+    };
+    if !config.listen_tls.is_empty() || !config.certificate.is_empty() {
+        let secret = tickets::TicketSecret::generate().map_err(|e| err("listen-tls", None, e))?;
+        let built = ServerTls::build(config, &secret, &[server::ALPN_HTTP11]).map_err(|e| {
+            let file = e.file.as_deref();
+            let cert = config.certificate.iter().find_map(|c| match file {
+                Some(f) if f == c.key.get_ref().as_path() => Some(c.key.span()),
+                Some(f) if f == c.cert.get_ref().as_path() => Some(c.cert.span()),
+                _ => None,
+            });
+            match cert {
+                Some(span) => err("certificate", Some(span), e),
+                None if file.is_some() && file == config.tls_client_ca.as_deref() => {
+                    err("tls-client-ca", None, e)
+                }
+                None => err("listen-tls", None, e),
+            }
+        })?;
+        let now = now_unix();
+        warnings.extend(
+            built
+                .store
+                .certs()
+                .iter()
+                .filter_map(|c| c.expiry_warning(now)),
+        );
+    }
+    let mut identities = identity::TlsIdentities::new();
+    for g in &config.upstream {
+        let Some(profile) = client::UpstreamTls::of_group(g) else {
+            continue;
+        };
+        let name = g.name.get_ref();
+        if !profile.verify {
+            warnings.push(format!(
+                "upstream group {name:?}: tls_verify = false: any certificate is accepted, \
+                 so anyone on the path can read and change its traffic"
+            ));
+        }
+        for s in g.servers.get_ref() {
+            let host = g.tls_server_name.as_deref().unwrap_or(&s.host);
+            identities.intern(&profile, host).map_err(|e| {
+                err(
+                    "upstream",
+                    Some(g.name.span()),
+                    TlsError {
+                        reason: format!("group {name:?}: {}", e.reason),
+                        ..e
+                    },
+                )
+            })?;
+        }
+    }
+    Ok(warnings)
+}
