@@ -107,16 +107,6 @@ fn main() -> ExitCode {
     for w in config.warnings().iter().chain(&tls_warnings) {
         log::warn!("{w}");
     }
-    if !config.listen_tls.is_empty() {
-        // The certificates were loaded and the server configuration built
-        // (`Source::load_with_warnings`, `sluice::tls::check`): a bad file
-        // has stopped the start already. Serving waits for the transport.
-        log::warn!(
-            "TLS listeners {:?} are validated but not served yet: TLS serving is pending \
-             (README, \"TLS (in progress)\")",
-            config.listen_tls
-        );
-    }
     let cpus = file::resolve_workers(0);
     if workers > cpus {
         log::warn!(

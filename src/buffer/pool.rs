@@ -17,10 +17,13 @@ pub const HEAD_START: usize = 1024;
 /// Most head storages ([`HEAD_START`] bytes each) kept on the free list.
 const MAX_FREE_HEADS: usize = 1024;
 
-/// Bytes a response-start buffer reads at most in one go: head and first
-/// body bytes of a typical response (a 16 KiB body with its head) in one
-/// `recv` (issue 22).
-pub const RESPONSE_READ: usize = 64 * 1024;
+/// Bytes a response-start buffer reads at most in one go: a head of up to
+/// [`HEAD_START`] bytes and one body buffer's start size
+/// ([`BODY_START`](super::BODY_START), 16 KiB) in one `recv` (issue 22), so
+/// a 16 KiB body with its head takes one read, and a client that reads
+/// nothing holds no more than it did with a 1 KiB head buffer and a 16 KiB
+/// body buffer (plus what the proxy adds to the head).
+pub const RESPONSE_READ: usize = super::BODY_START + HEAD_START;
 
 /// Bytes of a response-start storage: the read and the headroom in front.
 const LENT_SIZE: usize = RESPONSE_READ + LENT_HEADROOM;

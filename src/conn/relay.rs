@@ -99,8 +99,14 @@ pub(crate) fn write_client(
     env: &mut Env<'_>,
     fin_follows: bool,
 ) -> Result<bool> {
+    // The transport's own bytes first (TLS: a handshake flight, an alert).
+    let flushed = side.stream.wants_write()
+        && side
+            .stream
+            .flush(&mut side.io, env.stats)
+            .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
     let Some(out) = side.out.as_mut() else {
-        return Ok(false);
+        return Ok(flushed);
     };
     // A full buffer whose client took nothing for a while: the adaptive
     // sizing's stall (buffer.rs), measured from the last write that moved.
@@ -110,7 +116,7 @@ pub(crate) fn write_client(
         .write_from(&mut side.io, out, fin_follows, env.stats)
         .map_err(|e| ProxyError::downstream(ErrorKind::Io(e.kind())))?;
     if n == 0 {
-        return Ok(false);
+        return Ok(flushed);
     }
     Stats::add(&env.stats.bytes_to_downstream, n as u64);
     side.write_at = env.now;
@@ -346,7 +352,7 @@ pub(crate) fn write_request(
         }
     };
     if n == 0 {
-        if tunnel_done && buf.is_empty() && up.shutdown_write() {
+        if tunnel_done && buf.is_empty() && up.shutdown_write(env.stats) {
             return Ok(true);
         }
         return Ok(false);

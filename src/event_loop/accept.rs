@@ -5,10 +5,30 @@
 //! What it must not know: HTTP.
 
 use super::*;
+use crate::conn::transport::{Tls, Transport};
 
 impl Server {
+    /// Accepts what waits on the plain listener (and, at a cap or a
+    /// pause that ends, on the TLS one too: both share the budget).
     pub(super) fn accept(&mut self) {
-        let Some(listener) = self.listener.as_ref() else {
+        self.accept_on(false);
+        if self.tls_listener.is_some() {
+            self.accept_on(true);
+        }
+    }
+
+    /// Accepts what waits on the TLS listener.
+    pub(super) fn accept_tls(&mut self) {
+        self.accept_on(true);
+    }
+
+    fn accept_on(&mut self, tls: bool) {
+        let listener = if tls {
+            self.tls_listener.as_ref()
+        } else {
+            self.listener.as_ref()
+        };
+        let Some(listener) = listener else {
             return;
         };
         if self.accept_paused_until.is_some() {
@@ -56,7 +76,17 @@ impl Server {
                     let generation = self.generations.next();
                     let entry = self.clients.vacant_entry();
                     let id = ConnId::new(entry.key(), generation);
-                    match ClientConn::new(id, stream, addr, &mut self.sh) {
+                    let transport = match (tls, self.tls.as_ref()) {
+                        (true, Some(cfg)) => match rustls::ServerConnection::new(cfg.clone()) {
+                            Ok(c) => Transport::tls(stream, Tls::server(c)),
+                            Err(e) => {
+                                debug!("TLS session for {addr}: {e}");
+                                continue;
+                            }
+                        },
+                        _ => Transport::plain(stream),
+                    };
+                    match ClientConn::new(id, transport, addr, &mut self.sh) {
                         Ok(conn) => {
                             let conn = Client::from(conn);
                             let armed = conn.deadline(&self.sh).map(|(at, _)| at);

@@ -97,7 +97,10 @@ impl Server {
     fn close_listener(&mut self) {
         use std::os::fd::AsRawFd;
         self.listener_close_at = None;
-        if let Some(l) = self.listener.take() {
+        for l in [self.listener.take(), self.tls_listener.take()]
+            .into_iter()
+            .flatten()
+        {
             let fd = l.as_raw_fd();
             let _ = self.sh.registry.deregister(&mut mio::unix::SourceFd(&fd));
         }

@@ -23,6 +23,8 @@ pub struct ServerHandle {
     pub(super) waker: Weak<Waker>,
     /// The loop's listening socket while it has one.
     pub(super) listener: Weak<TcpListener>,
+    /// The loop's TLS listening socket while it has one.
+    pub(super) tls_listener: Weak<TcpListener>,
     /// Set when a successor serves on that socket (`Server::succeed`).
     pub(super) handed_over: Arc<AtomicBool>,
 }
@@ -41,6 +43,19 @@ impl ServerHandle {
     pub(super) fn listener_copy(&self) -> Option<std::io::Result<std::net::TcpListener>> {
         use std::os::fd::AsFd;
         let l = self.listener.upgrade()?;
+        Some(
+            l.as_fd()
+                .try_clone_to_owned()
+                .map(std::net::TcpListener::from),
+        )
+    }
+
+    /// A copy of the loop's TLS listening socket, as [`Self::listener_copy`].
+    ///
+    /// Errors: the `dup` failed (`EMFILE`).
+    pub(super) fn tls_listener_copy(&self) -> Option<std::io::Result<std::net::TcpListener>> {
+        use std::os::fd::AsFd;
+        let l = self.tls_listener.upgrade()?;
         Some(
             l.as_fd()
                 .try_clone_to_owned()

@@ -90,6 +90,10 @@ pub struct Server {
     /// Shared with the handle (`Weak`), so that a reload's successor can
     /// serve on the same socket ([`Server::succeed`]).
     listener: Option<Arc<TcpListener>>,
+    /// The TLS listener (`--listen-tls`) and the server configuration of
+    /// its connections, shared with the handle like `listener`.
+    tls_listener: Option<Arc<TcpListener>>,
+    tls: Option<Arc<rustls::ServerConfig>>,
     local_addr: SocketAddr,
     clients: Slab<Entry>,
     generations: Generations,
@@ -188,7 +192,17 @@ impl Server {
         let inherited = predecessor
             .and_then(ServerHandle::listener_copy)
             .transpose()?;
-        let server = Server::build(config, filter, obs, Arc::new(SystemResolver), inherited)?;
+        let inherited_tls = predecessor
+            .and_then(ServerHandle::tls_listener_copy)
+            .transpose()?;
+        let server = Server::build_with(
+            config,
+            filter,
+            obs,
+            Arc::new(SystemResolver),
+            inherited,
+            inherited_tls,
+        )?;
         if let Some(p) = predecessor {
             p.handed_over.store(true, Ordering::SeqCst);
         }
@@ -206,6 +220,18 @@ impl Server {
         obs: Option<Observer>,
         resolver: Arc<dyn Resolver>,
         inherited: Option<std::net::TcpListener>,
+    ) -> io::Result<Server> {
+        Server::build_with(config, filter, obs, resolver, inherited, None)
+    }
+
+    /// [`Server::build`] with the predecessor's TLS listener too.
+    fn build_with(
+        config: Config,
+        filter: impl Filter + Send + 'static,
+        obs: Option<Observer>,
+        resolver: Arc<dyn Resolver>,
+        inherited: Option<std::net::TcpListener>,
+        inherited_tls: Option<std::net::TcpListener>,
     ) -> io::Result<Server> {
         config
             .validate()
@@ -228,6 +254,7 @@ impl Server {
         let local_addr = listener.local_addr()?;
         poll.registry()
             .register(&mut listener, token::LISTENER, Interest::READABLE)?;
+        let (tls_listener, tls) = tls_listener(&config, inherited_tls, poll.registry())?;
         let waker = Arc::new(Waker::new(poll.registry(), token::WAKER)?);
         let (admin, obs) = Admin::new(obs, poll.registry())?;
         let registry = poll.registry().try_clone()?;
@@ -256,6 +283,8 @@ impl Server {
         Ok(Server {
             poll,
             listener: Some(Arc::new(listener)),
+            tls_listener,
+            tls,
             local_addr,
             clients: Slab::with_capacity(cap),
             generations: Generations::default(),
@@ -288,6 +317,11 @@ impl Server {
         self.local_addr
     }
 
+    /// The TLS listener's address, if `--listen-tls` is set.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_listener.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
     /// The admin listener's address, if `--admin` is set.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin.as_ref().and_then(Admin::local_addr)
@@ -307,6 +341,10 @@ impl Server {
             waker: Arc::downgrade(&self.waker),
             listener: self
                 .listener
+                .as_ref()
+                .map_or_else(Weak::new, Arc::downgrade),
+            tls_listener: self
+                .tls_listener
                 .as_ref()
                 .map_or_else(Weak::new, Arc::downgrade),
             handed_over: self.handed_over.clone(),
@@ -362,6 +400,7 @@ impl Server {
             for event in events.iter() {
                 match event.token() {
                     token::LISTENER => self.accept(),
+                    token::LISTENER_TLS => self.accept_tls(),
                     token::WAKER => self.apply_dns(),
                     t => {
                         let draining = self.drain.load(Ordering::SeqCst);
@@ -574,4 +613,42 @@ fn queue(runnable: &mut Vec<ConnId>, id: ConnId, e: &mut Entry) {
         e.queued = true;
         runnable.push(id);
     }
+}
+
+/// A TLS listener and the server configuration of its connections.
+type TlsListener = (Option<Arc<TcpListener>>, Option<Arc<rustls::ServerConfig>>);
+
+/// The TLS listener of `config` (its first `listen_tls` address; a
+/// predecessor's copy when inherited) registered under
+/// [`token::LISTENER_TLS`], and the server configuration its connections
+/// use (`tls::server_config`: certificates, SNI, ALPN, tickets). `None`
+/// without `listen_tls`.
+///
+/// Errors: several TLS addresses (one is served so far), the bind, the
+/// certificates (the error names the file).
+fn tls_listener(
+    config: &Config,
+    inherited: Option<std::net::TcpListener>,
+    registry: &mio::Registry,
+) -> io::Result<TlsListener> {
+    let addr = match config.listen_tls.as_slice() {
+        [] => return Ok((None, None)),
+        [one] => *one,
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "listen_tls: several TLS listen addresses are not served by this build yet \
+                 (the loop accepts TLS on one)",
+            ));
+        }
+    };
+    let tls = crate::tls::server_config(config)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let mut listener = match inherited {
+        Some(l) => listen::inherit(l)?,
+        None => bind_listener(addr, config.takeover, config.defer_accept)?,
+    };
+    registry.register(&mut listener, token::LISTENER_TLS, Interest::READABLE)?;
+    info!("listening for TLS on {}", listener.local_addr()?);
+    Ok((Some(Arc::new(listener)), Some(tls.config)))
 }

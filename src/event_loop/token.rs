@@ -21,6 +21,8 @@ pub(crate) const LISTENER: Token = Token(usize::MAX);
 pub(crate) const WAKER: Token = Token(usize::MAX - 1);
 /// The admin listener (kind bits 5).
 pub(crate) const ADMIN_LISTENER: Token = Token(usize::MAX - 2);
+/// The TLS listener (kind bits 4, all ones above: no slot's token).
+pub(crate) const LISTENER_TLS: Token = Token(usize::MAX - 3);
 
 /// The token of admin connection `key`: kind bits 3 with generation 0,
 /// which no reserved token has (they carry all ones above their kind).
@@ -35,8 +37,8 @@ pub(crate) fn admin_key(token: Token) -> Option<usize> {
 }
 
 /// What a token names. Kind value 3 is an admin connection ([`admin`]);
-/// 5, 6 and 7 stay unused: the reserved tokens (`usize::MAX - 2`,
-/// `usize::MAX - 1`, `usize::MAX`) carry them in their low three bits.
+/// 4, 5, 6 and 7 stay unused: the reserved tokens (`usize::MAX - 3` to
+/// `usize::MAX`) carry them in their low three bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A client (downstream) socket.

@@ -47,6 +47,9 @@ pub enum ParseError {
     /// is not 1 (`HTTP/2.0`, `HTTP/3.0`; RFC 9112 §2.3): 505 (RFC 9110
     /// §15.6.6), not 400.
     UnsupportedVersion,
+    /// A plaintext HTTP request came to a TLS port: 400 with a body that
+    /// says so (nginx's 497 page), then a close.
+    PlainHttpOnTlsPort,
 }
 
 impl ParseError {
@@ -60,7 +63,8 @@ impl ParseError {
             ParseError::Malformed(_)
             | ParseError::Framing(_)
             | ParseError::Chunk(_)
-            | ParseError::Truncated => 400,
+            | ParseError::Truncated
+            | ParseError::PlainHttpOnTlsPort => 400,
             ParseError::HeadTooLarge | ParseError::TooManyFields => 431,
             ParseError::RequestLineTooLong => 414,
             ParseError::UnknownCoding => 501,
@@ -82,6 +86,7 @@ impl fmt::Display for ParseError {
             ParseError::Truncated => f.write_str("body truncated by EOF"),
             ParseError::Http2Preface => f.write_str("HTTP/2 preface on the HTTP/1.1 port"),
             ParseError::UnsupportedVersion => f.write_str("HTTP major version not supported"),
+            ParseError::PlainHttpOnTlsPort => f.write_str("plain HTTP request on a TLS port"),
         }
     }
 }

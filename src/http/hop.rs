@@ -200,8 +200,9 @@ pub fn keep_alive_timeout(headers: &Headers) -> Option<u64> {
 ///   or adds `X-Forwarded-For: <client_ip>` at the end. An IPv4-mapped IPv6
 ///   address (from a dual-stack listener) is written as IPv4; IPv6 without
 ///   brackets (the de-facto XFF format).
-/// - `xfp`: replaces every `X-Forwarded-Proto` with one
-///   `X-Forwarded-Proto: http` at the end (sluice only speaks plain HTTP).
+/// - `xfp`: the scheme the client used (`b"http"` or `b"https"`): replaces
+///   every `X-Forwarded-Proto` with one `X-Forwarded-Proto: <scheme>` at
+///   the end, so a client cannot claim a scheme it did not use.
 ///
 /// Every other field stays where it was; `Host` is untouched.
 pub fn add_forwarding_fields(
@@ -209,7 +210,7 @@ pub fn add_forwarding_fields(
     client_ip: IpAddr,
     via: Option<&str>,
     xff: bool,
-    xfp: bool,
+    xfp: Option<&'static [u8]>,
 ) {
     if let Some(name) = via {
         headers.append_known_parts(Known::Via, &[b"1.1 ", name.as_bytes()]);
@@ -242,8 +243,8 @@ pub fn add_forwarding_fields(
             }
         }
     }
-    if xfp {
+    if let Some(scheme) = xfp {
         headers.remove_known(Known::XForwardedProto);
-        headers.append_known(Known::XForwardedProto, b"http");
+        headers.append_known(Known::XForwardedProto, scheme);
     }
 }

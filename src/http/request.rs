@@ -37,8 +37,10 @@ pub struct Forwarding<'a> {
     pub via_name: &'a str,
     /// Append the client's address to `X-Forwarded-For`.
     pub x_forwarded_for: bool,
-    /// Set `X-Forwarded-Proto: http`.
+    /// Set `X-Forwarded-Proto` to the client's scheme.
     pub x_forwarded_proto: bool,
+    /// The client came over TLS: the scheme is `https`, else `http`.
+    pub tls: bool,
 }
 
 impl Default for Forwarding<'_> {
@@ -49,6 +51,7 @@ impl Default for Forwarding<'_> {
             via_name: "sluice",
             x_forwarded_for: true,
             x_forwarded_proto: true,
+            tls: false,
         }
     }
 }
@@ -172,7 +175,8 @@ pub fn plan_request(
         client_ip,
         fwd.via.then_some(fwd.via_name),
         fwd.x_forwarded_for,
-        fwd.x_forwarded_proto,
+        fwd.x_forwarded_proto
+            .then_some(if fwd.tls { &b"https"[..] } else { &b"http"[..] }),
     );
     let plan = RequestPlan {
         framing,

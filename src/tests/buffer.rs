@@ -538,7 +538,7 @@ fn a_response_start_buffer_carrying_a_body_pauses_at_its_new_mark_and_is_counted
     let stats = std::sync::Arc::new(crate::stats::Stats::default());
     let mut pool = BufferPool::new(32 * 1024, 4, stats.clone());
     let mut buf = pool.response_head(64 * 1024);
-    fill(&mut buf, 0, 20 * 1024);
+    fill(&mut buf, 0, RESPONSE_READ);
     assert_eq!(
         stats.snapshot().buffered_bytes,
         0,
@@ -548,7 +548,7 @@ fn a_response_start_buffer_carrying_a_body_pauses_at_its_new_mark_and_is_counted
     assert!(buf.is_paused());
     assert_eq!(buf.room(), 0);
     let s = stats.snapshot();
-    assert_eq!((s.buffered_bytes, s.read_pauses), (20 * 1024, 1));
+    assert_eq!((s.buffered_bytes, s.read_pauses), (RESPONSE_READ as u64, 1));
     assert_eq!(buf.consume(16 * 1024), Crossing::Low);
     assert_eq!(stats.snapshot().read_resumes, 1);
     pool.put_buffer(buf);

@@ -100,7 +100,16 @@ impl ClientConn {
                     let start = self.head_started.unwrap_or(self.idle_since);
                     Some((start + cfg.request_head_timeout, Timeout::Head))
                 } else if self.requests == 0 {
-                    Some(wait_deadline(cfg, false, self.draining, self.accepted_at))
+                    let wait = wait_deadline(cfg, false, self.draining, self.accepted_at);
+                    // A TLS handshake must end within its own timeout of
+                    // the accept (silent close, as a head timeout with no
+                    // byte of a request).
+                    let handshake = self.accepted_at + cfg.tls_handshake_timeout;
+                    if self.side.stream.is_handshaking() && handshake < wait.0 {
+                        Some((handshake, Timeout::Head))
+                    } else {
+                        Some(wait)
+                    }
                 } else {
                     Some(wait_deadline(cfg, true, self.draining, self.idle_since))
                 }

@@ -37,7 +37,6 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use log::{debug, trace};
-use mio::net::TcpStream;
 
 use super::access::Termination;
 use super::exchange::Exchange;
@@ -151,7 +150,7 @@ impl ClientConn {
     /// Errors: the registration failed.
     pub(crate) fn new(
         id: ConnId,
-        stream: TcpStream,
+        stream: Transport,
         addr: SocketAddr,
         sh: &mut Shared,
     ) -> std::io::Result<Self> {
@@ -167,7 +166,7 @@ impl ClientConn {
         let mut c = ClientConn {
             id,
             side: ClientSide {
-                stream: Transport::plain(stream),
+                stream,
                 io,
                 addr,
                 inbuf: None,
@@ -326,7 +325,7 @@ impl ClientConn {
                 Ok(false)
             };
         }
-        if self.side.read_eof || !self.side.io.readable {
+        if self.side.read_eof || !self.side.stream.may_read(&self.side.io) {
             return Ok(false);
         }
         let (mut env, _, _) = sh.split();

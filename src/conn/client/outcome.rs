@@ -12,7 +12,7 @@ use crate::conn::access::Termination;
 use crate::conn::response_head::take_response_head;
 use crate::conn::{Shared, relay};
 use crate::error::{Answer, ErrorKind, ProxyError, RETRY_AFTER_SECS, Side, Timeout};
-use crate::http::{Headers, reason_phrase};
+use crate::http::{Headers, ParseError, reason_phrase};
 use crate::stats::Stats;
 use log::{debug, info, warn};
 
@@ -176,7 +176,9 @@ impl ClientConn {
         let State::Closing { linger_until } = self.state else {
             return false;
         };
-        if self.side.out.as_ref().is_some_and(|b| !b.is_empty()) {
+        // TLS records the transport holds (the last ones, `close_notify`)
+        // go before the FIN and the close.
+        if self.side.out.as_ref().is_some_and(|b| !b.is_empty()) || self.side.stream.wants_write() {
             return false;
         }
         if self.side.read_eof || !self.linger {
@@ -185,13 +187,17 @@ impl ClientConn {
                 // the FIN sends them before the close can turn into a
                 // reset (bytes the client sent since would make it one,
                 // and a reset drops what is still held).
-                self.side.stream.shutdown_write();
+                self.side
+                    .stream
+                    .shutdown_write(&mut self.side.io, &sh.stats);
             }
             self.set_state(State::Closed);
             return true;
         }
         if linger_until.is_none() {
-            self.side.stream.shutdown_write();
+            self.side
+                .stream
+                .shutdown_write(&mut self.side.io, &sh.stats);
             self.set_state(State::Closing {
                 linger_until: Some(sh.now + LINGER),
             });
@@ -264,7 +270,15 @@ impl ClientConn {
                 if let Some(out) = self.side.out.as_mut() {
                     out.clear();
                 }
-                let body = format!("{} {}\n", code, reason_phrase(code));
+                let body = if err.kind == ErrorKind::Parse(ParseError::PlainHttpOnTlsPort) {
+                    format!(
+                        "{} {}: this port speaks HTTPS; use an https:// URL\n",
+                        code,
+                        reason_phrase(code)
+                    )
+                } else {
+                    format!("{} {}\n", code, reason_phrase(code))
+                };
                 let mut fields = Headers::new();
                 if code == 503 {
                     fields.append("Retry-After", RETRY_AFTER_SECS.to_string().as_bytes());

@@ -188,6 +188,10 @@ impl ClientConn {
             && self.head_started.is_none()
             && !self.linger
             && !self.pipelined
+            // A TLS session mid-handshake keeps its own deadline, and one
+            // holding records or plaintext must be driven, not wait for
+            // an event that will not come.
+            && !self.side.stream.holds_work()
     }
 
     /// The parked form (only for a [`ClientConn::parkable`] machine: what

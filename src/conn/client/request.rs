@@ -41,6 +41,11 @@ impl ClientConn {
         // answered at once, not after the head timeout.
         check_request_start(buf.as_slice())
             .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
+        if self.side.stream.http_on_tls() {
+            return Err(ProxyError::downstream(ErrorKind::Parse(
+                ParseError::PlainHttpOnTlsPort,
+            )));
+        }
         let Some(len) = self.scanner.find_end(buf.as_slice()) else {
             if buf.room() == 0 {
                 let no_line_end = !buf.as_slice().contains(&b'\n');
@@ -92,6 +97,7 @@ impl ClientConn {
             via_name: &sh.via_name,
             x_forwarded_for: sh.cfg.add_x_forwarded_for,
             x_forwarded_proto: sh.cfg.add_x_forwarded_proto,
+            tls: self.side.stream.is_tls(),
         };
         let req = &mut ex.req;
         let plan = match plan_request(req, self.side.addr.ip(), fwd) {

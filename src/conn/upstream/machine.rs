@@ -154,12 +154,12 @@ impl UpstreamConn {
 
     /// Shuts the sending side once (a tunnel whose client sent EOF).
     /// Returns true the first time.
-    pub(crate) fn shutdown_write(&mut self) -> bool {
+    pub(crate) fn shutdown_write(&mut self, stats: &Stats) -> bool {
         if self.write_shut {
             return false;
         }
         self.write_shut = true;
-        self.stream.shutdown_write();
+        self.stream.shutdown_write(&mut self.io, stats);
         true
     }
 

@@ -145,7 +145,7 @@ fn keep_alive_verdicts() {
 #[test]
 fn forwarding_fields_are_appended() {
     let mut h = headers(&[("Host", "h"), ("Accept", "*/*")]);
-    add_forwarding_fields(&mut h, ip("192.0.2.7"), Some("sluice"), true, true);
+    add_forwarding_fields(&mut h, ip("192.0.2.7"), Some("sluice"), true, Some(b"http"));
     assert_eq!(
         encoded(&h),
         "Host: h\r\nAccept: */*\r\nVia: 1.1 sluice\r\nX-Forwarded-For: 192.0.2.7\r\nX-Forwarded-Proto: http\r\n"
@@ -161,7 +161,7 @@ fn forwarded_for_grows_the_last_field_in_place() {
         ("Via", "1.0 other"),
         ("Accept", "*/*"),
     ]);
-    add_forwarding_fields(&mut h, ip("2001:db8::1"), Some("sluice"), true, false);
+    add_forwarding_fields(&mut h, ip("2001:db8::1"), Some("sluice"), true, None);
     assert_eq!(
         encoded(&h),
         "X-Forwarded-For: 10.0.0.1\r\nHost: h\r\nx-forwarded-for: 10.0.0.2, 2001:db8::1\r\nVia: 1.0 other\r\nAccept: */*\r\nVia: 1.1 sluice\r\n"
@@ -171,7 +171,7 @@ fn forwarded_for_grows_the_last_field_in_place() {
 #[test]
 fn forwarded_for_edge_cases() {
     let mut h = headers(&[("X-Forwarded-For", "")]);
-    add_forwarding_fields(&mut h, ip("::ffff:192.0.2.1"), None, true, false);
+    add_forwarding_fields(&mut h, ip("::ffff:192.0.2.1"), None, true, None);
     assert_eq!(
         encoded(&h),
         "X-Forwarded-For: 192.0.2.1\r\n",
@@ -179,7 +179,7 @@ fn forwarded_for_edge_cases() {
     );
     for v in ["1.1.1.1,", "1.1.1.1, "] {
         let mut h = headers(&[("X-Forwarded-For", v)]);
-        add_forwarding_fields(&mut h, ip("192.0.2.1"), None, true, false);
+        add_forwarding_fields(&mut h, ip("192.0.2.1"), None, true, None);
         assert_eq!(
             encoded(&h),
             "X-Forwarded-For: 1.1.1.1, 192.0.2.1\r\n",
@@ -195,11 +195,11 @@ fn forwarded_proto_is_replaced_and_switches_are_honoured() {
         ("Host", "h"),
         ("x-forwarded-proto", "wss"),
     ]);
-    add_forwarding_fields(&mut h, ip("192.0.2.7"), None, false, true);
+    add_forwarding_fields(&mut h, ip("192.0.2.7"), None, false, Some(b"http"));
     assert_eq!(encoded(&h), "Host: h\r\nX-Forwarded-Proto: http\r\n");
     let before = headers(&[("Host", "h"), ("X-Forwarded-For", "1.2.3.4")]);
     let mut h = before.clone();
-    add_forwarding_fields(&mut h, ip("192.0.2.7"), None, false, false);
+    add_forwarding_fields(&mut h, ip("192.0.2.7"), None, false, None);
     assert_eq!(h, before, "all switches off changes nothing");
 }
 
@@ -231,7 +231,7 @@ fn x_forwarded_for_writes_every_ipv4_octet_as_std_does() {
         for (c, d) in [(0u8, 7u8), (100, 250), (19, 200), (255, 255)] {
             let addr = std::net::Ipv4Addr::new(a, b, c, d);
             let mut h = Headers::new();
-            add_forwarding_fields(&mut h, IpAddr::V4(addr), None, true, false);
+            add_forwarding_fields(&mut h, IpAddr::V4(addr), None, true, None);
             assert_eq!(
                 h.get("x-forwarded-for"),
                 Some(addr.to_string().as_bytes()),

@@ -34,6 +34,7 @@ pub(super) const NO_FWD: Forwarding<'static> = Forwarding {
     via_name: "sluice",
     x_forwarded_for: false,
     x_forwarded_proto: false,
+    tls: false,
 };
 
 /// Parses and plans with `fwd`; returns the (rewritten) head and the plan.

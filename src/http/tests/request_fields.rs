@@ -213,6 +213,15 @@ fn each_forwarding_field_can_be_switched_off() {
         }),
         "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Proto: http\r\n\r\n"
     );
+    // From a TLS listener the scheme is https, whatever the client claimed.
+    assert_eq!(
+        only(Forwarding {
+            x_forwarded_proto: true,
+            tls: true,
+            ..NO_FWD
+        }),
+        "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Proto: https\r\n\r\n"
+    );
 }
 
 #[test]

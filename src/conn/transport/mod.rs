@@ -1,7 +1,7 @@
 //! The transport under both connection machines (ARCHITECTURE.md §3,
 //! DESIGN §10): one connection's bytes in and out, whatever carries them.
-//! Today that is plain TCP; a rustls session over the same socket is the
-//! second kind this type is shaped for (SEAMS.md §3.4 seam 1). The relay,
+//! Plain TCP, or a rustls session over the same socket (`tls.rs`; SEAMS.md
+//! §3.4 seam 1). The relay,
 //! the codec and the watermarks see plaintext through it and never touch
 //! the socket themselves.
 //!
@@ -26,6 +26,11 @@ use super::io::{self as sockio, Io, Read1, interest};
 use crate::buffer::WatermarkBuffer;
 use crate::stats::Stats;
 
+mod tls;
+
+use tls::Sniff;
+pub(crate) use tls::Tls;
+
 /// What a look at a quiet connection found ([`Transport::peek`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Peeked {
@@ -39,16 +44,92 @@ pub(crate) enum Peeked {
     Failed(io::ErrorKind),
 }
 
-/// One connection's transport: a non-blocking TCP socket.
+/// One connection's transport: a non-blocking TCP socket, with or
+/// without a TLS session over it.
 #[derive(Debug)]
 pub(crate) struct Transport {
     stream: TcpStream,
+    tls: Option<Box<Tls>>,
+    /// A plaintext request came to a TLS port: the transport turned plain
+    /// so that the machine can answer it (400 naming HTTPS) and close.
+    http_on_tls: bool,
 }
 
 impl Transport {
     /// A plain TCP transport over `stream` (non-blocking).
     pub(crate) fn plain(stream: TcpStream) -> Self {
-        Transport { stream }
+        Transport {
+            stream,
+            tls: None,
+            http_on_tls: false,
+        }
+    }
+
+    /// A TLS transport: `tls` (a server or client session) over `stream`.
+    pub(crate) fn tls(stream: TcpStream, tls: Tls) -> Self {
+        Transport {
+            stream,
+            tls: Some(Box::new(tls)),
+            http_on_tls: false,
+        }
+    }
+
+    /// True while a TLS session runs over the socket.
+    pub(crate) fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// A plaintext request line came to this TLS port (the transport is
+    /// plain now; the machine answers 400 and closes).
+    pub(crate) fn http_on_tls(&self) -> bool {
+        self.http_on_tls
+    }
+
+    /// A TLS handshake is still going on.
+    pub(crate) fn is_handshaking(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.is_handshaking())
+    }
+
+    /// The negotiated TLS version and cipher suite (`None` for plain),
+    /// for the access record's TLS fields (issue 23, to come).
+    #[allow(dead_code)]
+    pub(crate) fn tls_facts(&self) -> Option<(&'static str, &'static str)> {
+        self.tls.as_ref().and_then(|t| t.facts())
+    }
+
+    /// A read may give something now: the socket reported readable, or a
+    /// TLS session holds decrypted bytes no event will announce.
+    pub(crate) fn may_read(&self, io: &Io) -> bool {
+        match &self.tls {
+            Some(t) => t.may_read(io),
+            None => io.readable,
+        }
+    }
+
+    /// A TLS session is mid-handshake, holds decrypted bytes, or holds
+    /// records to write: the machine must keep it live (not parked).
+    pub(crate) fn holds_work(&self) -> bool {
+        self.tls
+            .as_ref()
+            .is_some_and(|t| t.is_handshaking() || t.wants_write() || t.holds_plaintext())
+    }
+
+    /// The transport has bytes of its own to write (TLS records: a
+    /// handshake flight, an alert, `close_notify`): watch for WRITABLE,
+    /// and do not close before they went.
+    pub(crate) fn wants_write(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.wants_write())
+    }
+
+    /// Writes the transport's own pending bytes (see [`Self::wants_write`]).
+    /// Returns true if something was written.
+    ///
+    /// Errors: the socket's write error.
+    pub(crate) fn flush(&mut self, io: &mut Io, stats: &Stats) -> io::Result<bool> {
+        match self.tls.as_mut() {
+            Some(t) => t.flush(&self.stream, io, false, stats),
+            None => Ok(false),
+        }
     }
 
     /// One read into `buf`: at most `max` bytes, never past its room
@@ -62,7 +143,15 @@ impl Transport {
         max: usize,
         stats: &Stats,
     ) -> io::Result<Read1> {
-        sockio::read_into(&mut self.stream, io, buf, max, stats)
+        let Some(t) = self.tls.as_mut() else {
+            return sockio::read_into(&mut self.stream, io, buf, max, stats);
+        };
+        let r = t.read_into(&mut self.stream, io, buf, max, stats)?;
+        if t.sniff == Sniff::PlainHttp {
+            self.tls = None;
+            self.http_on_tls = true;
+        }
+        Ok(r)
     }
 
     /// One write of `buf`'s pending bytes; the written bytes are consumed.
@@ -79,6 +168,9 @@ impl Transport {
         fin_follows: bool,
         stats: &Stats,
     ) -> io::Result<usize> {
+        if let Some(t) = self.tls.as_mut() {
+            return t.write_from(&self.stream, io, buf, fin_follows, stats);
+        }
         if fin_follows {
             sockio::write_before_fin(&self.stream, io, buf, stats)
         } else {
@@ -87,7 +179,9 @@ impl Transport {
     }
 
     /// Looks at the connection without consuming anything (one `MSG_PEEK`
-    /// of a byte, counted in `stats.socket_peeks`).
+    /// of a byte, counted in `stats.socket_peeks`). Under TLS the bytes
+    /// are records, not plaintext: any byte reads as `Data` (a caller that
+    /// must tell a ticket from data reads through the session instead).
     pub(crate) fn peek(&self, stats: &Stats) -> Peeked {
         let mut byte = [0u8; 1];
         Stats::add(&stats.socket_peeks, 1);
@@ -129,15 +223,21 @@ impl Transport {
     }
 
     /// Shuts the sending side (the FIN goes once pending bytes are out).
-    /// Errors are ignored: the socket may already be gone.
-    pub(crate) fn shutdown_write(&mut self) {
+    /// A TLS session first queues `close_notify` and tries once to flush
+    /// it (the caller waits for [`Self::wants_write`] to be false before a
+    /// close). Errors are ignored: the socket may already be gone.
+    pub(crate) fn shutdown_write(&mut self, io: &mut Io, stats: &Stats) {
+        if let Some(t) = self.tls.as_mut() {
+            t.close_notify();
+            let _ = t.flush(&self.stream, io, true, stats);
+        }
         let _ = self.stream.shutdown(Shutdown::Write);
     }
 
     /// Bytes the kernel still holds for the peer (unsent or unacknowledged,
-    /// `SIOCOUTQ`); 0 if it does not say.
+    /// `SIOCOUTQ`), plus any the TLS session holds; 0 if it does not say.
     pub(crate) fn unsent(&self) -> usize {
-        sockio::unsent_bytes(&self.stream)
+        sockio::unsent_bytes(&self.stream) + self.tls.as_ref().map_or(0, |t| t.unsent())
     }
 
     /// The peer's address (`ENOTCONN` while a connect is in progress).
@@ -162,6 +262,7 @@ impl Transport {
         read: bool,
         write: bool,
     ) -> io::Result<()> {
+        let write = write || self.wants_write();
         io.set_interest(&mut self.stream, registry, token, interest(read, write))
     }
 }

@@ -1,0 +1,290 @@
+//! HTTPS on a TLS listener (issue 23, the served part): the rustls session
+//! in the loop under the client machine. A rustls client in the test talks
+//! to `--listen-tls` over real sockets; certificates are made here (rcgen),
+//! no key is checked in. What a user observes: statuses and bytes through
+//! TLS, keep-alive on one session, `X-Forwarded-Proto: https` upstream,
+//! a plaintext 400 naming HTTPS for plain HTTP on the TLS port, and the
+//! alerts for a client whose ALPN has nothing in common.
+
+mod util;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use sluice::{CertificateSpec, Config, DEFAULT_GROUP, Forward, GroupSpec, Server, ServerHandle};
+use util::*;
+
+/// A self-signed P-256 certificate for `localhost` in a temporary
+/// directory, removed on drop.
+struct Cert {
+    dir: PathBuf,
+    der: Vec<u8>,
+}
+
+impl Cert {
+    fn new(tag: &str) -> Cert {
+        let dir = std::env::temp_dir().join(format!("sluice-tls-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+        Cert {
+            der: cert.der().to_vec(),
+            dir,
+        }
+    }
+
+    fn spec(&self) -> CertificateSpec {
+        CertificateSpec::new(self.dir.join("cert.pem"), self.dir.join("key.pem"))
+    }
+}
+
+impl Drop for Cert {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A proxy with a plain and a TLS listener in front of `upstream`.
+struct TlsProxy {
+    plain: SocketAddr,
+    tls: SocketAddr,
+    handle: ServerHandle,
+    _cert: Arc<Cert>,
+}
+
+impl Drop for TlsProxy {
+    fn drop(&mut self) {
+        self.handle.shutdown();
+    }
+}
+
+fn start(upstream: SocketAddr, cert: Arc<Cert>) -> TlsProxy {
+    let config = Config {
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
+        listen_tls: vec!["127.0.0.1:0".parse().unwrap()],
+        certificate: vec![cert.spec()],
+        access_log: sluice::AccessLogTarget::Off,
+        upstream: vec![GroupSpec::new(DEFAULT_GROUP, vec![upstream.into()])],
+        ..Config::default()
+    };
+    let server = Server::bind(config, Forward::new(upstream)).expect("Server::bind");
+    let plain = server.local_addr();
+    let tls = server.tls_addr().expect("a TLS listener");
+    let handle = server.handle();
+    thread::spawn(move || server.run());
+    TlsProxy {
+        plain,
+        tls,
+        handle,
+        _cert: cert,
+    }
+}
+
+/// A rustls client configuration trusting `cert`, offering `alpn`.
+fn client_config(cert: &Cert, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(cert.der.clone()))
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(cfg)
+}
+
+type TlsStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+fn connect(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>) -> TlsStream {
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(cfg, name).unwrap();
+    let sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
+    rustls::StreamOwned::new(conn, sock)
+}
+
+/// Reads one response with a `Content-Length` body: (status, head, body).
+fn read_response(s: &mut impl Read) -> (u16, String, Vec<u8>) {
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") {
+        let n = s.read(&mut byte).expect("reading a response head");
+        assert_eq!(
+            n,
+            1,
+            "closed inside a head: {}",
+            String::from_utf8_lossy(&raw)
+        );
+        raw.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&raw).to_string();
+    let status = head[9..12].parse().unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).expect("reading a body");
+    (status, head, body)
+}
+
+#[test]
+fn a_request_over_tls_is_answered_and_the_upstream_sees_https() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = Arc::new(Cert::new("basic"));
+    let proxy = start(upstream.addr, cert.clone());
+    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
+    for i in 0..3 {
+        s.write_all(format!("GET /{i} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+            .unwrap();
+        let (status, head, body) = read_response(&mut s);
+        assert_eq!(status, 200, "{head}");
+        assert_eq!(body, format!("/{i}").as_bytes());
+    }
+    assert_eq!(s.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let reqs = upstream.requests();
+    assert_eq!(reqs.len(), 3, "three requests on one TLS session");
+    assert!(
+        reqs.iter()
+            .all(|r| r.header("X-Forwarded-Proto") == Some("https")),
+        "{:?}",
+        reqs.iter()
+            .map(|r| r.header("X-Forwarded-Proto"))
+            .collect::<Vec<_>>()
+    );
+    // The plain listener beside it still says http.
+    let mut c = Client::connect(proxy.plain);
+    assert_eq!(c.round_trip(get("/plain")).status, 200);
+    let last = upstream.wait_requests(4).pop().unwrap();
+    assert_eq!(last.header("X-Forwarded-Proto"), Some("http"));
+}
+
+#[test]
+fn a_client_offering_no_alpn_speaks_http_1_1() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = Arc::new(Cert::new("noalpn"));
+    let proxy = start(upstream.addr, cert.clone());
+    let mut s = connect(proxy.tls, client_config(&cert, &[]));
+    s.write_all(b"GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s).0, 200);
+}
+
+#[test]
+fn large_bodies_cross_tls_byte_for_byte_both_ways() {
+    let size = 3 * 1024 * 1024 + 17;
+    let body: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+    let down = body.clone();
+    let upstream = Upstream::start(serve(move |req| {
+        if req.method == "POST" {
+            // Echo the upload's length and a checksum.
+            let sum: u64 = req.body.iter().map(|&b| b as u64).sum();
+            ok_response(&format!("{} {sum}", req.body.len()))
+        } else {
+            let mut r =
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", down.len()).into_bytes();
+            r.extend_from_slice(&down);
+            r
+        }
+    }));
+    let cert = Arc::new(Cert::new("large"));
+    let proxy = start(upstream.addr, cert.clone());
+    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let (status, _, got) = read_response(&mut s);
+    assert_eq!(status, 200);
+    assert!(got == body, "the download arrived changed");
+    let mut req = format!("POST /up HTTP/1.1\r\nHost: localhost\r\nContent-Length: {size}\r\n\r\n")
+        .into_bytes();
+    req.extend_from_slice(&body);
+    s.write_all(&req).unwrap();
+    let (status, _, answer) = read_response(&mut s);
+    assert_eq!(status, 200);
+    let sum: u64 = body.iter().map(|&b| b as u64).sum();
+    assert_eq!(String::from_utf8_lossy(&answer), format!("{size} {sum}"));
+}
+
+#[test]
+fn plain_http_on_the_tls_port_gets_a_plaintext_400_naming_https() {
+    let upstream = Upstream::start(never_answer());
+    let cert = Arc::new(Cert::new("plain"));
+    let proxy = start(upstream.addr, cert);
+    let mut c = Client::connect(proxy.tls);
+    c.send(get("/"));
+    let raw = c.read_until_closed(CLIENT_TIMEOUT);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 400 "), "{text}");
+    assert!(text.contains("HTTPS"), "{text}");
+    assert_eq!(upstream.accepted(), 0, "nothing reached the upstream");
+}
+
+#[test]
+fn bytes_that_are_neither_tls_nor_http_on_the_tls_port_are_closed() {
+    let upstream = Upstream::start(never_answer());
+    let cert = Arc::new(Cert::new("junk"));
+    let proxy = start(upstream.addr, cert);
+    let mut c = Client::connect(proxy.tls);
+    c.send(b"\x00\x01\x02 junk\r\n\r\n");
+    let raw = c.read_until_closed(CLIENT_TIMEOUT);
+    assert!(raw.is_empty(), "{}", preview(&raw));
+}
+
+#[test]
+fn a_client_whose_alpn_has_nothing_in_common_gets_an_alert() {
+    let upstream = Upstream::start(never_answer());
+    let cert = Arc::new(Cert::new("alpn"));
+    let proxy = start(upstream.addr, cert.clone());
+    let mut s = connect(proxy.tls, client_config(&cert, &[b"spdy/3"]));
+    let r = s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let mut buf = [0u8; 64];
+    let read = s.read(&mut buf);
+    let err = r.err().or(read.err()).expect("the handshake fails");
+    assert!(err.to_string().contains("NoApplicationProtocol"), "{err}");
+}
+
+#[test]
+fn a_silent_connection_to_the_tls_port_is_closed_at_the_handshake_timeout() {
+    let upstream = Upstream::start(never_answer());
+    let cert = Arc::new(Cert::new("slow"));
+    let config = Config {
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
+        listen_tls: vec!["127.0.0.1:0".parse().unwrap()],
+        certificate: vec![cert.spec()],
+        access_log: sluice::AccessLogTarget::Off,
+        tls_handshake_timeout: Duration::from_millis(300),
+        defer_accept: false,
+        upstream: vec![GroupSpec::new(DEFAULT_GROUP, vec![upstream.addr.into()])],
+        ..Config::default()
+    };
+    let server = Server::bind(config, Forward::new(upstream.addr)).unwrap();
+    let tls = server.tls_addr().unwrap();
+    let handle = server.handle();
+    thread::spawn(move || server.run());
+    // The first bytes of a ClientHello, then nothing.
+    let mut c = Client::connect(tls);
+    c.send(b"\x16\x03\x01\x00\xc8\x01\x00\x00\xc4\x03\x03");
+    let started = std::time::Instant::now();
+    let rest = c.read_until_closed(Duration::from_secs(5));
+    assert!(rest.is_empty(), "{}", preview(&rest));
+    // Well before the 10 s head timeout that would otherwise apply.
+    assert!(started.elapsed() < Duration::from_secs(5));
+    handle.shutdown();
+}
