@@ -288,3 +288,83 @@ fn a_silent_connection_to_the_tls_port_is_closed_at_the_handshake_timeout() {
     assert!(started.elapsed() < Duration::from_secs(5));
     handle.shutdown();
 }
+
+#[test]
+fn a_request_and_close_notify_in_one_segment_get_the_answer_then_a_prompt_clean_close() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = Arc::new(Cert::new("cn1"));
+    let proxy = start(upstream.addr, cert.clone());
+    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
+    // The handshake first (a request on it is answered).
+    s.write_all(b"GET /first HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s).0, 200);
+    // Then a request and close_notify as one write of the socket.
+    s.conn
+        .writer()
+        .write_all(b"GET /last HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    s.conn.send_close_notify();
+    let mut wire = Vec::new();
+    while s.conn.wants_write() {
+        s.conn.write_tls(&mut wire).unwrap();
+    }
+    s.sock.write_all(&wire).unwrap();
+    let started = std::time::Instant::now();
+    let (status, _, body) = read_response(&mut s);
+    assert_eq!((status, body.as_slice()), (200, &b"/last"[..]));
+    // Then the proxy's close_notify (a clean end, not a bare FIN), at once
+    // rather than at the 60 s keep-alive timeout.
+    let mut rest = Vec::new();
+    let r = s.read_to_end(&mut rest);
+    assert!(r.is_ok(), "a clean TLS close: {r:?}");
+    assert!(rest.is_empty(), "{}", preview(&rest));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn an_idle_session_closed_by_the_client_gets_close_notify_back() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = Arc::new(Cert::new("cn2"));
+    let proxy = start(upstream.addr, cert.clone());
+    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
+    s.write_all(b"GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s).0, 200);
+    s.conn.send_close_notify();
+    s.flush().unwrap();
+    let mut rest = Vec::new();
+    let r = s.read_to_end(&mut rest);
+    assert!(r.is_ok(), "close_notify before the FIN: {r:?}");
+}
+
+#[test]
+fn a_client_offering_only_http_1_0_in_alpn_is_served() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = Arc::new(Cert::new("h10"));
+    let proxy = start(upstream.addr, cert.clone());
+    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.0"]));
+    s.write_all(b"GET /old HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let (status, _, body) = read_response(&mut s);
+    assert_eq!((status, body.as_slice()), (200, &b"/old"[..]));
+    assert_eq!(s.conn.alpn_protocol(), Some(&b"http/1.0"[..]));
+}
+
+#[test]
+fn a_lower_case_request_line_on_the_tls_port_gets_the_400_too() {
+    let upstream = Upstream::start(never_answer());
+    let cert = Arc::new(Cert::new("lower"));
+    let proxy = start(upstream.addr, cert);
+    let mut c = Client::connect(proxy.tls);
+    c.send(b"get / HTTP/1.1\r\nHost: x\r\n\r\n");
+    let text = String::from_utf8_lossy(&c.read_until_closed(CLIENT_TIMEOUT)).to_string();
+    assert!(
+        text.starts_with("HTTP/1.1 400 ") && text.contains("HTTPS"),
+        "{text}"
+    );
+}

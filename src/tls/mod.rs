@@ -71,7 +71,7 @@ pub fn check(config: &Config) -> Result<Vec<String>, ConfigError> {
     };
     if !config.listen_tls.is_empty() || !config.certificate.is_empty() {
         let secret = tickets::TicketSecret::generate().map_err(|e| err("listen-tls", None, e))?;
-        let built = ServerTls::build(config, &secret, &[server::ALPN_HTTP11]).map_err(|e| {
+        let built = ServerTls::build(config, &secret, server::SERVER_ALPN).map_err(|e| {
             let file = e.file.as_deref();
             let cert = config.certificate.iter().find_map(|c| match file {
                 Some(f) if f == c.key.get_ref().as_path() => Some(c.key.span()),

@@ -37,6 +37,14 @@ pub const SESSION_CACHE_ENTRIES: usize = 4096;
 /// ALPN protocol id of HTTP/1.1 (RFC 7301 §6).
 pub const ALPN_HTTP11: &[u8] = b"http/1.1";
 
+/// ALPN protocol id of HTTP/1.0 (RFC 7301 §6): `curl -0` offers it alone;
+/// the HTTP/1 machine serves 1.0 as it does on the plain port (nginx
+/// accepts it too).
+pub const ALPN_HTTP10: &[u8] = b"http/1.0";
+
+/// What the TLS listeners offer, most preferred first.
+pub const SERVER_ALPN: &[&[u8]] = &[ALPN_HTTP11, ALPN_HTTP10];
+
 /// A server configuration and the certificates behind it (for the expiry
 /// warnings, `/status` and the transport's SNI decision).
 #[derive(Debug, Clone)]
@@ -129,5 +137,5 @@ impl ServerTls {
 /// Errors: as [`ServerTls::build`], or the secret could not be had.
 pub fn server_config(config: &Config) -> Result<ServerTls, TlsError> {
     let secret = super::secret_fd::process_secret()?;
-    ServerTls::build(config, secret, &[ALPN_HTTP11])
+    ServerTls::build(config, secret, SERVER_ALPN)
 }

@@ -279,6 +279,7 @@ impl ClientConn {
         }
         self.release(sh, true);
         self.set_idle(false, &sh.stats);
+        self.side.stream.goodbye(&mut self.side.io, &sh.stats);
         // Dropping the socket closes it, and closing removes it from the
         // epoll set: no `epoll_ctl` per connection (stale events of this
         // batch are dropped by the token's generation).

@@ -234,6 +234,16 @@ impl Transport {
         let _ = self.stream.shutdown(Shutdown::Write);
     }
 
+    /// The connection is about to be closed: a TLS session whose
+    /// handshake completed says so with `close_notify` (RFC 8446 §6.1), one
+    /// try to write it (no wait); one that never completed closes silently.
+    pub(crate) fn goodbye(&mut self, io: &mut Io, stats: &Stats) {
+        if let Some(t) = self.tls.as_mut().filter(|t| !t.is_handshaking()) {
+            t.close_notify();
+            let _ = t.flush(&self.stream, io, false, stats);
+        }
+    }
+
     /// Bytes the kernel still holds for the peer (unsent or unacknowledged,
     /// `SIOCOUTQ`), plus any the TLS session holds; 0 if it does not say.
     pub(crate) fn unsent(&self) -> usize {

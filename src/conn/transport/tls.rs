@@ -59,6 +59,9 @@ pub(crate) struct Tls {
     conn: rustls::Connection,
     /// Decrypted bytes (or the peer's close) wait in rustls.
     plain: bool,
+    /// rustls saw the peer's `close_notify` (or the socket's EOF): once
+    /// the plaintext before it is read, the reader says so.
+    peer_closed: bool,
     /// What the first bytes were (server sessions; client ones start at
     /// `Tls`).
     pub(super) sniff: Sniff,
@@ -134,6 +137,7 @@ impl Tls {
         Tls {
             conn: conn.into(),
             plain: false,
+            peer_closed: false,
             sniff: Sniff::Unknown,
         }
     }
@@ -144,6 +148,7 @@ impl Tls {
         Tls {
             conn: conn.into(),
             plain: false,
+            peer_closed: false,
             sniff: Sniff::Tls,
         }
     }
@@ -213,8 +218,10 @@ impl Tls {
                     }
                     Ok((n, _)) => {
                         // A read that did not fill what was offered
-                        // emptied rustls' plaintext.
-                        self.plain = n >= offered;
+                        // emptied rustls' plaintext; a close behind it
+                        // (a request and `close_notify` in one read) is
+                        // still to be read, and no event will say so.
+                        self.plain = n >= offered || self.peer_closed;
                         return Ok(Read1::Data(n));
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.plain = false,
@@ -252,6 +259,7 @@ impl Tls {
                 // reader once the plaintext before it is read.
                 io.readable = false;
                 self.plain = true;
+                self.peer_closed = true;
             }
         }
         Ok(Read1::Idle)
@@ -288,7 +296,7 @@ impl Tls {
                 buf.unfill(n);
                 Ok(Read1::Idle)
             }
-            Some(b) if b.is_ascii_uppercase() => {
+            Some(b) if b.is_ascii_alphabetic() => {
                 self.sniff = Sniff::PlainHttp;
                 Ok(Read1::Data(n))
             }
@@ -304,7 +312,8 @@ impl Tls {
     fn process(&mut self, stream: &TcpStream, io: &mut Io, stats: &Stats) -> io::Result<()> {
         match self.conn.process_new_packets() {
             Ok(state) => {
-                self.plain = state.plaintext_bytes_to_read() > 0 || state.peer_has_closed();
+                self.peer_closed |= state.peer_has_closed();
+                self.plain = state.plaintext_bytes_to_read() > 0 || self.peer_closed;
                 if self.conn.wants_write() {
                     self.flush(stream, io, false, stats)?;
                 }
