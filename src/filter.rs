@@ -11,18 +11,22 @@ use std::net::SocketAddr;
 
 use crate::http::{Headers, RequestHead, ResponseHead};
 
-/// Where a request goes: the upstream peer. The key of the upstream pool,
-/// so a later TLS/SNI field belongs here too.
+/// Where a request goes: the upstream peer, and the key of the upstream
+/// pool: its address and, for TLS, its identity (client configuration and
+/// server name, interned per loop: `tls::identity`), so a TLS and a plain
+/// connection to one address never mix. 12 bytes, `Copy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Peer {
     /// The upstream's socket address.
     pub addr: SocketAddr,
+    /// The TLS identity of connections to it; `None`: plain TCP.
+    pub tls: Option<crate::tls::identity::TlsId>,
 }
 
 impl Peer {
     /// A plain-TCP peer at `addr`.
     pub fn new(addr: SocketAddr) -> Self {
-        Peer { addr }
+        Peer { addr, tls: None }
     }
 }
 

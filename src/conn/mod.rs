@@ -42,6 +42,7 @@ use crate::filter::{Filter, Peer};
 use crate::http::date::HttpDate;
 use crate::pool::IdlePool;
 use crate::stats::Stats;
+use crate::tls::identity::TlsIdentities;
 use crate::upstreams::Groups;
 use crate::upstreams::health::{Change, Verdict};
 use crate::warn_limit::WarnLimit;
@@ -91,6 +92,10 @@ pub(crate) struct Shared {
     /// and back without copying the struct.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Exchange>>,
+    /// The TLS identities of this loop's upstream peers (`Peer::tls`).
+    pub tls_ids: TlsIdentities,
+    /// Each group's TLS identity (by group index), `None` for plain.
+    group_tls: Vec<Option<crate::tls::identity::TlsId>>,
     /// The fewest spares held since the last trim: that many were never
     /// needed, and [`Shared::trim_spare`] drops them.
     spare_low: usize,
@@ -143,6 +148,44 @@ impl Shared {
             via_name: String::new(),
             spare: Vec::new(),
             spare_low: 0,
+            tls_ids: TlsIdentities::new(),
+            group_tls: Vec::new(),
+        }
+    }
+
+    /// Interns the TLS identity of every TLS group (issue 23, item 7): its
+    /// client configuration (trust, client certificate, ALPN `http/1.1`,
+    /// session resumption) and its server name, `tls_server_name` or else
+    /// the host of its first server (an IP literal is verified as an IP).
+    /// Peers picked from a group carry it ([`Shared::peer_in`]).
+    ///
+    /// Errors: a CA or client certificate file that cannot be loaded, a
+    /// server name that is not one.
+    pub(crate) fn intern_tls_groups(&mut self) -> Result<(), crate::tls::TlsError> {
+        self.group_tls.clear();
+        for g in &self.cfg.upstream {
+            let id = match crate::tls::client::UpstreamTls::of_group(g) {
+                Some(profile) => {
+                    let host = g
+                        .tls_server_name
+                        .clone()
+                        .or_else(|| g.servers.get_ref().first().map(|s| s.host.clone()))
+                        .unwrap_or_default();
+                    Some(self.tls_ids.intern(&profile, &host)?)
+                }
+                None => None,
+            };
+            self.group_tls.push(id);
+        }
+        Ok(())
+    }
+
+    /// The peer for server `addr` of group `g`: with the group's TLS
+    /// identity if it speaks TLS.
+    pub(crate) fn peer_in(&self, g: usize, addr: std::net::SocketAddr) -> Peer {
+        Peer {
+            addr,
+            tls: self.group_tls.get(g).copied().flatten(),
         }
     }
 
@@ -161,6 +204,16 @@ impl Shared {
     /// on it finish.
     pub(crate) fn server_out(&mut self, addr: std::net::SocketAddr) {
         self.ups.close_idle_to(Peer::new(addr), &self.stats);
+        let mut ids: Vec<_> = self.group_tls.iter().flatten().copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for tls in ids {
+            let peer = Peer {
+                addr,
+                tls: Some(tls),
+            };
+            self.ups.close_idle_to(peer, &self.stats);
+        }
     }
 
     /// What the relay's pumps use, with the upstream connections and the

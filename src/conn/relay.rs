@@ -146,7 +146,7 @@ pub(crate) fn read_response(
     up: &mut UpstreamConn,
     env: &mut Env<'_>,
 ) -> Result<bool> {
-    if up.is_connecting() || !up.io.readable {
+    if up.is_connecting() || !up.may_read() {
         return Ok(false);
     }
     let upstream_io = |e: std::io::Error| ProxyError::upstream(ErrorKind::Io(e.kind()));
@@ -315,7 +315,7 @@ pub(crate) fn write_request(
     up: &mut UpstreamConn,
     env: &mut Env<'_>,
 ) -> Result<bool> {
-    match up.finish_connect() {
+    match up.finish_connect(env.stats) {
         Ok(Connect::Pending) => return Ok(false),
         Ok(Connect::JustConnected) => {
             ex.up_port = up.local_port();

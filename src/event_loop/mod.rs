@@ -275,6 +275,8 @@ impl Server {
             listen::set_defer(&listener, config.defer_accept)?;
         }
         let mut sh = Shared::new(config, Box::new(filter), registry, pool, groups, access);
+        sh.intern_tls_groups()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         sh.via_name = crate::conn::via_pseudonym(&sh.cfg.via_name, local_addr);
         // Room for every client up front: the slab and the timer heap never
         // grow by copying (the old storage would stay as a hole in the

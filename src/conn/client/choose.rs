@@ -53,7 +53,7 @@ pub(super) fn first(sh: &mut Shared, client: IpAddr, req: &RequestHead) -> Dest 
     match sh.groups.pick(group, hash, &[], sh.now) {
         Some(p) => Dest::Server {
             group: Some(group),
-            peer: Peer::new(p.addr),
+            peer: sh.peer_in(group, p.addr),
             panic: p.panic,
             hash,
         },
@@ -111,7 +111,7 @@ pub(super) fn next(ex: &mut Exchange, sh: &mut Shared) -> Option<Peer> {
     })?;
     ex.tried.push(pick.addr);
     ex.in_flight = true;
-    Some(Peer::new(pick.addr))
+    Some(sh.peer_in(g, pick.addr))
 }
 
 /// How many retries `ex` may make: `max_retries`; enough to try every

@@ -228,10 +228,12 @@ impl ClientConn {
         let Some(ex) = self.exchange.as_deref_mut() else {
             return Ok(());
         };
+        let tls = ex.peer.tls.and_then(|id| sh.tls_ids.get(id));
         let (key, reused) = sh
             .ups
             .acquire(
                 ex.peer,
+                tls,
                 self.id,
                 fresh,
                 ex.idempotent,

@@ -194,6 +194,28 @@ impl Transport {
         }
     }
 
+    /// A look at an idle connection (a pooled upstream one): a plain socket
+    /// is peeked ([`Self::peek`]); a TLS session reads and processes what
+    /// came, so a ticket or a key update keeps it usable
+    /// (`Tls::idle_look`).
+    pub(crate) fn idle_look(&mut self, io: &mut Io, stats: &Stats) -> Peeked {
+        match self.tls.as_mut() {
+            Some(t) => t.idle_look(&mut self.stream, io, stats),
+            None => self.peek(stats),
+        }
+    }
+
+    /// One step of a client TLS handshake once the TCP connect completed
+    /// (see `Tls::handshake`); a plain transport is done at once.
+    ///
+    /// Errors: the socket's; the handshake failed.
+    pub(crate) fn handshake(&mut self, io: &mut Io, stats: &Stats) -> io::Result<bool> {
+        match self.tls.as_mut() {
+            Some(t) => t.handshake(&mut self.stream, io, stats),
+            None => Ok(true),
+        }
+    }
+
     /// The socket's pending error (`SO_ERROR`, counted as a peek), if any:
     /// a reset or failure pending whatever came before it.
     pub(crate) fn pending_error(&self, stats: &Stats) -> Option<io::Error> {

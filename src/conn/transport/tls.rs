@@ -143,7 +143,6 @@ impl Tls {
     }
 
     /// A client session (an upstream TLS connection).
-    #[allow(dead_code)]
     pub(crate) fn client(conn: rustls::ClientConnection) -> Self {
         Tls {
             conn: conn.into(),
@@ -387,6 +386,92 @@ impl Tls {
             }
         }
         Ok(wrote)
+    }
+
+    /// One step of a client handshake (an upstream connection): writes
+    /// what rustls holds (the ClientHello first), reads and processes what
+    /// the server sent. Returns true once the handshake is done.
+    ///
+    /// Errors: the socket's; the handshake failed (`InvalidData`: a bad
+    /// certificate, a name that does not match, no common version).
+    pub(crate) fn handshake(
+        &mut self,
+        stream: &mut TcpStream,
+        io: &mut Io,
+        stats: &Stats,
+    ) -> io::Result<bool> {
+        for _ in 0..MAX_READ_ROUNDS {
+            self.flush(stream, io, false, stats)?;
+            if !self.conn.is_handshaking() {
+                return Ok(true);
+            }
+            if !io.readable {
+                return Ok(false);
+            }
+            let mut rd = SocketReader {
+                stream,
+                stats,
+                short: false,
+                eof: false,
+            };
+            match self.conn.read_tls(&mut rd) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    io.readable = false;
+                    return Ok(false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            if rd.short && !io.read_closed {
+                io.readable = false;
+            }
+            self.process(stream, io, stats)?;
+        }
+        Ok(!self.conn.is_handshaking())
+    }
+
+    /// A look at an idle session (a pooled upstream connection that got an
+    /// event, or is checked before reuse): what the socket holds is read
+    /// and processed, so records that are not data — a TLS 1.3
+    /// `NewSessionTicket`, a `KeyUpdate` — are absorbed and leave it
+    /// usable; data, `close_notify`, EOF or an error do not.
+    pub(crate) fn idle_look(
+        &mut self,
+        stream: &mut TcpStream,
+        io: &mut Io,
+        stats: &Stats,
+    ) -> super::Peeked {
+        use super::Peeked;
+        for _ in 0..MAX_READ_ROUNDS {
+            if self.peer_closed {
+                return Peeked::Eof;
+            }
+            if self.plain {
+                return Peeked::Data;
+            }
+            let mut rd = SocketReader {
+                stream,
+                stats,
+                short: false,
+                eof: false,
+            };
+            match self.conn.read_tls(&mut rd) {
+                Ok(0) => return Peeked::Eof,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    io.readable = false;
+                    return Peeked::Quiet;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Peeked::Failed(e.kind()),
+            }
+            if let Err(e) = self.process(stream, io, stats) {
+                return Peeked::Failed(e.kind());
+            }
+        }
+        Peeked::Quiet
     }
 
     /// TLS bytes rustls holds for the socket.

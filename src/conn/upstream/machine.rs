@@ -8,7 +8,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use log::{debug, trace};
+use log::{debug, trace, warn};
 use mio::{Registry, Token};
 
 use super::super::io::{Io, Read1};
@@ -58,6 +58,10 @@ pub(crate) struct UpstreamConn {
     pub(super) taken: Option<Taken>,
     /// The sending side was shut (a tunnel whose client sent EOF).
     pub(super) write_shut: bool,
+    /// The TCP connect completed (a TLS handshake may still run: the
+    /// connection stays `Connecting`, under the connect timeout, until it
+    /// is done).
+    pub(super) tcp_connected: bool,
 }
 
 /// How a connect attempt stands after [`UpstreamConn::finish_connect`].
@@ -98,36 +102,58 @@ impl UpstreamConn {
         self.state = new;
     }
 
-    /// Completes a non-blocking connect once WRITABLE was reported.
+    /// Completes a non-blocking connect once WRITABLE was reported, and
+    /// then, for a TLS peer, the handshake: a connection is connected once
+    /// it can carry the request (a handshake failure is a connect failure:
+    /// the retry rules of a refused connect apply).
     ///
     /// Errors: the connect failed (refused, unreachable): `SO_ERROR`'s
-    /// error or `peer_addr`'s.
-    pub(crate) fn finish_connect(&mut self) -> io::Result<Connect> {
+    /// error or `peer_addr`'s; the TLS handshake failed (the reason, e.g.
+    /// the name that did not match, is logged).
+    pub(crate) fn finish_connect(&mut self, stats: &Stats) -> io::Result<Connect> {
         if !self.is_connecting() {
             return Ok(Connect::Ready);
         }
-        if !self.io.writable {
-            return Ok(Connect::Pending);
-        }
-        if let Some(e) = self.stream.connect_error() {
-            return Err(e);
-        }
-        match self.stream.peer_addr() {
-            Ok(_) => {
-                self.local_port = self.stream.local_addr().map(|a| a.port()).unwrap_or(0);
-                self.set_state(UpState::Active { owner: self.owner });
-                debug!(
-                    "upstream {} connected, port {}",
-                    self.peer.addr, self.local_port
-                );
-                Ok(Connect::JustConnected)
+        if !self.tcp_connected {
+            if !self.io.writable {
+                return Ok(Connect::Pending);
             }
-            Err(e) if e.kind() == io::ErrorKind::NotConnected => {
-                self.io.writable = false;
-                Ok(Connect::Pending)
+            if let Some(e) = self.stream.connect_error() {
+                return Err(e);
             }
-            Err(e) => Err(e),
+            match self.stream.peer_addr() {
+                Ok(_) => {
+                    self.tcp_connected = true;
+                    self.local_port = self.stream.local_addr().map(|a| a.port()).unwrap_or(0);
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                    self.io.writable = false;
+                    return Ok(Connect::Pending);
+                }
+                Err(e) => return Err(e),
+            }
         }
+        match self.stream.handshake(&mut self.io, stats) {
+            Ok(false) => return Ok(Connect::Pending),
+            Ok(true) => {}
+            Err(e) => {
+                warn!("upstream {}: TLS handshake failed: {e}", self.peer.addr);
+                return Err(e);
+            }
+        }
+        self.set_state(UpState::Active { owner: self.owner });
+        debug!(
+            "upstream {} connected, port {}{}",
+            self.peer.addr,
+            self.local_port,
+            if self.stream.is_tls() { ", TLS" } else { "" }
+        );
+        Ok(Connect::JustConnected)
+    }
+
+    /// A read may give something now (see `Transport::may_read`).
+    pub(crate) fn may_read(&self) -> bool {
+        self.stream.may_read(&self.io)
     }
 
     /// One read into `buf` (see [`read_into`]); nothing while connecting.

@@ -32,12 +32,13 @@ use slab::Slab;
 mod machine;
 
 use super::io::Io;
-use super::transport::{Peeked, Transport};
+use super::transport::{Peeked, Tls, Transport};
 use crate::event_loop::token::{ConnId, Generations, Kind};
 use crate::filter::Peer;
 use crate::idle_limit::QUICK_CLOSE;
 use crate::pool::{Choice, EvictReason, IdlePool};
 use crate::stats::Stats;
+use crate::tls::identity::TlsIdentity;
 use machine::Taken;
 pub(crate) use machine::{Connect, UpState, UpstreamConn};
 
@@ -107,6 +108,7 @@ impl Upstreams {
     pub(crate) fn acquire(
         &mut self,
         peer: Peer,
+        tls: Option<&TlsIdentity>,
         owner: ConnId,
         fresh: bool,
         idempotent: bool,
@@ -138,13 +140,13 @@ impl Upstreams {
                         check,
                     } => (id, idle, older, check),
                 };
-                let verdict = match self.slab.get(key) {
+                let verdict = match self.slab.get_mut(key) {
                     // Hot and no event since it was parked: no syscall.
                     Some(s) if !check && !s.conn.io.readable => {
                         Stats::add(&stats.pool_take_unchecked, 1);
                         None
                     }
-                    Some(s) => probe(&s.conn.stream, stats),
+                    Some(s) => probe(&mut s.conn, stats),
                     None => continue,
                 };
                 if let Some(why) = verdict {
@@ -205,11 +207,19 @@ impl Upstreams {
             Err(e) => return Err(e),
         };
         let _ = stream.set_nodelay(true);
+        let stream = match tls {
+            Some(id) => {
+                let conn = rustls::ClientConnection::new(id.config.clone(), id.server_name.clone())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                Transport::tls(stream, Tls::client(conn))
+            }
+            None => Transport::plain(stream),
+        };
         let generation = self.generations.next();
         let entry = self.slab.vacant_entry();
         let key = entry.key();
         let mut conn = UpstreamConn {
-            stream: Transport::plain(stream),
+            stream,
             token: ConnId::new(key, generation).token(Kind::Upstream),
             peer,
             io: Io::default(),
@@ -219,6 +229,7 @@ impl Upstreams {
             uses: 0,
             taken: None,
             write_shut: false,
+            tcp_connected: false,
         };
         conn.set_interest(registry, true, true)?;
         entry.insert(Slot { conn, generation });
@@ -247,7 +258,7 @@ impl Upstreams {
         if slot.conn.state != UpState::Idle {
             return Some(slot.conn.owner);
         }
-        if let Some(why) = probe(&slot.conn.stream, stats) {
+        if let Some(why) = probe(&mut slot.conn, stats) {
             let peer = slot.conn.peer;
             if why == Eviction::PeerClosed
                 && let Some(idle) = self.pool.idle_for(id.key(), now)
@@ -312,7 +323,7 @@ impl Upstreams {
         let verdict = if up.io.read_closed {
             Some(Eviction::PeerClosed)
         } else if up.io.readable {
-            probe(&up.stream, stats)
+            probe(up, stats)
         } else {
             None
         };
@@ -421,9 +432,11 @@ impl Upstreams {
 
 /// Checks a parked connection without blocking: `None` if it looks
 /// usable, else why not. EOF or an error means the upstream closed it;
-/// bytes mean it sent something outside any exchange.
-fn probe(stream: &Transport, stats: &Stats) -> Option<Eviction> {
-    match stream.peek(stats) {
+/// bytes mean it sent something outside any exchange. A TLS connection is
+/// read through its session (`Transport::idle_look`): a ticket or a key
+/// update is absorbed and keeps it, `close_notify` is EOF, data evicts it.
+fn probe(up: &mut UpstreamConn, stats: &Stats) -> Option<Eviction> {
+    match up.stream.idle_look(&mut up.io, stats) {
         Peeked::Quiet => None,
         Peeked::Data => Some(Eviction::UnexpectedData),
         Peeked::Eof | Peeked::Failed(_) => Some(Eviction::PeerClosed),

@@ -1,0 +1,261 @@
+//! TLS to upstreams (issue 23, item 7): a group with `tls = true` is
+//! reached through a rustls client session in the loop; the handshake is
+//! part of the connect (its failure is a connect failure, so a bad
+//! certificate gets 502 after the retry rules); a pooled TLS connection is
+//! reused; a record that is not data arriving while it is idle (a TLS 1.3
+//! `KeyUpdate`) keeps it pooled, `close_notify` evicts it before any
+//! request takes it. The upstream is a rustls server in the test, on
+//! 127.0.0.1:0; certificates are made here (rcgen).
+
+mod util;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use sluice::{Config, DEFAULT_GROUP, GroupSpec, Server, ServerHandle, Stats};
+use util::*;
+
+/// A self-signed certificate for `name`, its key, and the PEM file the
+/// proxy trusts it by.
+struct Cert {
+    dir: PathBuf,
+    chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+}
+
+impl Cert {
+    fn new(tag: &str, name: &str) -> Cert {
+        let dir = std::env::temp_dir().join(format!("sluice-tlsup-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(dir.join("ca.pem"), cert.pem()).unwrap();
+        Cert {
+            dir,
+            chain: vec![cert.der().clone()],
+            key: rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        }
+    }
+
+    fn ca(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+}
+
+impl Drop for Cert {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+type Session = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
+
+/// What the test tells an idle upstream session to do.
+enum Poke {
+    KeyUpdate,
+    CloseNotify,
+}
+
+/// A TLS upstream: answers every request on a session with `200` and the
+/// target; counts the sessions it accepted; while a session is idle,
+/// obeys a poke.
+struct TlsUpstream {
+    addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+    pokes: mpsc::Sender<Poke>,
+}
+
+fn tls_upstream(cert: &Cert) -> TlsUpstream {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(cert.chain.clone(), cert.key.clone_key())
+        .unwrap();
+    let cfg = Arc::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel::<Poke>();
+    let rx = Arc::new(Mutex::new(rx));
+    let count = accepted.clone();
+    thread::spawn(move || {
+        for sock in listener.incoming().take(16) {
+            let Ok(sock) = sock else { return };
+            count.fetch_add(1, Ordering::SeqCst);
+            let conn = rustls::ServerConnection::new(cfg.clone()).unwrap();
+            let rx = rx.clone();
+            thread::spawn(move || serve(Session::new(conn, sock), rx));
+        }
+    });
+    TlsUpstream {
+        addr,
+        accepted,
+        pokes: tx,
+    }
+}
+
+/// Serves requests (heads only) until the proxy closes; between requests
+/// it waits up to 50 ms at a time for a poke.
+fn serve(mut s: Session, pokes: Arc<Mutex<mpsc::Receiver<Poke>>>) {
+    let _ = s.sock.set_read_timeout(Some(Duration::from_millis(50)));
+    let mut buf = Vec::new();
+    for _ in 0..2000 {
+        let mut chunk = [0u8; 4096];
+        match s.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if let Ok(p) = pokes.lock().unwrap().try_recv() {
+                    match p {
+                        Poke::KeyUpdate => {
+                            let _ = s.conn.refresh_traffic_keys();
+                            let _ = s.flush();
+                        }
+                        Poke::CloseNotify => {
+                            s.conn.send_close_notify();
+                            let _ = s.flush();
+                            let _ = s.sock.shutdown(std::net::Shutdown::Write);
+                        }
+                    }
+                }
+                continue;
+            }
+            Err(_) => return,
+        }
+        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            buf.drain(..end + 4);
+            let target = head.split(' ').nth(1).unwrap_or("?").to_string();
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{target}",
+                target.len()
+            );
+            if s.write_all(resp.as_bytes()).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+struct Proxy {
+    addr: SocketAddr,
+    stats: Arc<Stats>,
+    handle: ServerHandle,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.handle.shutdown();
+    }
+}
+
+fn proxy_to(up: SocketAddr, ca: PathBuf, server_name: &str) -> Proxy {
+    let mut group = GroupSpec::new(DEFAULT_GROUP, vec![up.into()]);
+    group.tls = true;
+    group.tls_ca = Some(ca);
+    group.tls_server_name = Some(server_name.to_string());
+    let config = Config {
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
+        access_log: sluice::AccessLogTarget::Off,
+        upstream: vec![group],
+        ..Config::default()
+    };
+    let server = Server::bind(config, sluice::ByRoutes).expect("Server::bind");
+    let p = Proxy {
+        addr: server.local_addr(),
+        stats: server.stats(),
+        handle: server.handle(),
+    };
+    thread::spawn(move || server.run());
+    p
+}
+
+#[test]
+fn a_tls_group_is_reached_over_tls_and_its_connection_is_pooled() {
+    let cert = Cert::new("basic", "api.internal");
+    let up = tls_upstream(&cert);
+    let proxy = proxy_to(up.addr, cert.ca(), "api.internal");
+    let mut c = Client::connect(proxy.addr);
+    for i in 0..3 {
+        let r = c.round_trip(get(&format!("/{i}")));
+        assert_eq!(r.status, 200, "{}", preview(&r.head));
+        assert_eq!(r.body, format!("/{i}").as_bytes());
+    }
+    assert_eq!(
+        up.accepted.load(Ordering::SeqCst),
+        1,
+        "one TLS session, reused"
+    );
+    let s = proxy.stats.snapshot();
+    assert_eq!((s.upstream_connects, s.upstream_reuses), (1, 2), "{s:?}");
+}
+
+#[test]
+fn a_certificate_for_another_name_is_a_connect_failure_answered_502() {
+    let cert = Cert::new("name", "other.internal");
+    let up = tls_upstream(&cert);
+    let proxy = proxy_to(up.addr, cert.ca(), "api.internal");
+    let mut c = Client::connect(proxy.addr);
+    let r = c.round_trip(get("/"));
+    assert_eq!(r.status, 502, "{}", preview(&r.head));
+}
+
+#[test]
+fn a_key_update_while_idle_keeps_the_connection_pooled() {
+    let cert = Cert::new("ku", "api.internal");
+    let up = tls_upstream(&cert);
+    let proxy = proxy_to(up.addr, cert.ca(), "api.internal");
+    let mut c = Client::connect(proxy.addr);
+    assert_eq!(c.round_trip(get("/1")).status, 200);
+    assert!(wait_until(WAIT, || proxy.stats.snapshot().pool_idle == 1));
+    up.pokes.send(Poke::KeyUpdate).unwrap();
+    // The record arrives while the connection is parked: the proxy reads
+    // it through the session (an event on a parked socket) and keeps it.
+    thread::sleep(Duration::from_millis(300));
+    let s = proxy.stats.snapshot();
+    assert_eq!(s.pool_idle, 1, "still pooled: {s:?}");
+    assert_eq!(s.pool_evicted_unexpected_data, 0, "{s:?}");
+    let r = c.round_trip(get("/2"));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"/2");
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 1, "the same session");
+}
+
+#[test]
+fn close_notify_while_idle_evicts_the_connection_before_any_request_takes_it() {
+    let cert = Cert::new("cn", "api.internal");
+    let up = tls_upstream(&cert);
+    let proxy = proxy_to(up.addr, cert.ca(), "api.internal");
+    let mut c = Client::connect(proxy.addr);
+    assert_eq!(c.round_trip(get("/1")).status, 200);
+    assert!(wait_until(WAIT, || proxy.stats.snapshot().pool_idle == 1));
+    up.pokes.send(Poke::CloseNotify).unwrap();
+    assert!(
+        wait_until(WAIT, || proxy.stats.snapshot().pool_evicted_peer_closed
+            == 1),
+        "{:?}",
+        proxy.stats.snapshot()
+    );
+    let r = c.round_trip(get("/2"));
+    assert_eq!(r.status, 200);
+    let s = proxy.stats.snapshot();
+    assert_eq!((s.retries, s.status_502), (0, 0), "{s:?}");
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 2, "a new session");
+}
