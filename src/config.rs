@@ -134,7 +134,7 @@ settings! {
         #[serde(with = "crate::upstreams::spec::groups_codec")]
         pub upstream: Vec<GroupSpec> = vec![GroupSpec::new(
             DEFAULT_GROUP,
-            vec![ServerSpec { host: "127.0.0.1".into(), port: 8000, weight: 1 }],
+            vec![ServerSpec { host: "127.0.0.1".into(), port: 8000, weight: 1, backup: false }],
         )],
 
         /// Routes: which group serves a request, by host and path.

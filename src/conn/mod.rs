@@ -147,9 +147,15 @@ impl Shared {
 
     /// A request to server `addr` of group `g` ended with `verdict`
     /// (passive health, ARCHITECTURE.md §13); an ejected server's idle
-    /// pooled connections are closed.
-    pub(crate) fn report(&mut self, g: usize, addr: std::net::SocketAddr, verdict: Verdict) {
-        if self.groups.release(g, addr, verdict, self.now) == Some(Change::Out) {
+    /// pooled connections are closed. `status`: the upstream's (0: none).
+    pub(crate) fn report(
+        &mut self,
+        g: usize,
+        addr: std::net::SocketAddr,
+        verdict: Verdict,
+        status: u16,
+    ) {
+        if self.groups.release(g, addr, verdict, status, self.now) == Some(Change::Out) {
             Stats::add(&self.stats.ejections, 1);
             self.server_out(addr);
         }

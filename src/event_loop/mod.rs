@@ -379,12 +379,16 @@ impl Server {
             self.drive_runnable();
             self.fire_timers();
             let now = self.sh.now;
+            // Descriptors a check may take: what the budget leaves.
+            let room = self
+                .fd_budget
+                .saturating_sub(self.own_fds() + self.fd_share.others());
             let sh = &mut self.sh;
             sh.ups.expire(now, &sh.stats);
             if sh.checks.next_deadline().is_some_and(|t| t <= now) {
                 let out = sh
                     .checks
-                    .on_time(now, &mut sh.groups, &sh.registry, &sh.stats);
+                    .on_time(now, &mut sh.groups, &sh.registry, &sh.stats, room);
                 for addr in out {
                     sh.server_out(addr);
                 }
