@@ -23,7 +23,7 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use log::debug;
+use log::{debug, warn};
 use mio::net::TcpStream;
 use mio::{Interest, Registry};
 use slab::Slab;
@@ -84,6 +84,8 @@ pub(crate) struct Checks {
     generations: Generations,
     schedule: Vec<Due>,
     rng: u64,
+    /// Rate limit of the "no result" line (one a second, with a count).
+    skip_log: crate::warn_limit::WarnLimit,
 }
 
 impl Checks {
@@ -193,8 +195,14 @@ impl Checks {
             let expect_body = hc.expect_body.clone().map(String::into_bytes);
             let request = request_bytes(hc, &groups.check_host(d.group, d.addr));
             if room == 0 {
-                debug!("health check of {}: no descriptor left, skipped", d.addr);
-                self.skip(d.group, d.addr, now, groups, stats);
+                self.skip(
+                    d.group,
+                    d.addr,
+                    "no descriptor left in the budget",
+                    now,
+                    groups,
+                    stats,
+                );
                 continue;
             }
             if let Some(s) = self.schedule.get_mut(i) {
@@ -204,8 +212,7 @@ impl Checks {
             match self.start(probe, now + timeout, timeout, registry) {
                 Ok(()) => room -= 1,
                 Err(e) if local_shortage(&e) => {
-                    debug!("health check of {}: no result ({e})", d.addr);
-                    self.skip(d.group, d.addr, now, groups, stats);
+                    self.skip(d.group, d.addr, &e.to_string(), now, groups, stats);
                 }
                 Err(e) => {
                     debug!("health check of {}: connect failed at once: {e}", d.addr);
@@ -219,8 +226,19 @@ impl Checks {
 
     /// A check of `addr` that could not start for want of local resources:
     /// no result, counted, the next one an interval later.
-    fn skip(&mut self, group: usize, addr: SocketAddr, now: Instant, groups: &Groups, st: &Stats) {
+    fn skip(
+        &mut self,
+        group: usize,
+        addr: SocketAddr,
+        why: &str,
+        now: Instant,
+        groups: &Groups,
+        st: &Stats,
+    ) {
         Stats::add(&st.health_checks_skipped, 1);
+        if let Some(more) = self.skip_log.allow(now) {
+            warn!("health check of {addr}: no result ({why}): the server keeps its state{more}");
+        }
         self.reschedule(group, addr, now, groups);
     }
 
