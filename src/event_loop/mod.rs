@@ -129,6 +129,8 @@ pub struct Server {
     /// A successor serves on this loop's listening socket: its drain
     /// closes only its own descriptor of it.
     handed_over: Arc<AtomicBool>,
+    /// Where a successor asks for this loop's servers' health.
+    carry: Arc<crate::upstreams::carry::CarrySlot>,
 }
 
 impl Server {
@@ -188,9 +190,18 @@ impl Server {
         let inherited = predecessor
             .and_then(ServerHandle::listener_copy)
             .transpose()?;
-        let server = Server::build(config, filter, obs, Arc::new(SystemResolver), inherited)?;
+        let mut server = Server::build(config, filter, obs, Arc::new(SystemResolver), inherited)?;
         if let Some(p) = predecessor {
             p.handed_over.store(true, Ordering::SeqCst);
+            // Health survives the reload (issue 27 item 4).
+            if let Some(old) = p.health() {
+                let (n, out) = server.sh.groups.adopt(old, Instant::now());
+                info!(
+                    "reload: kept the health of {n} servers{}{}",
+                    if out.is_empty() { "" } else { "; out: " },
+                    out.join(", ")
+                );
+            }
         }
         Ok(server)
     }
@@ -275,6 +286,7 @@ impl Server {
             fd_share,
             emfile_warn: Default::default(),
             handed_over: Arc::new(AtomicBool::new(false)),
+            carry: Arc::default(),
         })
     }
 
@@ -305,6 +317,7 @@ impl Server {
                 .as_ref()
                 .map_or_else(Weak::new, Arc::downgrade),
             handed_over: self.handed_over.clone(),
+            carry: self.carry.clone(),
         }
     }
 
@@ -406,6 +419,9 @@ impl Server {
                 self.sh.access.reopen();
             }
             self.sh.access.flush_if_due(now);
+            if self.carry.wanted() {
+                self.carry.answer(self.sh.groups.snapshot());
+            }
             self.count_lost_records();
             let own = self.own_fds();
             self.fd_share.publish(own);

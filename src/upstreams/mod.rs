@@ -9,11 +9,13 @@
 //! - [`health`]: passive ejection, active rise/fall.
 //! - [`route`]: host and path matching.
 //! - [`dns`]: the resolver trait and thread.
+//! - [`carry`]: health handed from a loop to its successor (reload).
 //!
 //! What it must not know: the sockets of exchanges or of checks, the pool,
 //! the loop.
 
 pub(crate) mod balance;
+pub(crate) mod carry;
 pub mod dns;
 pub(crate) mod health;
 pub(crate) mod route;
@@ -361,6 +363,47 @@ impl Groups {
                     })
             })
             .collect()
+    }
+
+    /// Every live server's health, for a successor loop ([`carry`]).
+    pub(crate) fn snapshot(&self) -> Vec<carry::Carried> {
+        self.groups
+            .iter()
+            .flat_map(|g| {
+                g.slots.iter().zip(&g.health).map(|(s, h)| carry::Carried {
+                    group: g.spec.name.get_ref().clone(),
+                    addr: s.addr,
+                    health: h.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Takes over the health in `old` for the servers this configuration
+    /// has too (same group name, same address); returns how many, with the
+    /// ones not up named (`app 127.0.0.1:8002 checked_down`).
+    pub(crate) fn adopt(&mut self, old: Vec<carry::Carried>, now: Instant) -> (usize, Vec<String>) {
+        let (mut n, mut out) = (0, Vec::new());
+        for c in old {
+            let Some(g) = self.find(&c.group) else {
+                continue;
+            };
+            let Some(group) = self.groups.get_mut(g) else {
+                continue;
+            };
+            let Some(i) = group.index(c.addr) else {
+                continue;
+            };
+            if let Some(h) = group.health.get_mut(i) {
+                *h = c.health;
+                n += 1;
+            }
+            let state = group.state_of(i, now);
+            if state != "up" && state != "backup" {
+                out.push(format!("{} {state}", group.who(c.addr)));
+            }
+        }
+        (n, out)
     }
 
     /// Sets the operator's `mode` of server `addr` in group `name`.
