@@ -7,7 +7,7 @@ mod util;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -139,4 +139,49 @@ fn the_access_record_lists_every_server_tried_with_its_outcome() {
     assert_eq!(tries[1]["addr"], good.addr.to_string());
     assert_eq!(tries[1]["status"], 200);
     assert_eq!(tries[1]["outcome"], "ok");
+}
+
+/// An upstream answering with `name` while `alive`; once not alive it
+/// closes each connection on its next request (checks included).
+fn switchable(name: &'static str, alive: Arc<AtomicBool>) -> Upstream {
+    Upstream::start(move |mut conn: UpConn| {
+        while let Some(_req) = conn.read_request() {
+            if !alive.load(Ordering::SeqCst) || !conn.send(ok_response(name)) {
+                return;
+            }
+        }
+    })
+}
+
+/// Bodies of `n` sequential GETs on one connection.
+fn bodies(proxy: SocketAddr, n: usize) -> Vec<String> {
+    let mut c = Client::connect(proxy);
+    (0..n)
+        .map(|_| {
+            let r = c.round_trip(get("/"));
+            assert_eq!(r.status, 200);
+            r.body_str()
+        })
+        .collect()
+}
+
+#[test]
+fn a_backup_server_takes_over_while_the_primary_is_down_and_hands_back() {
+    let primary_alive = Arc::new(AtomicBool::new(true));
+    let primary = switchable("primary", primary_alive.clone());
+    let spare = switchable("spare", Arc::new(AtomicBool::new(true)));
+    let mut g = group("app", &[primary.addr], checked(40, 300));
+    g.servers
+        .get_mut()
+        .push(format!("{} backup", spare.addr).parse().unwrap());
+    let proxy = start_proxy(|c| c.upstream = vec![g], ByRoutes);
+    assert!(bodies(proxy.addr, 6).iter().all(|b| b == "primary"));
+    primary_alive.store(false, Ordering::SeqCst);
+    assert_eventually("the primary checked down", || {
+        proxy.stats.snapshot().servers_marked_down >= 1
+    });
+    assert!(bodies(proxy.addr, 6).iter().all(|b| b == "spare"));
+    primary_alive.store(true, Ordering::SeqCst);
+    assert_eventually("the primary back", || bodies(proxy.addr, 1) == ["primary"]);
+    assert!(bodies(proxy.addr, 6).iter().all(|b| b == "primary"));
 }

@@ -260,6 +260,23 @@ fn spec_syntax_and_checks() {
         ("app.internal", 8080, 3)
     );
     assert_eq!(s.to_string(), "app.internal:8080 weight=3");
+    let b: ServerSpec = "10.0.0.1:80 backup weight=2".parse().unwrap();
+    assert!(b.backup && b.weight == 2);
+    assert_eq!(b.to_string(), "10.0.0.1:80 weight=2 backup");
+    assert!("h:80 backup backup".parse::<ServerSpec>().is_err());
+    let t: GroupSpec = toml::from_str(
+        "name = \"g\"\nservers = [{ address = \"10.0.0.1:80\", backup = true }]\n\
+         [health_check]\nmethod = \"HEAD\"\nhost = \"app.example\"\n\
+         headers = { \"X-Check\" = \"1\" }\n",
+    )
+    .unwrap();
+    assert!(t.servers.get_ref()[0].backup);
+    assert!(check(std::slice::from_ref(&t), &[]).is_ok());
+    let mut bad = t.clone();
+    if let Some(hc) = bad.health_check.as_mut() {
+        hc.expect_body = Some("ok".into());
+    }
+    assert!(check(&[bad], &[]).is_err(), "expect_body with HEAD");
     let v6: ServerSpec = "[::1]:80".parse().unwrap();
     assert_eq!(v6.to_string(), "[::1]:80");
     assert!("localhost".parse::<ServerSpec>().is_err());
