@@ -306,6 +306,22 @@ settings! {
         #[arg(long, action = ArgAction::SetTrue)]
         pub admin_public: bool = false,
 
+        /// Allow POST /servers/GROUP/ADDR/state on the admin listener.
+        ///
+        /// Off by default. On, a peer on loopback may set a server's state
+        /// (`drain`, `maintenance`, `ready`); any other peer needs the
+        /// bearer token of `admin_token_file`.
+        #[arg(long, action = ArgAction::SetTrue)]
+        pub admin_write: bool = false,
+
+        /// File holding the bearer token for admin writes from non-loopback peers.
+        ///
+        /// Its first line, read at start and on reload; without it only
+        /// loopback peers may write.
+        #[arg(long, value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub admin_token_file: Option<PathBuf> = None,
+
         /// Longest graceful drain after SIGTERM.
         ///
         /// Longest time a graceful drain (SIGTERM) waits for in-flight

@@ -46,6 +46,7 @@ use upstreams_setup::build_groups;
 
 mod accept;
 mod admin;
+mod admin_write;
 mod drain;
 mod fd_share;
 mod handle;
@@ -235,7 +236,8 @@ impl Server {
         poll.registry()
             .register(&mut listener, token::LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), token::WAKER)?);
-        let (admin, obs) = Admin::new(obs, poll.registry())?;
+        let write = admin_write::WriteAccess::from_config(&config)?;
+        let (admin, obs) = Admin::new(obs, poll.registry(), write)?;
         let registry = poll.registry().try_clone()?;
         let (groups, names) = build_groups(&config, resolver.as_ref())?;
         let resolver = if names.is_empty() {
@@ -374,15 +376,13 @@ impl Server {
                     t => {
                         let draining = self.drain.load(Ordering::SeqCst);
                         let now = self.sh.now;
-                        let groups = &self.sh.groups;
-                        let servers = || groups.server_states(now);
                         if !admin::dispatch(
                             &mut self.admin,
                             t,
                             self.poll.registry(),
                             now,
                             draining,
-                            &servers,
+                            &mut self.sh,
                         ) {
                             self.record(t, event);
                         }

@@ -447,6 +447,9 @@ struct Status {
     uptime_seconds: f64,
     pid: u32,
     workers: Vec<WorkerStatus>,
+    /// The upstream groups as the answering worker sees them.
+    answered_by_worker: usize,
+    groups: Vec<super::tier::GroupView>,
 }
 
 #[derive(Serialize)]
@@ -461,8 +464,9 @@ struct WorkerStatus {
 }
 
 /// The `/status` body: version, this process's config digest, the group's
-/// uptime, and one entry per worker.
-pub(crate) fn status_json(obs: &Observer) -> String {
+/// uptime, one entry per worker, and the upstream groups with each
+/// server's state (`servers`, as this worker sees them).
+pub(crate) fn status_json(obs: &Observer, servers: &[ServerState]) -> String {
     let now = super::region::now_ms();
     let at = |ms: u64| std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms));
     let status = Status {
@@ -484,6 +488,8 @@ pub(crate) fn status_json(obs: &Observer) -> String {
                 client_connections: Slots::field(&v.values, "downstream_active"),
             })
             .collect(),
+        answered_by_worker: obs.slot,
+        groups: super::tier::groups(servers),
     };
     let mut text = serde_json::to_string_pretty(&status).unwrap_or_default();
     text.push('\n');

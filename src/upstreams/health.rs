@@ -37,7 +37,6 @@ pub(crate) enum Change {
 
 /// What the operator asked of a server (`POST /servers/GROUP/ADDR/state`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[allow(dead_code)] // TEMP: set by the admin write endpoint
 pub(crate) enum Mode {
     /// Takes requests as its health allows.
     #[default]
@@ -60,7 +59,6 @@ impl Mode {
     }
 
     /// The mode a word of the endpoint names.
-    #[allow(dead_code)] // TEMP: the admin write endpoint
     pub(crate) fn parse(word: &str) -> Option<Mode> {
         match word {
             "ready" => Some(Mode::Ready),

@@ -88,6 +88,14 @@ impl Group {
         self.slots.iter().map(|s| s.addr)
     }
 
+    /// A connection to `addr` may be parked after its exchange: the
+    /// server is still in the group and not drained or in maintenance.
+    pub(crate) fn parks(&self, addr: SocketAddr) -> bool {
+        self.index(addr)
+            .and_then(|i| self.health.get(i))
+            .is_some_and(|h| h.mode == Mode::Ready)
+    }
+
     /// Number of live servers.
     pub(crate) fn len(&self) -> usize {
         self.slots.len()
@@ -276,6 +284,9 @@ pub(crate) struct ServerState {
     pub mode: &'static str,
     /// Requests in flight to it.
     pub in_flight: u32,
+    /// Idle pooled connections to it (filled in by the caller, who owns
+    /// the pool).
+    pub idle: usize,
     /// Time left of its ejection (ms), if ejected.
     pub ejected_ms: Option<u64>,
     /// What caused the ejection (`3 failures, last: traffic: connect
@@ -352,6 +363,7 @@ impl Groups {
                         backup: g.backup.get(i).copied().unwrap_or(false),
                         mode: h.mode.name(),
                         in_flight: s.outstanding,
+                        idle: 0,
                         ejected_ms: h
                             .ejected_until
                             .filter(|&t| t > now)
@@ -408,7 +420,6 @@ impl Groups {
 
     /// Sets the operator's `mode` of server `addr` in group `name`.
     /// Returns its old mode, or `None` if no such server.
-    #[allow(dead_code)] // TEMP: the admin write endpoint
     pub(crate) fn set_mode(&mut self, name: &str, addr: SocketAddr, mode: Mode) -> Option<Mode> {
         let g = self.find(name)?;
         let group = self.groups.get_mut(g)?;

@@ -71,12 +71,12 @@ impl ClientConn {
             return false;
         }
         ex.upstream = None;
-        // A server gone from its group (DNS, ARCHITECTURE.md §13) gets no
-        // new exchange: its connection is closed, not parked.
+        // A server gone from its group (DNS, ARCHITECTURE.md §13) or
+        // drained gets no new exchange: its connection is closed, not parked.
         let member = ex
             .group
             .and_then(|g| sh.groups.get(g))
-            .is_none_or(|gr| gr.addrs().any(|a| a == ex.peer.addr));
+            .is_none_or(|gr| gr.parks(ex.peer.addr));
         if ex.reusable() && member {
             let hint = ex.idle_hint.map(std::time::Duration::from_secs);
             sh.ups.park(key, hint, &sh.registry, &sh.stats, sh.now);
