@@ -22,6 +22,7 @@ const USAGE: &str = "\
 usage: sluice --listen ADDR --upstream ADDR [options]
        sluice --config FILE [options]
        sluice --check-config FILE [options]
+       sluice status [--admin ADDR] [--drain|--maintenance|--ready GROUP ADDR]
 
 ";
 
