@@ -113,6 +113,20 @@ fn status_shows_ejected_checked_down_and_maintenance_with_their_reasons() {
     assert_eq!(down["state"], "checked_down", "{s:#}");
     assert_eq!(down["last_check"], "closed before a status line");
     println!("{s:#}");
+    // Per-server metrics: the good server's 200, the refused one's try.
+    let (_, m) = http_get(admin, "/metrics");
+    let m = String::from_utf8_lossy(&m);
+    for (addr, class) in [(good.addr, "2xx"), (refused, "none")] {
+        let want = format!(
+            "sluice_upstream_server_responses_total{{worker=\"0\",group=\"app\",\
+             server=\"{addr}\",code_class=\"{class}\"}} 1"
+        );
+        assert!(m.contains(&want), "{want}\n{m}");
+    }
+    assert!(
+        m.contains("sluice_upstream_server_first_byte_seconds_count{"),
+        "{m}"
+    );
 }
 
 #[test]

@@ -563,7 +563,7 @@ impl Exchange {
                 None if self.status != 0 => Verdict::Success,
                 _ => Verdict::Neutral,
             };
-            sh.report(g, self.peer.addr, verdict, self.status);
+            sh.report(g, self.peer.addr, verdict, (self.status, self.first_byte));
         }
         self.resp_body_bytes += extra_out;
         let attached = self.up_port != 0 || self.status != 0;

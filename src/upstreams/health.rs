@@ -104,6 +104,48 @@ pub(crate) struct Health {
     pub eject_cause: Option<String>,
     /// Requests and errors of the last minute.
     pub minute: Minute,
+    /// Requests since start, by status class, and response times.
+    pub traffic: Traffic,
+}
+
+/// One server's requests since the loop started (carried across an
+/// in-process reload): by status class of its answer (`1xx`…`5xx`, and
+/// `none` for a try that got no response), and a histogram of the time
+/// to its response's first byte over [`crate::stats::BUCKETS`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Traffic {
+    /// Counts by class: index 0 = no response, 1..=5 = 1xx..5xx.
+    pub classes: [u64; 6],
+    /// Responses with a first byte at or under each bound, then +Inf
+    /// (cumulative counts are worked out when exposed).
+    pub buckets: [u64; crate::stats::BUCKETS.len() + 1],
+    /// Sum of those times, µs.
+    pub sum_us: u64,
+}
+
+impl Traffic {
+    /// Counts one try that ended with `status` (0: no response) after
+    /// `first_byte`.
+    pub(crate) fn count(&mut self, status: u16, first_byte: Option<Duration>) {
+        let class = match status {
+            100..=599 => usize::from(status / 100),
+            _ => 0,
+        };
+        if let Some(c) = self.classes.get_mut(class) {
+            *c += 1;
+        }
+        if let Some(d) = first_byte.filter(|_| class != 0) {
+            let secs = d.as_secs_f64();
+            let i = crate::stats::BUCKETS
+                .iter()
+                .position(|&b| secs <= b)
+                .unwrap_or(crate::stats::BUCKETS.len());
+            if let Some(b) = self.buckets.get_mut(i) {
+                *b += 1;
+            }
+            self.sum_us = self.sum_us.saturating_add(d.as_micros() as u64);
+        }
+    }
 }
 
 /// Length of one bucket of [`Minute`].

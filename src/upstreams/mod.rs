@@ -298,6 +298,8 @@ pub(crate) struct ServerState {
     pub last_error: Option<health::Failure>,
     /// Requests and 5xx answers (or failed tries) in the last minute.
     pub minute: (u64, u64),
+    /// Requests since start by class, and response times.
+    pub traffic: health::Traffic,
 }
 
 /// All groups and routes of the process.
@@ -372,6 +374,7 @@ impl Groups {
                         last_check: h.last_check.clone(),
                         last_error: h.last_failure.clone(),
                         minute: h.minute.totals(now),
+                        traffic: h.traffic.clone(),
                     })
             })
             .collect()
@@ -516,13 +519,14 @@ impl Groups {
 
     /// A request to `addr` of group `g` ended with `verdict`: no longer in
     /// flight, its health counted. `Some(Change::Out)`: it was ejected.
-    /// `status` is the upstream's (0: none came).
+    /// `status` is the upstream's (0: none came), `first_byte` the time
+    /// to its first byte.
     pub(crate) fn release(
         &mut self,
         g: usize,
         addr: SocketAddr,
         verdict: Verdict,
-        status: u16,
+        (status, first_byte): (u16, Option<Duration>),
         now: Instant,
     ) -> Option<Change> {
         let group = self.groups.get_mut(g)?;
@@ -535,6 +539,9 @@ impl Groups {
         let h = group.health.get_mut(i)?;
         h.minute
             .count(now, verdict == Verdict::Failure || status >= 500);
+        if verdict != Verdict::Neutral || status != 0 {
+            h.traffic.count(status, first_byte);
+        }
         let change = h.passive(verdict, max_fails, timeout, now);
         if change.is_some() {
             let left = h

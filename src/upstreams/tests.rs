@@ -184,7 +184,7 @@ fn a_retry_goes_to_another_server_and_panic_mode_tries_each_once() {
     for p in 1..=3 {
         for _ in 0..3 {
             let _ = g.pick(0, 0, &[], now);
-            g.release(0, addr(p), Verdict::Failure, 0, now);
+            g.release(0, addr(p), Verdict::Failure, (0, None), now);
         }
     }
     let mut tried = Vec::new();
@@ -206,7 +206,7 @@ fn weighted_round_robin_spreads_exactly_over_a_cycle() {
     let mut n: HashMap<SocketAddr, u32> = HashMap::new();
     for _ in 0..500 {
         let p = g.pick(0, 0, &[], now).unwrap();
-        g.release(0, p.addr, Verdict::Success, 200, now);
+        g.release(0, p.addr, Verdict::Success, (200, None), now);
         *n.entry(p.addr).or_default() += 1;
     }
     assert_eq!((n[&addr(1)], n[&addr(2)], n[&addr(3)]), (300, 100, 100));

@@ -145,7 +145,7 @@ pub(super) fn count_failure(ex: &mut Exchange, err: &ProxyError, sh: &mut Shared
         let why = reason(err, ex.no_response_byte());
         sh.groups.note_failure(g, ex.peer.addr, why);
     }
-    sh.report(g, ex.peer.addr, verdict, 0);
+    sh.report(g, ex.peer.addr, verdict, (0, None));
 }
 
 /// The server for a retry of `ex`: another server of its group not tried
