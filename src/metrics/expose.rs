@@ -36,6 +36,16 @@ type Plain = (
 
 const PLAIN: &[Plain] = &[
     (
+        "sluice_health_checks",
+        "Active health checks, by result (skipped: not started for want of local descriptors, no result).",
+        MetricType::Counter,
+        &[
+            ("health_checks", Some(("result", "done"))),
+            ("health_checks_failed", Some(("result", "failed"))),
+            ("health_checks_skipped", Some(("result", "skipped"))),
+        ],
+    ),
+    (
         "sluice_client_connections_accepted",
         "Client connections accepted.",
         MetricType::Counter,
