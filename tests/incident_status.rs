@@ -173,3 +173,35 @@ fn drain_lets_in_flight_finish_sends_new_ones_elsewhere_and_closes_idle() {
         .collect();
     assert!(bodies.contains(&"slow".to_string()), "{bodies:?}");
 }
+
+#[test]
+fn a_connect_timeout_is_not_retried_when_the_only_other_server_is_in_maintenance() {
+    // The hanging server is tried once; the other one is in maintenance,
+    // so there is nowhere else to go: 504 after one connect timeout, not
+    // a second wait on the same hanging server.
+    let hole = Blackhole::start();
+    let spare = Upstream::start(respond_forever(ok_response("spare")));
+    let admin = loopback(free_port());
+    let servers = vec![ServerSpec::from(hole.addr), ServerSpec::from(spare.addr)];
+    let proxy = start_proxy(
+        move |c| {
+            let mut g = GroupSpec::new("app", servers);
+            g.max_fails = 0;
+            c.upstream = vec![g];
+            c.upstream_connect_timeout = Duration::from_millis(400);
+            c.admin = Some(admin);
+            c.admin_write = true;
+        },
+        ByRoutes,
+    );
+    assert_eq!(
+        http_post(admin, &path("app", spare.addr), "maintenance").0,
+        200
+    );
+    let began = std::time::Instant::now();
+    let r = proxy.client().round_trip(get("/"));
+    let took = began.elapsed();
+    assert_eq!(r.status, 504);
+    assert!(took < Duration::from_millis(750), "took {took:?}");
+    assert_eq!(spare.accepted(), 0);
+}

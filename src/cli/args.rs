@@ -478,7 +478,7 @@ mod tests {
             .count();
         assert_eq!(knobs, keys.len());
         // Knobs whose default is "not set" have no key in the defaults.
-        let unset_by_default = ["admin", "pid-file"];
+        let unset_by_default = ["admin", "admin-token-file", "pid-file"];
         // + --config, --check-config, -h, -V.
         assert_eq!(
             keys.len() + unset_by_default.len() + 4,

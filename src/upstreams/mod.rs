@@ -96,6 +96,15 @@ impl Group {
             .is_some_and(|h| h.mode == Mode::Ready)
     }
 
+    /// A server not in `tried` may still be tried: the operator has not
+    /// taken it out and active checks do not hold it down.
+    pub(crate) fn may_try_another(&self, tried: &[SocketAddr]) -> bool {
+        self.slots
+            .iter()
+            .zip(&self.health)
+            .any(|(s, h)| !tried.contains(&s.addr) && h.panic_candidate())
+    }
+
     /// Number of live servers.
     pub(crate) fn len(&self) -> usize {
         self.slots.len()

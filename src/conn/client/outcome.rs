@@ -360,7 +360,7 @@ impl ClientConn {
         let untried = |ex: &crate::conn::Exchange| {
             ex.group
                 .and_then(|g| sh.groups.get(g))
-                .is_some_and(|g| g.addrs().any(|a| !ex.tried.contains(&a)))
+                .is_some_and(|g| g.may_try_another(&ex.tried))
         };
         match err.kind {
             ErrorKind::Timeout(Timeout::Connect) if untried(ex) => {}
