@@ -272,7 +272,9 @@ impl Health {
                     .last_failure
                     .as_ref()
                     .map_or("-", |f| f.reason.as_str());
-                self.eject_cause = Some(format!("{} failures, last: {last}", self.fails));
+                let n = self.fails;
+                let s = if n == 1 { "" } else { "s" };
+                self.eject_cause = Some(format!("{n} failure{s}, last: {last}"));
                 self.fails = 0;
                 Some(Change::Out)
             }

@@ -596,14 +596,16 @@ impl Groups {
         let new = group.state_of(i, now);
         match change {
             Some(Change::Out) => log::warn!(
-                "{}: {old} -> {new}: {} failed checks, last: {result}",
+                "{}: {old} -> {new}: {} failed check{}, last: {result}",
                 group.who(addr),
-                hc.fall
+                hc.fall,
+                if hc.fall == 1 { "" } else { "s" }
             ),
             Some(Change::Up) => log::info!(
-                "{}: {old} -> {new}: {} passed checks, last: {result}",
+                "{}: {old} -> {new}: {} passed check{}, last: {result}",
                 group.who(addr),
-                hc.rise
+                hc.rise,
+                if hc.rise == 1 { "" } else { "s" }
             ),
             None => {}
         }
