@@ -26,6 +26,16 @@ One job (sluice, then nginx on the same three upstreams):
     restarted upstream answered after it came back.
 Exit status 1 when sluice answered any GET with a non-2xx, wrk saw a socket
 error against sluice, or sluice sent the restarted upstream no request.
+
+`--hang` (issue 27) runs another job instead: every server hangs (three
+listening sockets on 127.0.0.1 whose accept queues are full, so a connect
+never completes), the proxies have `upstream_connect_timeout` /
+`proxy_connect_timeout` 1 s, and once sluice's checks (interval 1 s,
+fall 2) have marked them down — and nginx's passive accounting has seen
+them fail — ten sequential GETs on new connections are timed. Printed per
+proxy (and per `--old-bin`, a sluice built from another commit): each
+answer's status and time, and the median. Exit status 1 if sluice took
+1 s or more for any answer.
 """
 
 import argparse
@@ -243,6 +253,108 @@ def job(kind, args, ups, ports):
     return r
 
 
+# ---------------------------------------------------------------------------
+# Every server hangs (--hang)
+# ---------------------------------------------------------------------------
+
+
+def blackhole():
+    """A listening socket on 127.0.0.1 whose accept queue is full: a new
+    connect to it hangs. Returns (listener, fillers, port)."""
+    import socket
+
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(0)
+    port = lst.getsockname()[1]
+    fillers = []
+    for _ in range(64):  # bounded: backlog 0 queues one or two
+        c = socket.socket()
+        c.settimeout(0.2)
+        try:
+            c.connect(("127.0.0.1", port))
+        except OSError:
+            c.close()
+            return lst, fillers, port
+        fillers.append(c)
+    raise RuntimeError("could not fill the accept queue of port %d" % port)
+
+
+def timed_get(port, timeout=15.0):
+    """One GET / on a new connection: (status, seconds); status 0 if none."""
+    import socket
+
+    start = time.monotonic()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as c:
+            c.sendall(b"GET / HTTP/1.1\r\nHost: hang\r\nConnection: close\r\n\r\n")
+            data = c.recv(64)
+    except OSError:
+        data = b""
+    took = time.monotonic() - start
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", data)
+    return (int(m.group(1)) if m else 0), took
+
+
+def hang_job(kind, binary, args, ports):
+    """Starts `kind` in front of the hanging PORTS, waits for them to be
+    known down, and times ten GETs."""
+    port = net.free_port()
+    d = os.path.join(args.tmp, "hang-%s-%d" % (kind, port))
+    os.makedirs(d, exist_ok=True)
+    log = os.path.join(d, "log")
+    if kind == "nginx":
+        conf = os.path.join(d, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(nginx_config(port, ports, d))
+        p = Proc("nginx", [bench.tool_path("nginx"), "-p", d, "-c", conf, "-g", "daemon off;"], log)
+    else:
+        conf = os.path.join(d, "sluice.toml")
+        with open(conf, "w") as f:
+            f.write(sluice_config(port, ports))
+        p = Proc(kind, [binary, "--config", conf], log, env=dict(os.environ, RUST_LOG="warn"))
+    wait_for(lambda: net.listening(port), 10.0)
+    # sluice: 2 failed checks at 1 s (+ jitter); nginx: 3 failed tries per server.
+    time.sleep(3.5)
+    for _ in range(len(ports) * 3):
+        timed_get(port)
+    answers = [timed_get(port) for _ in range(10)]
+    p.stop(say=say)
+    return kind, answers
+
+
+def hang_main(args):
+    holes = [blackhole() for _ in range(3)]
+    ports = [h[2] for h in holes]
+    runs = [("sluice", args.bin)]
+    runs += [("sluice-old", b) for b in args.old_bin]
+    if not args.no_nginx and bench.find_tool("nginx"):
+        runs.append(("nginx", None))
+    results = []
+    try:
+        for kind, binary in runs:
+            results.append(hang_job(kind, binary, args, ports))
+    finally:
+        Proc.stop_all(say=say)
+        for lst, fillers, _ in holes:
+            for c in fillers:
+                c.close()
+            lst.close()
+    print("groups_kill --hang: 3 servers whose connects hang (ports %s), connect timeout 1 s,"
+          " 10 sequential GETs each on a new connection" % ports)
+    bad = []
+    for kind, answers in results:
+        times = sorted(t for _, t in answers)
+        statuses = sorted(set(s for s, _ in answers))
+        print("  %-11s statuses %s  median %.3f s  max %.3f s" % (kind, statuses, times[len(times) // 2],
+                                                              times[-1]))
+        if kind == "sluice" and times[-1] >= 1.0:
+            bad.append("sluice took %.3f s for an answer" % times[-1])
+    for b in bad:
+        print("FAIL: " + b)
+    return 1 if bad else 0
+
+
 def report(r):
     c = r["counts"]
     se = r["socket_errors"]
@@ -280,7 +392,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="wrk threads (default 2)")
     ap.add_argument("--connections", type=int, default=32, help="wrk connections (default 32)")
     ap.add_argument("--no-nginx", action="store_true", help="skip the nginx comparison")
+    ap.add_argument("--hang", action="store_true", help="every server hangs: time the answers (issue 27)")
+    ap.add_argument("--old-bin", action="append", default=[], help="with --hang: another sluice to time too")
     args = ap.parse_args()
+    if args.hang:
+        return hang_main(args)
     if args.quick:
         args.seconds = 10
     if args.seconds < 6:

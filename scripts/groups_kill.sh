@@ -7,8 +7,10 @@
 # with nginx (`upstream` block with max_fails/fail_timeout) if installed.
 #
 # Usage: scripts/groups_kill.sh [--quick] [--seconds 60] [--threads 2]
-#            [--connections 32] [--no-nginx]
+#            [--connections 32] [--no-nginx] [--hang [--old-bin PATH]]
 #   --quick   10 s per proxy instead of 60
+#   --hang    instead: every server hangs on connect; time 10 answers per
+#             proxy (sluice, --old-bin sluices, nginx) once they are down
 # Env: SLUICE_BIN=path (skip the build), SLUICE_NO_BUILD=1.
 # Installs wrk and nginx with apt-get when root and missing.
 # Prints per proxy: requests, non-2xx, socket errors, retries, ejections
@@ -19,7 +21,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-lib_help 2 18 "${1:-}"
+lib_help 2 20 "${1:-}"
 need python3
 missing=()
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)

@@ -197,7 +197,7 @@ settings! {
         #[serde(with = "crate::upstreams::spec::groups_codec")]
         pub upstream: Vec<GroupSpec> = vec![GroupSpec::new(
             DEFAULT_GROUP,
-            vec![ServerSpec { host: "127.0.0.1".into(), port: 8000, weight: 1 }],
+            vec![ServerSpec { host: "127.0.0.1".into(), port: 8000, weight: 1, backup: false }],
         )],
 
         /// Routes: which group serves a request, by host and path.
@@ -368,6 +368,22 @@ settings! {
         /// The admin endpoints have no authentication.
         #[arg(long, action = ArgAction::SetTrue)]
         pub admin_public: bool = false,
+
+        /// Allow POST /servers/GROUP/ADDR/state on the admin listener.
+        ///
+        /// Off by default. On, a peer on loopback may set a server's state
+        /// (`drain`, `maintenance`, `ready`); any other peer needs the
+        /// bearer token of `admin_token_file`.
+        #[arg(long, action = ArgAction::SetTrue)]
+        pub admin_write: bool = false,
+
+        /// File holding the bearer token for admin writes from non-loopback peers.
+        ///
+        /// Its first line, read at start and on reload; without it only
+        /// loopback peers may write.
+        #[arg(long, value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub admin_token_file: Option<PathBuf> = None,
 
         /// Longest graceful drain after SIGTERM.
         ///

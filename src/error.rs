@@ -71,6 +71,15 @@ pub enum ErrorKind {
     NotImplemented,
     /// The request's `Via` already names this proxy: 508 (RFC 5842 §7.2).
     LoopDetected,
+    /// Every server of the group is out (down by active checks, ejected,
+    /// drained or in maintenance) and none may be tried in panic mode: 503
+    /// with `Retry-After: retry_after` (seconds until the earliest server
+    /// may return, at least 1), at once: nginx answers 502 and HAProxy 503
+    /// ("no server available") without a connect.
+    Unavailable {
+        /// Seconds for `Retry-After`.
+        retry_after: u32,
+    },
     /// No descriptor for an upstream socket (`EMFILE`/`ENFILE`), even
     /// after closing an idle pooled one: 503 with `Retry-After` (the
     /// upstream is fine; the proxy is full), never retried.
@@ -112,7 +121,7 @@ impl ProxyError {
             return Answer::Close;
         }
         match (self.side, &self.kind) {
-            (_, K::NoDescriptor) => Answer::Status(503),
+            (_, K::NoDescriptor | K::Unavailable { .. }) => Answer::Status(503),
             (Side::Downstream, K::Parse(e)) => Answer::Status(e.request_status()),
             (Side::Downstream, K::Timeout(Timeout::Head)) if head_bytes_seen => Answer::Status(408),
             (Side::Downstream, K::Timeout(Timeout::ClientBody)) => Answer::Status(408),
@@ -138,6 +147,26 @@ pub enum Answer {
     Close,
 }
 
+impl ProxyError {
+    /// What happened, without the side (`connect failed: connection
+    /// refused`), for a line that already names the peer.
+    pub fn what(&self) -> String {
+        let full = self.to_string();
+        match full.split_once(": ") {
+            Some((_, rest)) => rest.to_string(),
+            None => full,
+        }
+    }
+
+    /// `Retry-After` seconds of a 503 for this error.
+    pub fn retry_after(&self) -> u32 {
+        match self.kind {
+            ErrorKind::Unavailable { retry_after } => retry_after,
+            _ => RETRY_AFTER_SECS,
+        }
+    }
+}
+
 impl fmt::Display for ProxyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let side = match self.side {
@@ -145,6 +174,12 @@ impl fmt::Display for ProxyError {
             Side::Upstream => "upstream",
         };
         match &self.kind {
+            ErrorKind::Unavailable { retry_after } => {
+                write!(
+                    f,
+                    "{side}: no server available (retry after {retry_after}s)"
+                )
+            }
             ErrorKind::Parse(e) => write!(f, "{side}: {e}"),
             ErrorKind::Closed => write!(f, "{side}: closed early"),
             ErrorKind::ConnectFailed(k) => write!(f, "{side}: connect failed: {k}"),

@@ -51,8 +51,8 @@ pub use metrics::{
 pub use stats::{Stats, StatsSnapshot};
 pub use upstreams::dns::{Resolver, SystemResolver};
 pub use upstreams::spec::{
-    Balance, DEFAULT_GROUP, GroupSpec, HashKey, HealthCheck, Resolve, RouteSpec, ServerSpec,
-    StatusRange,
+    Balance, CheckMethod, DEFAULT_GROUP, GroupSpec, HashKey, HealthCheck, Resolve, RouteSpec,
+    ServerSpec, StatusRange,
 };
 
 /// Standard error as a writer that never blocks on a stalled reader, for

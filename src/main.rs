@@ -10,6 +10,8 @@
 //!   this process supervises N workers (`cli::supervisor`).
 //! - `--check-config FILE`: validate, print the effective configuration,
 //!   exit.
+//! - `status [--admin ADDR] [--drain GROUP ADDR]`: the admin endpoint's
+//!   `/status` as a table, or a server's state set (`cli::status`).
 //!
 //! Exit status: 0 after a clean stop or drain, 1 for a runtime error (the
 //! address cannot be bound, the loop failed, a worker did not exit 0), 2
@@ -30,6 +32,7 @@ mod cli {
     pub mod pidfile;
     pub mod signals;
     pub mod source;
+    pub mod status;
     pub mod supervisor;
     pub mod workers;
 }
@@ -53,6 +56,10 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         };
+    }
+    // `sluice status …`: a client of the admin endpoint (cli::status).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "status") {
+        return cli::status::run(std::env::args_os().skip(1).collect());
     }
     let parsed = match args::parse(std::env::args_os().skip(1)) {
         Ok(Cli::Run(p)) => p,

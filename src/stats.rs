@@ -170,6 +170,9 @@ stats! {
     health_checks,
     /// Active health checks that failed or timed out (counter).
     health_checks_failed,
+    /// Active health checks not started for want of local resources
+    /// (descriptor budget, `EMFILE`, `ENOBUFS`, …): no result (counter).
+    health_checks_skipped,
     /// Servers marked down by active checks (counter).
     servers_marked_down,
     /// Access records dropped: the log's reader (a pipe or socket) took

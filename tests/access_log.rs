@@ -143,6 +143,7 @@ fn json_records_have_every_field_named_in_the_issue() {
         "upstream_conn",
         "retries",
         "termination",
+        "upstreams",
     ];
     let mut keys_sorted = keys.clone();
     keys_sorted.sort_unstable();

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use sluice::{Balance, ByRoutes, HealthCheck, Resolver, Server};
+use sluice::{Balance, ByRoutes, Resolver, Server};
 use toml::Spanned;
 use util::*;
 
@@ -395,18 +395,6 @@ fn a_connect_timeout_to_the_only_server_is_not_retried() {
     assert_eq!(r.status, 504);
     let s = proxy.stats.snapshot();
     assert_eq!((s.timeouts_connect, s.retries), (1, 0), "{s:?}");
-}
-
-fn checked(interval_ms: u64, timeout_ms: u64) -> impl FnOnce(&mut GroupSpec) {
-    move |g: &mut GroupSpec| {
-        g.health_check = Some(HealthCheck {
-            interval: Duration::from_millis(interval_ms),
-            timeout: Duration::from_millis(timeout_ms),
-            rise: 2,
-            fall: 2,
-            ..HealthCheck::default()
-        });
-    }
 }
 
 #[test]

@@ -10,7 +10,11 @@
 //! object per line with the field names the issue fixed (`time`, `client`,
 //! `method`, `target`, `protocol`, `host`, `status`, `bytes_in`,
 //! `bytes_out`, `duration_ms`, `upstream`, `upstream_connect_ms`,
-//! `upstream_first_byte_ms`, `upstream_conn`, `retries`, `termination`).
+//! `upstream_first_byte_ms`, `upstream_conn`, `retries`, `termination`),
+//! and `upstreams`: every server tried, in order, as `{"addr", "status",
+//! "connect_ms", "outcome"}` (issue 27). The text form lists the tries
+//! as nginx's `$upstream_addr` and `$upstream_status` do:
+//! `upstream_addr="A, B" upstream_status="502, 200"`.
 //!
 //! What it must not know: sockets, buffers; it formats what it is given.
 
@@ -90,6 +94,35 @@ impl Termination {
     }
 }
 
+/// One try of a request on an upstream server, as the access record
+/// lists it (nginx's `$upstream_addr`, `$upstream_status`,
+/// `$upstream_connect_time`, one entry per server tried).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Attempt {
+    /// The server.
+    pub addr: SocketAddr,
+    /// Its response's status; 0 when none came.
+    pub status: u16,
+    /// The connect's time (a new connection only; for a failed connect,
+    /// the time spent on it).
+    pub connect: Option<Duration>,
+    /// `ok` (a response came), or how the try failed: `refused`,
+    /// `connect_timeout`, `connect_error`, `reset`, `closed`,
+    /// `read_timeout`, `write_timeout`, `invalid_response`,
+    /// `no_descriptor`, or the request's termination for a try the proxy
+    /// cut (`client_aborted`, …).
+    pub outcome: &'static str,
+}
+
+/// The JSON form of an [`Attempt`].
+#[derive(Serialize)]
+struct JsonAttempt {
+    addr: String,
+    status: Option<u16>,
+    connect_ms: Option<f64>,
+    outcome: &'static str,
+}
+
 /// What one access record says.
 pub(crate) struct Access<'a> {
     /// The client's address.
@@ -122,6 +155,8 @@ pub(crate) struct Access<'a> {
     pub reused: Option<bool>,
     /// Times the request was sent again.
     pub retries: u32,
+    /// Every try, in order (empty for the proxy's own answer).
+    pub attempts: &'a [Attempt],
     /// How it ended.
     pub termination: Termination,
 }
@@ -168,6 +203,7 @@ struct Json<'a> {
     upstream_conn: Option<&'static str>,
     retries: u32,
     termination: &'static str,
+    upstreams: Vec<JsonAttempt>,
 }
 
 impl Access<'_> {
@@ -275,9 +311,34 @@ impl Access<'_> {
         buf.extend_from_slice(conn_name(self.reused).unwrap_or("-").as_bytes());
         buf.extend_from_slice(b" retries=");
         text::push_uint(buf, self.retries);
+        // nginx's `$upstream_addr` and `$upstream_status`: one entry per
+        // server tried, `, ` between them; `-` for no status.
+        buf.extend_from_slice(b" upstream_addr=");
+        self.push_list(buf, |buf, a| text::push_socket_addr(buf, a.addr));
+        buf.extend_from_slice(b" upstream_status=");
+        self.push_list(buf, |buf, a| match a.status {
+            0 => buf.push(b'-'),
+            s => text::push_uint(buf, s),
+        });
         buf.extend_from_slice(b" termination=");
         buf.extend_from_slice(self.termination.name().as_bytes());
         buf.push(b'\n');
+    }
+
+    /// The tries as `"a, b"` (`-` when none), each written by `item`.
+    fn push_list(&self, buf: &mut Vec<u8>, item: impl Fn(&mut Vec<u8>, &Attempt)) {
+        if self.attempts.is_empty() {
+            buf.push(b'-');
+            return;
+        }
+        buf.push(b'"');
+        for (i, a) in self.attempts.iter().enumerate() {
+            if i > 0 {
+                buf.extend_from_slice(b", ");
+            }
+            item(buf, a);
+        }
+        buf.push(b'"');
     }
 
     fn write_json(&self, buf: &mut Vec<u8>, time: &str, duration: Duration) {
@@ -298,6 +359,16 @@ impl Access<'_> {
             upstream_conn: conn_name(self.reused),
             retries: self.retries,
             termination: self.termination.name(),
+            upstreams: self
+                .attempts
+                .iter()
+                .map(|a| JsonAttempt {
+                    addr: a.addr.to_string(),
+                    status: (a.status != 0).then_some(a.status),
+                    connect_ms: a.connect.map(|d| round3(ms(d))),
+                    outcome: a.outcome,
+                })
+                .collect(),
         };
         if serde_json::to_writer(&mut *buf, &record).is_ok() {
             buf.push(b'\n');

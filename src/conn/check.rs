@@ -1,11 +1,21 @@
 //! Active health checks (ARCHITECTURE.md §13): each server of a group with
-//! a `health_check` gets one small `GET` every `interval`, from this
+//! a `health_check` gets one small request (`GET` or `HEAD` of `path`,
+//! with the check's `host` and `headers`) every `interval`, from this
 //! loop's thread, on a socket of its own (token kind `Check`): a
-//! non-blocking connect, the request, the status line read, all bounded by
+//! non-blocking connect, the request, the status line read (and with
+//! `expect_body` the body, up to `MAX_CHECK_BODY` bytes), all bounded by
 //! `timeout`. The first check of a server is placed at a random point of
 //! the interval and each later one `interval` ± 10 % after the last, so
 //! N servers (and N workers, which each check on their own) do not probe
-//! in lockstep. A result goes to `Groups::check_result` (rise/fall).
+//! in lockstep. A result goes to `Groups::check_result` (rise/fall) with
+//! what it saw (`status 404`, `timeout after 500ms`, `connect refused`).
+//!
+//! A check socket counts in the loop's descriptor budget while it is in
+//! flight, and a check the proxy could not start for want of local
+//! resources (no descriptor left in the budget, `EMFILE`, `ENFILE`,
+//! `ENOBUFS`, `EADDRNOTAVAIL`, `ENOMEM` at connect) is *no result*: it is
+//! counted in `health_checks_skipped`, tried again at the next interval,
+//! and says nothing about the server.
 //!
 //! What it must not know: exchanges, the pool, client connections.
 
@@ -13,7 +23,7 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use log::debug;
+use log::{debug, warn};
 use mio::net::TcpStream;
 use mio::{Interest, Registry};
 use slab::Slab;
@@ -22,9 +32,13 @@ use crate::event_loop::token::{ConnId, Generations, Kind};
 use crate::stats::Stats;
 use crate::upstreams::Groups;
 use crate::upstreams::health::Change;
+use crate::upstreams::spec::{HealthCheck, MAX_CHECK_BODY};
 
 /// Most bytes of an answer read to find its status line.
 const MAX_STATUS_LINE: usize = 1024;
+
+/// Most bytes of a response head a check reads before its body.
+const MAX_CHECK_HEAD: usize = 8 * 1024;
 
 /// One check in flight.
 #[derive(Debug)]
@@ -34,10 +48,23 @@ struct Probe {
     group: usize,
     addr: SocketAddr,
     deadline: Instant,
+    /// The check's timeout (for the result's words).
+    timeout: Duration,
     connected: bool,
     request: Vec<u8>,
     written: usize,
     answer: Vec<u8>,
+    /// A substring the body must hold, if the check says so.
+    expect_body: Option<Vec<u8>>,
+}
+
+/// What one check saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    /// A status line (and, with `expect_body`, whether the body held it).
+    Status(u16, Option<bool>),
+    /// The socket failed or the answer was not HTTP.
+    Failed(String),
 }
 
 /// When a server is checked next.
@@ -57,6 +84,8 @@ pub(crate) struct Checks {
     generations: Generations,
     schedule: Vec<Due>,
     rng: u64,
+    /// Rate limit of the "no result" line (one a second, with a count).
+    skip_log: crate::warn_limit::WarnLimit,
 }
 
 impl Checks {
@@ -119,15 +148,22 @@ impl Checks {
         due.chain(timeouts).min()
     }
 
+    /// Check sockets in flight (each one descriptor of the loop's budget).
+    pub(crate) fn in_flight(&self) -> usize {
+        self.probes.len()
+    }
+
     /// Starts the checks due at `now` and times out the probes past their
-    /// deadline. Returns the servers that went out (their idle pooled
-    /// connections are closed by the caller).
+    /// deadline. `room`: descriptors left in the loop's budget; a check
+    /// due with none left is skipped (no result). Returns the servers that
+    /// went out (their idle pooled connections are closed by the caller).
     pub(crate) fn on_time(
         &mut self,
         now: Instant,
         groups: &mut Groups,
         registry: &Registry,
         stats: &Stats,
+        mut room: usize,
     ) -> Vec<SocketAddr> {
         let mut out = Vec::new();
         let late: Vec<usize> = self
@@ -137,8 +173,13 @@ impl Checks {
             .map(|(k, _)| k)
             .collect();
         for key in late {
-            debug!("health check: timed out");
-            self.finish(key, false, now, groups, stats, &mut out);
+            let Some(p) = self.probes.get(key) else {
+                continue;
+            };
+            let seen = Seen::Failed(format!("timeout after {}ms", p.timeout.as_millis()));
+            debug!("health check of {}: timed out", p.addr);
+            self.finish(key, seen, now, groups, stats, &mut out);
+            room += 1;
         }
         for i in 0..self.schedule.len() {
             let Some(d) = self.schedule.get(i).copied() else {
@@ -150,35 +191,62 @@ impl Checks {
             let Some(hc) = groups.health_check(d.group) else {
                 continue;
             };
-            let (timeout, host) = (hc.timeout, d.addr.to_string());
-            let request = format!(
-                "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: sluice-health-check\r\n\
-                 Connection: close\r\n\r\n",
-                hc.path
-            );
+            let timeout = hc.timeout;
+            let expect_body = hc.expect_body.clone().map(String::into_bytes);
+            let request = request_bytes(hc, &groups.check_host(d.group, d.addr));
+            if room == 0 {
+                self.skip(
+                    d.group,
+                    d.addr,
+                    "no descriptor left in the budget",
+                    now,
+                    groups,
+                    stats,
+                );
+                continue;
+            }
             if let Some(s) = self.schedule.get_mut(i) {
                 s.busy = true;
             }
-            if let Err(e) = self.start(
-                d.group,
-                d.addr,
-                request.into_bytes(),
-                now + timeout,
-                registry,
-            ) {
-                debug!("health check of {}: connect failed at once: {e}", d.addr);
-                self.record(d.group, d.addr, false, now, groups, stats, &mut out);
+            let probe = (d.group, d.addr, request, expect_body);
+            match self.start(probe, now + timeout, timeout, registry) {
+                Ok(()) => room -= 1,
+                Err(e) if local_shortage(&e) => {
+                    self.skip(d.group, d.addr, &e.to_string(), now, groups, stats);
+                }
+                Err(e) => {
+                    debug!("health check of {}: connect failed at once: {e}", d.addr);
+                    let seen = Seen::Failed(connect_words(&e));
+                    self.record(d.group, d.addr, seen, now, groups, stats, &mut out);
+                }
             }
         }
         out
     }
 
-    fn start(
+    /// A check of `addr` that could not start for want of local resources:
+    /// no result, counted, the next one an interval later.
+    fn skip(
         &mut self,
         group: usize,
         addr: SocketAddr,
-        request: Vec<u8>,
+        why: &str,
+        now: Instant,
+        groups: &Groups,
+        st: &Stats,
+    ) {
+        Stats::add(&st.health_checks_skipped, 1);
+        if let Some(more) = self.skip_log.allow(now) {
+            warn!("health check of {addr}: no result ({why}): the server keeps its state{more}");
+        }
+        self.reschedule(group, addr, now, groups);
+    }
+
+    fn start(
+        &mut self,
+        (group, addr, request, expect_body): (usize, SocketAddr, Vec<u8>, Option<Vec<u8>>),
         deadline: Instant,
+        timeout: Duration,
         registry: &Registry,
     ) -> io::Result<()> {
         let mut stream = TcpStream::connect(addr)?;
@@ -192,10 +260,12 @@ impl Checks {
             group,
             addr,
             deadline,
+            timeout,
             connected: false,
             request,
             written: 0,
             answer: Vec::with_capacity(128),
+            expect_body,
         });
         Ok(())
     }
@@ -219,16 +289,18 @@ impl Checks {
         };
         match advance(p) {
             Ok(None) => {}
-            Ok(Some(status)) => {
-                let ok = groups
-                    .health_check(p.group)
-                    .is_some_and(|hc| hc.expect_status.contains(status));
-                debug!("health check of {}: status {status}", p.addr);
-                self.finish(id.key(), ok, now, groups, stats, &mut out);
+            Ok(Some(seen)) => {
+                debug!("health check of {}: {seen:?}", p.addr);
+                self.finish(id.key(), seen, now, groups, stats, &mut out);
             }
             Err(e) => {
                 debug!("health check of {}: {e}", p.addr);
-                self.finish(id.key(), false, now, groups, stats, &mut out);
+                let words = if p.connected {
+                    io_words(&e)
+                } else {
+                    connect_words(&e)
+                };
+                self.finish(id.key(), Seen::Failed(words), now, groups, stats, &mut out);
             }
         }
         out
@@ -237,7 +309,7 @@ impl Checks {
     fn finish(
         &mut self,
         key: usize,
-        ok: bool,
+        seen: Seen,
         now: Instant,
         groups: &mut Groups,
         stats: &Stats,
@@ -246,7 +318,7 @@ impl Checks {
         let Some(p) = self.probes.try_remove(key) else {
             return;
         };
-        self.record(p.group, p.addr, ok, now, groups, stats, out);
+        self.record(p.group, p.addr, seen, now, groups, stats, out);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -254,20 +326,36 @@ impl Checks {
         &mut self,
         group: usize,
         addr: SocketAddr,
-        ok: bool,
+        seen: Seen,
         now: Instant,
         groups: &mut Groups,
         stats: &Stats,
         out: &mut Vec<SocketAddr>,
     ) {
+        let hc = groups.health_check(group);
+        let (ok, words) = match &seen {
+            Seen::Status(code, body) => {
+                let status_ok = hc.is_some_and(|hc| hc.expect_status.contains(*code));
+                match body {
+                    Some(false) => (false, format!("status {code}, body without expect_body")),
+                    _ => (status_ok, format!("status {code}")),
+                }
+            }
+            Seen::Failed(w) => (false, w.clone()),
+        };
         Stats::add(&stats.health_checks, 1);
         if !ok {
             Stats::add(&stats.health_checks_failed, 1);
         }
-        if groups.check_result(group, addr, ok) == Some(Change::Out) {
+        if groups.check_result(group, addr, ok, &words, now) == Some(Change::Out) {
             Stats::add(&stats.servers_marked_down, 1);
             out.push(addr);
         }
+        self.reschedule(group, addr, now, groups);
+    }
+
+    /// The next check of `addr`: `interval` ± 10 % from `now`.
+    fn reschedule(&mut self, group: usize, addr: SocketAddr, now: Instant, groups: &Groups) {
         let interval = groups
             .health_check(group)
             .map_or(Duration::from_secs(5), |hc| hc.interval);
@@ -291,12 +379,12 @@ impl Checks {
     }
 }
 
-/// Moves one probe along: connect, write, read. `Some(status)` once the
-/// status line arrived.
+/// Moves one probe along: connect, write, read. `Some(seen)` once the
+/// status line arrived, or with `expect_body` once the body held it, or
+/// the answer ended (EOF, or `MAX_CHECK_BODY` bytes of body).
 ///
-/// Errors: the connect failed, the socket failed or closed before a status
-/// line, or the answer is not HTTP.
-fn advance(p: &mut Probe) -> io::Result<Option<u16>> {
+/// Errors: the connect failed, or the socket failed before a status line.
+fn advance(p: &mut Probe) -> io::Result<Option<Seen>> {
     if !p.connected {
         if let Some(e) = p.stream.take_error()? {
             return Err(e);
@@ -316,20 +404,122 @@ fn advance(p: &mut Probe) -> io::Result<Option<u16>> {
             Err(e) => return Err(e),
         }
     }
-    let mut buf = [0u8; 512];
+    let mut buf = [0u8; 2048];
     loop {
         match p.stream.read(&mut buf) {
-            Ok(0) => return status_of(&p.answer).map(Some),
+            Ok(0) => return Ok(Some(judge(p, true))),
             Ok(n) => {
                 p.answer.extend_from_slice(buf.get(..n).unwrap_or(&[]));
-                if p.answer.contains(&b'\n') || p.answer.len() >= MAX_STATUS_LINE {
-                    return status_of(&p.answer).map(Some);
+                if let Some(seen) = decided(p) {
+                    return Ok(Some(seen));
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if !p.answer.is_empty() => {
+                debug!(
+                    "health check of {}: {e} after {} bytes",
+                    p.addr,
+                    p.answer.len()
+                );
+                return Ok(Some(judge(p, true)));
+            }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// The result once the bytes so far decide it: a status line without
+/// `expect_body`; with it, the body holding the text, or its limit
+/// reached. `None`: read on.
+fn decided(p: &Probe) -> Option<Seen> {
+    let line_done = p.answer.contains(&b'\n') || p.answer.len() >= MAX_STATUS_LINE;
+    if !line_done {
+        return None;
+    }
+    let Some(want) = p.expect_body.as_deref() else {
+        return Some(judge(p, false));
+    };
+    let Ok(code) = status_of(&p.answer) else {
+        return Some(judge(p, false));
+    };
+    match body_of(&p.answer) {
+        Some(body) if contains(body, want) => Some(Seen::Status(code, Some(true))),
+        Some(body) if body.len() >= MAX_CHECK_BODY => Some(Seen::Status(code, Some(false))),
+        None if p.answer.len() >= MAX_CHECK_HEAD => Some(Seen::Status(code, Some(false))),
+        _ => None,
+    }
+}
+
+/// The result from the bytes read (`ended`: no more will come).
+fn judge(p: &Probe, ended: bool) -> Seen {
+    if p.answer.is_empty() && ended {
+        return Seen::Failed("closed before a status line".into());
+    }
+    let Ok(code) = status_of(&p.answer) else {
+        return Seen::Failed("not an HTTP response".into());
+    };
+    let body = p
+        .expect_body
+        .as_deref()
+        .map(|want| body_of(&p.answer).is_some_and(|b| contains(b, want)));
+    Seen::Status(code, body)
+}
+
+/// The bytes after the response head's blank line, once it came.
+fn body_of(answer: &[u8]) -> Option<&[u8]> {
+    let at = answer.windows(4).position(|w| w == b"\r\n\r\n")?;
+    answer.get(at + 4..)
+}
+
+/// `hay` holds `needle`.
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The request a check of `hc` sends with `Host: host`.
+fn request_bytes(hc: &HealthCheck, host: &str) -> Vec<u8> {
+    let mut r = format!(
+        "{} {} HTTP/1.1\r\nHost: {host}\r\n",
+        hc.method.as_str(),
+        hc.path
+    );
+    if !hc
+        .headers
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("user-agent"))
+    {
+        r.push_str("User-Agent: sluice-health-check\r\n");
+    }
+    for (name, value) in &hc.headers {
+        r.push_str(&format!("{name}: {value}\r\n"));
+    }
+    r.push_str("Connection: close\r\n\r\n");
+    r.into_bytes()
+}
+
+/// A connect error caused by this host's lack of resources, not by the
+/// server: no result.
+fn local_shortage(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::EADDRNOTAVAIL | libc::ENOMEM)
+    )
+}
+
+/// The words for a failed connect: `connect refused`, `connect failed: …`.
+fn connect_words(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => "connect refused".into(),
+        _ => format!("connect failed: {}", io_words(e)),
+    }
+}
+
+/// The words for a socket error after the connect.
+fn io_words(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::ConnectionReset => "reset".into(),
+        k => k.to_string(),
     }
 }
 

@@ -92,6 +92,12 @@ pub(crate) struct Exchange {
     pub sent_fresh: bool,
     /// `peer` is counted in flight in its group until released.
     pub in_flight: bool,
+    /// Panic mode's tries end here: one connect timeout from the first
+    /// panic-mode pick, for all of them (ARCHITECTURE.md §13).
+    pub panic_until: Option<Instant>,
+    /// Every try's outcome so far, for the access record (one per entry
+    /// of `tried` once that try ended).
+    pub attempts: Vec<crate::conn::access::Attempt>,
     /// The whole group was out when the first server was chosen (panic
     /// mode: each server may be tried once).
     pub panic: bool,
@@ -190,6 +196,8 @@ impl Exchange {
             tried: Vec::new(),
             sent_fresh: false,
             in_flight: false,
+            panic_until: None,
+            attempts: Vec::new(),
             panic: false,
             hash: 0,
             started: now,
@@ -250,6 +258,7 @@ impl Exchange {
             scratch: std::mem::take(&mut self.scratch),
             ranges: std::mem::take(&mut self.ranges),
             tried: std::mem::take(&mut self.tried),
+            attempts: std::mem::take(&mut self.attempts),
             peer,
             upgrade,
             idempotent,
@@ -259,6 +268,7 @@ impl Exchange {
         self.set_request_body(BodyDecoder::new(framing));
         self.ranges.clear();
         self.tried.clear();
+        self.attempts.clear();
         self.head_bytes.clear();
         self.req.encode_upstream(&mut self.head_bytes);
     }
@@ -383,6 +393,27 @@ impl Exchange {
             && self.upin.as_ref().is_none_or(|b| b.is_empty())
     }
 
+    /// Records the current try (to `peer`) as ended with `outcome`: its
+    /// upstream status (else `fallback`, what the failure would answer:
+    /// nginx's `$upstream_status` shows 502 or 504 for a failed try), its
+    /// connect time (or the time spent connecting, for a connect that
+    /// failed).
+    pub(crate) fn note_attempt(&mut self, outcome: &'static str, fallback: u16) {
+        let connect = self
+            .connect_time
+            .or_else(|| self.connect_began.map(|b| b.elapsed()));
+        self.attempts.push(crate::conn::access::Attempt {
+            addr: self.peer.addr,
+            status: if self.status != 0 {
+                self.status
+            } else {
+                fallback
+            },
+            connect,
+            outcome,
+        });
+    }
+
     /// Upstream connections this request was sent on (1 + retries): the
     /// access log's tries.
     pub(crate) fn tries(&self) -> u32 {
@@ -442,8 +473,9 @@ impl Exchange {
         let bytes_for_upstream = self.to_upstream.as_ref().is_some_and(|b| !b.is_empty());
         let awaiting_continue = self.expect_continue && self.first_byte.is_none();
         if let Some(up) = up {
-            if let Some(d) = up.deadline(cfg.upstream_connect_timeout) {
-                return Some(d);
+            if let Some((at, t)) = up.deadline(cfg.upstream_connect_timeout) {
+                // Panic-mode connects share one connect timeout.
+                return Some((self.panic_until.map_or(at, |p| at.min(p)), t));
             }
             let request_unsent = !self.request_taken() || bytes_for_upstream;
             let head_wait_before_sent = matches!(self.resp, Resp::AwaitHead)
@@ -523,15 +555,29 @@ impl Exchange {
             // The proxy's own answer (a timeout, the client gone) says
             // nothing about the server; its status does.
             let verdict = match status {
-                None if self.status != 0 && sh.groups.fails_on(g, self.status) => Verdict::Failure,
+                None if self.status != 0 && sh.groups.fails_on(g, self.status) => {
+                    let why = format!("traffic: status {}", self.status);
+                    sh.groups.note_failure(g, self.peer.addr, why);
+                    Verdict::Failure
+                }
                 None if self.status != 0 => Verdict::Success,
                 _ => Verdict::Neutral,
             };
-            sh.report(g, self.peer.addr, verdict);
+            sh.report(g, self.peer.addr, verdict, (self.status, self.first_byte));
         }
         self.resp_body_bytes += extra_out;
-        let status = status.unwrap_or(self.status);
         let attached = self.up_port != 0 || self.status != 0;
+        if attached && self.attempts.len() < self.tried.len() {
+            // The last try, ended here: its answer, or the proxy's status
+            // for a cut one.
+            let outcome = if self.status != 0 {
+                "ok"
+            } else {
+                termination.name()
+            };
+            self.note_attempt(outcome, status.unwrap_or(0));
+        }
+        let status = status.unwrap_or(self.status);
         Access {
             client,
             method: &self.req.method,
@@ -547,6 +593,7 @@ impl Exchange {
             first_byte: self.first_byte,
             reused: attached.then_some(self.reused),
             retries: self.retries,
+            attempts: &self.attempts,
             termination,
         }
         .record(&sh.stats, &mut sh.access);

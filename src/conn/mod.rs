@@ -191,9 +191,16 @@ impl Shared {
 
     /// A request to server `addr` of group `g` ended with `verdict`
     /// (passive health, ARCHITECTURE.md §13); an ejected server's idle
-    /// pooled connections are closed.
-    pub(crate) fn report(&mut self, g: usize, addr: std::net::SocketAddr, verdict: Verdict) {
-        if self.groups.release(g, addr, verdict, self.now) == Some(Change::Out) {
+    /// pooled connections are closed. `answer`: the upstream's status (0:
+    /// none) and the time to its first byte.
+    pub(crate) fn report(
+        &mut self,
+        g: usize,
+        addr: std::net::SocketAddr,
+        verdict: Verdict,
+        answer: (u16, Option<std::time::Duration>),
+    ) {
+        if self.groups.release(g, addr, verdict, answer, self.now) == Some(Change::Out) {
             Stats::add(&self.stats.ejections, 1);
             self.server_out(addr);
         }

@@ -133,12 +133,14 @@ impl Server {
 
 impl Server {
     /// Descriptors this loop reserves (README "Descriptor budget"): two
-    /// per client connection, one per pooled idle upstream socket.
+    /// per client connection, one per pooled idle upstream socket, one
+    /// per health check in flight.
     pub(super) fn own_fds(&self) -> usize {
         self.clients
             .len()
             .saturating_mul(2)
             .saturating_add(self.sh.ups.idle_count())
+            .saturating_add(self.sh.checks.in_flight())
     }
 }
 

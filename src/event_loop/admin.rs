@@ -1,6 +1,7 @@
 //! The admin listener, served by the loop itself (ARCHITECTURE.md §11):
-//! `GET /metrics`, `/healthz`, `/readyz`, `/status`, one request per
-//! connection, answered with `Connection: close`.
+//! `GET /metrics`, `/healthz`, `/readyz`, `/status`, and with
+//! `admin_write` `POST /servers/GROUP/ADDR/state` (`admin_write.rs`), one
+//! request per connection, answered with `Connection: close`.
 //!
 //! Why in the loop and not on a thread: the loop stays the only thread that
 //! does I/O, and a scrape reads shared memory, so answering costs a few
@@ -35,11 +36,11 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry};
 use slab::Slab;
 
+use super::admin_write::{self, Tier, WriteAccess};
 use super::{ACCEPT_BACKOFF, token};
 use crate::http::{HeadScanner, ParseError, ParseHead, RequestHead, ResponseHead};
 use crate::metrics::Observer;
 use crate::metrics::expose;
-use crate::upstreams::ServerState;
 use crate::warn_limit::WarnLimit;
 
 /// Largest admin request head.
@@ -84,6 +85,8 @@ pub(crate) struct Admin {
     /// At the cap, connections were left in the listener's queue: accept
     /// again when one finishes or grows stale.
     backlog: bool,
+    /// Who may `POST /servers/…/state`.
+    write: WriteAccess,
 }
 
 impl Admin {
@@ -92,6 +95,7 @@ impl Admin {
     pub(crate) fn new(
         obs: Option<Observer>,
         registry: &Registry,
+        write: WriteAccess,
     ) -> io::Result<(Option<Admin>, Option<Observer>)> {
         let Some(mut obs) = obs else {
             return Ok((None, None));
@@ -113,6 +117,7 @@ impl Admin {
                 paused_until: None,
                 warned: WarnLimit::default(),
                 backlog: false,
+                write,
             }),
             Some(obs),
         ))
@@ -233,11 +238,11 @@ impl Admin {
         registry: &Registry,
         now: Instant,
         draining: bool,
-        servers: &dyn Fn() -> Vec<ServerState>,
+        tier: &mut dyn Tier,
     ) {
         let done = match self.conns.get_mut(key) {
             None => return,
-            Some(c) => match advance(c, &self.obs, draining, servers) {
+            Some(c) => match advance(c, &self.obs, draining, &self.write, tier) {
                 Ok(done) => done,
                 Err(e) => {
                     debug!("admin connection: {e}");
@@ -319,7 +324,7 @@ pub(crate) fn dispatch(
     registry: &Registry,
     now: Instant,
     draining: bool,
-    servers: &dyn Fn() -> Vec<ServerState>,
+    tier: &mut dyn Tier,
 ) -> bool {
     let Some(a) = admin.as_mut() else {
         return false;
@@ -330,7 +335,7 @@ pub(crate) fn dispatch(
     }
     match token::admin_key(t) {
         Some(key) => {
-            a.on_event(key, registry, now, draining, servers);
+            a.on_event(key, registry, now, draining, tier);
             true
         }
         None => false,
@@ -343,7 +348,8 @@ fn advance(
     c: &mut AdminConn,
     obs: &Observer,
     draining: bool,
-    servers: &dyn Fn() -> Vec<ServerState>,
+    write: &WriteAccess,
+    tier: &mut dyn Tier,
 ) -> io::Result<bool> {
     if c.lingering {
         return linger(c);
@@ -372,7 +378,28 @@ fn advance(
             // Incomplete: more may come, unless the client said it sent all.
             None if !eof => return Ok(false),
             None => (400, TEXT, refusal(400).to_string()),
-            Some(Ok(())) => route(&req, obs, draining, servers),
+            Some(Ok(len)) if req.is_method("POST") && req.target.starts_with("/servers/") => {
+                let want = req
+                    .headers
+                    .get("content-length")
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                let body = c.inbuf.get(len..).unwrap_or_default();
+                if want > admin_write::MAX_BODY {
+                    (413, TEXT, "body too large\n".to_string())
+                } else if body.len() < want && !eof {
+                    return Ok(false);
+                } else {
+                    let body = body.get(..want).unwrap_or(body);
+                    let peer = c.stream.peer_addr().ok();
+                    let auth = req.headers.get("authorization");
+                    let (status, text) =
+                        admin_write::post(&req.target, body, peer, auth, write, tier);
+                    (status, TEXT, text)
+                }
+            }
+            Some(Ok(_)) => route(&req, obs, draining, tier),
             Some(Err(status)) => (status, TEXT, refusal(status).to_string()),
         };
         let mut head = ResponseHead::new(status);
@@ -409,7 +436,7 @@ const TEXT: &str = "text/plain; charset=utf-8";
 /// admin refuses: 431 past [`MAX_HEAD`] bytes or 64 fields, 400 for bytes
 /// that are not an HTTP/1.x request head (found as soon as they arrive:
 /// a TLS handshake is refused at its first byte, not after [`TIMEOUT`]).
-fn read_head(inbuf: &[u8], req: &mut RequestHead) -> Option<Result<(), u16>> {
+fn read_head(inbuf: &[u8], req: &mut RequestHead) -> Option<Result<usize, u16>> {
     let end = HeadScanner::new().find_end(inbuf);
     let head = match end {
         Some(len) if len > MAX_HEAD => return Some(Err(431)),
@@ -418,7 +445,7 @@ fn read_head(inbuf: &[u8], req: &mut RequestHead) -> Option<Result<(), u16>> {
         None => inbuf,
     };
     match req.parse_into(head, 64) {
-        Ok(Some(_)) => Some(Ok(())),
+        Ok(Some(_)) => Some(Ok(head.len())),
         Ok(None) if end.is_none() => None,
         Ok(None) => Some(Err(400)),
         Err(ParseError::TooManyFields) => Some(Err(431)),
@@ -459,7 +486,7 @@ fn route(
     req: &RequestHead,
     obs: &Observer,
     draining: bool,
-    servers: &dyn Fn() -> Vec<ServerState>,
+    tier: &dyn Tier,
 ) -> (u16, &'static str, String) {
     if !req.is_method("GET") && !req.is_method("HEAD") {
         return (405, TEXT, "only GET and HEAD\n".into());
@@ -469,12 +496,16 @@ fn route(
         "/metrics" => (
             200,
             expose::CONTENT_TYPE,
-            expose::metrics_text(obs, &servers()),
+            expose::metrics_text(obs, &tier.states()),
         ),
         "/healthz" => (200, TEXT, "ok\n".into()),
         "/readyz" if !expose::group_ready(obs, draining) => (503, TEXT, "draining\n".into()),
         "/readyz" => (200, TEXT, "ready\n".into()),
-        "/status" => (200, "application/json", expose::status_json(obs)),
+        "/status" => (
+            200,
+            "application/json",
+            expose::status_json(obs, &tier.states()),
+        ),
         _ => (
             404,
             TEXT,

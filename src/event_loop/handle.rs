@@ -27,7 +27,14 @@ pub struct ServerHandle {
     pub(super) tls_listener: Weak<TcpListener>,
     /// Set when a successor serves on that socket (`Server::succeed`).
     pub(super) handed_over: Arc<AtomicBool>,
+    /// Where the loop hands its servers' health to a successor.
+    pub(super) carry: Arc<crate::upstreams::carry::CarrySlot>,
 }
+
+/// Longest a reload waits for the old loop's health: a loop turn is
+/// milliseconds; one that takes longer is stuck, and the new loop starts
+/// fresh rather than delay the reload.
+const CARRY_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl ServerHandle {
     /// Whether the server still exists (its `run` has not returned and
@@ -40,6 +47,12 @@ impl ServerHandle {
     /// same socket and accept queue), if the loop still listens.
     ///
     /// Errors: the `dup` failed (`EMFILE`).
+    /// The loop's servers' health, asked of it and waited for at most
+    /// [`CARRY_WAIT`]; `None` if it did not answer (ended, or stuck).
+    pub(super) fn health(&self) -> Option<Vec<crate::upstreams::carry::Carried>> {
+        self.carry.request(|| self.wake(), CARRY_WAIT)
+    }
+
     pub(super) fn listener_copy(&self) -> Option<std::io::Result<std::net::TcpListener>> {
         use std::os::fd::AsFd;
         let l = self.listener.upgrade()?;

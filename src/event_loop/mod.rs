@@ -46,6 +46,7 @@ use upstreams_setup::build_groups;
 
 mod accept;
 mod admin;
+mod admin_write;
 mod drain;
 mod fd_share;
 mod handle;
@@ -133,6 +134,8 @@ pub struct Server {
     /// A successor serves on this loop's listening socket: its drain
     /// closes only its own descriptor of it.
     handed_over: Arc<AtomicBool>,
+    /// Where a successor asks for this loop's servers' health.
+    carry: Arc<crate::upstreams::carry::CarrySlot>,
 }
 
 impl Server {
@@ -195,7 +198,7 @@ impl Server {
         let inherited_tls = predecessor
             .and_then(ServerHandle::tls_listener_copy)
             .transpose()?;
-        let server = Server::build_with(
+        let mut server = Server::build_with(
             config,
             filter,
             obs,
@@ -205,6 +208,15 @@ impl Server {
         )?;
         if let Some(p) = predecessor {
             p.handed_over.store(true, Ordering::SeqCst);
+            // Health survives the reload (issue 27 item 4).
+            if let Some(old) = p.health() {
+                let (n, out) = server.sh.groups.adopt(old, Instant::now());
+                info!(
+                    "reload: kept the health of {n} servers{}{}",
+                    if out.is_empty() { "" } else { "; out: " },
+                    out.join(", ")
+                );
+            }
         }
         Ok(server)
     }
@@ -256,7 +268,8 @@ impl Server {
             .register(&mut listener, token::LISTENER, Interest::READABLE)?;
         let (tls_listener, tls) = tls_listener(&config, inherited_tls, poll.registry())?;
         let waker = Arc::new(Waker::new(poll.registry(), token::WAKER)?);
-        let (admin, obs) = Admin::new(obs, poll.registry())?;
+        let write = admin_write::WriteAccess::from_config(&config)?;
+        let (admin, obs) = Admin::new(obs, poll.registry(), write)?;
         let registry = poll.registry().try_clone()?;
         let (groups, names) = build_groups(&config, resolver.as_ref())?;
         let resolver = if names.is_empty() {
@@ -311,6 +324,7 @@ impl Server {
             fd_share,
             emfile_warn: Default::default(),
             handed_over: Arc::new(AtomicBool::new(false)),
+            carry: Arc::default(),
         })
     }
 
@@ -350,6 +364,7 @@ impl Server {
                 .as_ref()
                 .map_or_else(Weak::new, Arc::downgrade),
             handed_over: self.handed_over.clone(),
+            carry: self.carry.clone(),
         }
     }
 
@@ -407,15 +422,13 @@ impl Server {
                     t => {
                         let draining = self.drain.load(Ordering::SeqCst);
                         let now = self.sh.now;
-                        let groups = &self.sh.groups;
-                        let servers = || groups.server_states(now);
                         if !admin::dispatch(
                             &mut self.admin,
                             t,
                             self.poll.registry(),
                             now,
                             draining,
-                            &servers,
+                            &mut self.sh,
                         ) {
                             self.record(t, event);
                         }
@@ -425,12 +438,16 @@ impl Server {
             self.drive_runnable();
             self.fire_timers();
             let now = self.sh.now;
+            // Descriptors a check may take: what the budget leaves.
+            let room = self
+                .fd_budget
+                .saturating_sub(self.own_fds() + self.fd_share.others());
             let sh = &mut self.sh;
             sh.ups.expire(now, &sh.stats);
             if sh.checks.next_deadline().is_some_and(|t| t <= now) {
                 let out = sh
                     .checks
-                    .on_time(now, &mut sh.groups, &sh.registry, &sh.stats);
+                    .on_time(now, &mut sh.groups, &sh.registry, &sh.stats, room);
                 for addr in out {
                     sh.server_out(addr);
                 }
@@ -448,6 +465,9 @@ impl Server {
                 self.sh.access.reopen();
             }
             self.sh.access.flush_if_due(now);
+            if self.carry.wanted() {
+                self.carry.answer(self.sh.groups.snapshot());
+            }
             self.count_lost_records();
             let own = self.own_fds();
             self.fd_share.publish(own);

@@ -36,6 +36,16 @@ type Plain = (
 
 const PLAIN: &[Plain] = &[
     (
+        "sluice_health_checks",
+        "Active health checks, by result (skipped: not started for want of local descriptors, no result).",
+        MetricType::Counter,
+        &[
+            ("health_checks", Some(("result", "done"))),
+            ("health_checks_failed", Some(("result", "failed"))),
+            ("health_checks_skipped", Some(("result", "skipped"))),
+        ],
+    ),
+    (
         "sluice_client_connections_accepted",
         "Client connections accepted.",
         MetricType::Counter,
@@ -409,16 +419,69 @@ impl Collector for Servers {
                 |s| s.down,
             ),
         ];
+        let labels_of = |s: &ServerState| -> Labels {
+            vec![
+                ("worker", self.worker.to_string()),
+                ("group", s.group.clone()),
+                ("server", s.server.to_string()),
+            ]
+        };
         for (name, help, pick) in families {
             let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
             for s in &self.states {
-                let labels: Labels = vec![
-                    ("worker", self.worker.to_string()),
-                    ("group", s.group.clone()),
-                    ("server", s.server.to_string()),
-                ];
-                ConstGauge::new(i64::from(pick(s))).encode(m.encode_family(&labels)?)?;
+                ConstGauge::new(i64::from(pick(s))).encode(m.encode_family(&labels_of(s))?)?;
             }
+        }
+        {
+            let mut m = encoder.encode_descriptor(
+                "sluice_upstream_server_backup",
+                "1 if the server is a backup (takes requests only while no other server of its group may).",
+                None,
+                MetricType::Gauge,
+            )?;
+            for s in &self.states {
+                ConstGauge::new(i64::from(s.backup)).encode(m.encode_family(&labels_of(s))?)?;
+            }
+        }
+        {
+            let mut m = encoder.encode_descriptor(
+                "sluice_upstream_server_responses",
+                "Tries on the server by the class of its answer (none: no response), as the answering worker counted them.",
+                None,
+                MetricType::Counter,
+            )?;
+            for s in &self.states {
+                for (class, n) in ["none", "1xx", "2xx", "3xx", "4xx", "5xx"]
+                    .iter()
+                    .zip(s.traffic.classes)
+                {
+                    let mut labels = labels_of(s);
+                    labels.push(("code_class", (*class).to_string()));
+                    ConstCounter::new(n).encode(m.encode_family(&labels)?)?;
+                }
+            }
+        }
+        let mut m = encoder.encode_descriptor(
+            "sluice_upstream_server_first_byte_seconds",
+            "Time from request head complete to the server's first response byte, as the answering worker measured it.",
+            None,
+            MetricType::Histogram,
+        )?;
+        for s in &self.states {
+            let mut total = 0;
+            let buckets: Vec<(f64, u64)> = BUCKETS
+                .iter()
+                .copied()
+                .chain([f64::INFINITY])
+                .zip(s.traffic.buckets)
+                .map(|(b, n)| {
+                    total += n;
+                    (b, total)
+                })
+                .collect();
+            let sum = s.traffic.sum_us as f64 / 1e6;
+            m.encode_family(&labels_of(s))?
+                .encode_histogram::<Labels>(sum, total, &buckets, None)?;
         }
         Ok(())
     }
@@ -447,6 +510,9 @@ struct Status {
     uptime_seconds: f64,
     pid: u32,
     workers: Vec<WorkerStatus>,
+    /// The upstream groups as the answering worker sees them.
+    answered_by_worker: usize,
+    groups: Vec<super::tier::GroupView>,
 }
 
 #[derive(Serialize)]
@@ -461,8 +527,9 @@ struct WorkerStatus {
 }
 
 /// The `/status` body: version, this process's config digest, the group's
-/// uptime, and one entry per worker.
-pub(crate) fn status_json(obs: &Observer) -> String {
+/// uptime, one entry per worker, and the upstream groups with each
+/// server's state (`servers`, as this worker sees them).
+pub(crate) fn status_json(obs: &Observer, servers: &[ServerState]) -> String {
     let now = super::region::now_ms();
     let at = |ms: u64| std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms));
     let status = Status {
@@ -484,6 +551,8 @@ pub(crate) fn status_json(obs: &Observer) -> String {
                 client_connections: Slots::field(&v.values, "downstream_active"),
             })
             .collect(),
+        answered_by_worker: obs.slot,
+        groups: super::tier::groups(servers),
     };
     let mut text = serde_json::to_string_pretty(&status).unwrap_or_default();
     text.push('\n');

@@ -19,6 +19,7 @@
 
 pub(crate) mod expose;
 mod region;
+mod tier;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};

@@ -47,7 +47,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::stats::VALUE_COUNT;
 
 /// First header cell: identifies the layout (bumped when it changes).
-pub(crate) const MAGIC: u64 = 0x736c_7569_6365_0002;
+pub(crate) const MAGIC: u64 = 0x736c_7569_6365_0003;
 /// Header cells before the first slot.
 const HEADER: usize = 4;
 /// Cells of a loop slot before its values.

@@ -9,21 +9,23 @@
 //! - [`health`]: passive ejection, active rise/fall.
 //! - [`route`]: host and path matching.
 //! - [`dns`]: the resolver trait and thread.
+//! - [`carry`]: health handed from a loop to its successor (reload).
 //!
 //! What it must not know: the sockets of exchanges or of checks, the pool,
 //! the loop.
 
 pub(crate) mod balance;
+pub(crate) mod carry;
 pub mod dns;
 pub(crate) mod health;
 pub(crate) mod route;
 pub mod spec;
 
 use std::net::{IpAddr, SocketAddr};
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 
 use balance::{Ring, Slot};
-use health::{Change, Health, Verdict};
+use health::{Change, Health, Mode, Verdict};
 use route::Route;
 use spec::{Balance, GroupSpec, HashKey, HealthCheck, RouteSpec};
 
@@ -40,6 +42,8 @@ pub(crate) struct Group {
     health: Vec<Health>,
     /// Index of the `ServerSpec` each live server came from.
     origin: Vec<usize>,
+    /// Each live server is a backup (parallel to `slots`).
+    backup: Vec<bool>,
     /// The hash ring (`balance = "hash"` only).
     ring: Ring,
 }
@@ -50,8 +54,21 @@ pub(crate) struct Pick {
     /// Its address.
     pub addr: SocketAddr,
     /// Every server of the group was out when it was chosen (panic mode:
-    /// the request may try each server once).
+    /// the request may try each server that checks do not hold down once,
+    /// within one connect timeout in all).
     pub panic: bool,
+}
+
+/// Why no server was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoPick {
+    /// The group has no server with an address, or every server that may
+    /// be tried was tried by this request.
+    Tried,
+    /// Every server is out — down by active checks, ejected, drained or in
+    /// maintenance — and none may be tried in panic mode: the client gets
+    /// 503 with `Retry-After` of this (the earliest a server may return).
+    Unavailable(Duration),
 }
 
 impl Group {
@@ -61,6 +78,7 @@ impl Group {
             slots: Vec::new(),
             health: Vec::new(),
             origin: Vec::new(),
+            backup: Vec::new(),
             ring: Ring::default(),
         }
     }
@@ -68,6 +86,23 @@ impl Group {
     /// The live servers' addresses.
     pub(crate) fn addrs(&self) -> impl Iterator<Item = SocketAddr> + '_ {
         self.slots.iter().map(|s| s.addr)
+    }
+
+    /// A connection to `addr` may be parked after its exchange: the
+    /// server is still in the group and not drained or in maintenance.
+    pub(crate) fn parks(&self, addr: SocketAddr) -> bool {
+        self.index(addr)
+            .and_then(|i| self.health.get(i))
+            .is_some_and(|h| h.mode == Mode::Ready)
+    }
+
+    /// A server not in `tried` may still be tried: the operator has not
+    /// taken it out and active checks do not hold it down.
+    pub(crate) fn may_try_another(&self, tried: &[SocketAddr]) -> bool {
+        self.slots
+            .iter()
+            .zip(&self.health)
+            .any(|(s, h)| !tried.contains(&s.addr) && h.panic_candidate())
     }
 
     /// Number of live servers.
@@ -83,7 +118,13 @@ impl Group {
     /// `addrs`): new ones join with fresh health, missing ones leave.
     /// Returns the addresses that left.
     fn set_addrs(&mut self, origin: usize, addrs: &[SocketAddr]) -> Vec<SocketAddr> {
-        let Some(weight) = self.spec.servers.get_ref().get(origin).map(|s| s.weight) else {
+        let Some((weight, backup)) = self
+            .spec
+            .servers
+            .get_ref()
+            .get(origin)
+            .map(|s| (s.weight, s.backup))
+        else {
             return Vec::new();
         };
         let mut removed = Vec::new();
@@ -95,6 +136,7 @@ impl Group {
                 removed.push(self.slots.remove(i).addr);
                 self.health.remove(i);
                 self.origin.remove(i);
+                self.backup.remove(i);
             } else {
                 i += 1;
             }
@@ -102,8 +144,9 @@ impl Group {
         for &a in addrs {
             if self.index(a).is_none() {
                 self.slots.push(Slot::new(a, weight));
-                self.health.push(Health::default());
+                self.health.push(self.fresh_health());
                 self.origin.push(origin);
+                self.backup.push(backup);
             }
         }
         if self.spec.balance == Balance::Hash {
@@ -116,26 +159,98 @@ impl Group {
         removed
     }
 
-    /// Chooses a server not in `tried`: a healthy one by the group's
-    /// algorithm; if none is healthy and untried, any untried one (panic
-    /// mode when the whole group is out).
-    fn pick(&mut self, key: u64, tried: &[SocketAddr], now: Instant) -> Option<Pick> {
+    /// The health a server joining the group starts with: up until
+    /// proven down (as nginx and HAProxy start a server), so a new server
+    /// of a group in service takes traffic at once; its first checks take
+    /// it out if it fails `fall` of them.
+    fn fresh_health(&self) -> Health {
+        Health::default()
+    }
+
+    /// Chooses a server not in `tried`, in tiers: a healthy non-backup
+    /// server by the group's algorithm; else a healthy backup; else any
+    /// untried server the operator did not take out and active checks do
+    /// not hold down (panic mode when the whole group is out: only a
+    /// passive ejection keeps such a server out).
+    fn pick(&mut self, key: u64, tried: &[SocketAddr], now: Instant) -> Result<Pick, NoPick> {
         // Eligibility is worked out per candidate: no allocation on this
         // once-per-request path.
         let panic = !self.health.iter().any(|h| h.available(now));
-        let health = &self.health;
-        let any = |_: usize, s: &Slot| !tried.contains(&s.addr);
-        let ok = |i: usize, s: &Slot| any(i, s) && health.get(i).is_some_and(|h| h.available(now));
+        let (health, backup) = (&self.health, &self.backup);
+        let untried = |s: &Slot| !tried.contains(&s.addr);
+        let usable = |i: usize| health.get(i).is_some_and(|h| h.available(now));
+        let is_backup = |i: usize| backup.get(i).copied().unwrap_or(false);
+        let primary = |i: usize, s: &Slot| untried(s) && usable(i) && !is_backup(i);
+        let spare = |i: usize, s: &Slot| untried(s) && usable(i) && is_backup(i);
+        let last =
+            |i: usize, s: &Slot| untried(s) && health.get(i).is_some_and(Health::panic_candidate);
         let (balance, ring) = (self.spec.balance, &self.ring);
         let slots = &mut self.slots;
-        let i = choose(balance, ring, slots, key, ok)
-            .or_else(|| choose(balance, ring, slots, key, any))?;
-        let slot = self.slots.get_mut(i)?;
+        let chosen = choose(balance, ring, slots, key, primary)
+            .or_else(|| choose(balance, ring, slots, key, spare))
+            .or_else(|| choose(balance, ring, slots, key, last));
+        let Some(slot) = chosen.and_then(|i| self.slots.get_mut(i)) else {
+            if panic && !self.health.iter().any(Health::panic_candidate) && !self.slots.is_empty() {
+                return Err(NoPick::Unavailable(self.back_in(now)));
+            }
+            return Err(NoPick::Tried);
+        };
         slot.outstanding += 1;
-        Some(Pick {
+        Ok(Pick {
             addr: slot.addr,
             panic,
         })
+    }
+
+    /// The earliest any server may take requests again (rounded up to
+    /// whole seconds, at least 1 s: `Retry-After`'s unit, RFC 9110
+    /// §10.2.3). Servers the operator took out do not count; with only
+    /// those, 1 s.
+    fn back_in(&self, now: Instant) -> Duration {
+        let (rise, interval) = self
+            .spec
+            .health_check
+            .as_ref()
+            .map_or((0, Duration::ZERO), |hc| (hc.rise, hc.interval));
+        let wait = self
+            .health
+            .iter()
+            .filter_map(|h| h.back_in(now, rise, interval))
+            .min()
+            .unwrap_or(Duration::ZERO);
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        Duration::from_secs(secs.max(1))
+    }
+
+    /// The state name `/status` shows for server `i` at `now`.
+    fn state_of(&self, i: usize, now: Instant) -> &'static str {
+        let Some(h) = self.health.get(i) else {
+            return "up";
+        };
+        match h.mode {
+            Mode::Maintenance => return "maintenance",
+            Mode::Drain => return "draining",
+            Mode::Ready => {}
+        }
+        if h.down {
+            return "checked_down";
+        }
+        if h.ejected(now) {
+            return "ejected";
+        }
+        let primaries_up = (0..self.slots.len()).any(|j| {
+            !self.backup.get(j).copied().unwrap_or(false)
+                && self.health.get(j).is_some_and(|h| h.available(now))
+        });
+        if self.backup.get(i).copied().unwrap_or(false) && primaries_up {
+            return "backup";
+        }
+        "up"
+    }
+
+    /// The log line's name of server `i`: `app 127.0.0.1:8002`.
+    fn who(&self, addr: SocketAddr) -> String {
+        format!("{} {addr}", self.spec.name.get_ref())
     }
 }
 
@@ -162,12 +277,38 @@ pub(crate) struct ServerState {
     pub group: String,
     /// The server's address.
     pub server: SocketAddr,
-    /// It may be chosen now (not ejected, not marked down).
+    /// It may be chosen now (not ejected, not marked down, not taken out
+    /// by the operator).
     pub available: bool,
     /// Passive health ejected it for now.
     pub ejected: bool,
     /// Active checks mark it down.
     pub down: bool,
+    /// `up`, `ejected`, `checked_down`, `draining`, `maintenance`, or
+    /// `backup` (a healthy backup while a primary serves).
+    pub state: &'static str,
+    /// Declared `backup`.
+    pub backup: bool,
+    /// The operator's mode: `ready`, `drain`, `maintenance`.
+    pub mode: &'static str,
+    /// Requests in flight to it.
+    pub in_flight: u32,
+    /// Idle pooled connections to it (filled in by the caller, who owns
+    /// the pool).
+    pub idle: usize,
+    /// Time left of its ejection (ms), if ejected.
+    pub ejected_ms: Option<u64>,
+    /// What caused the ejection (`3 failures, last: traffic: connect
+    /// refused`).
+    pub eject_cause: Option<String>,
+    /// The last check's result (`status 200`, `timeout after 500ms`).
+    pub last_check: Option<String>,
+    /// The last failure and when it happened.
+    pub last_error: Option<health::Failure>,
+    /// Requests and 5xx answers (or failed tries) in the last minute.
+    pub minute: (u64, u64),
+    /// Requests since start by class, and response times.
+    pub traffic: health::Traffic,
 }
 
 /// All groups and routes of the process.
@@ -222,15 +363,81 @@ impl Groups {
                 g.slots
                     .iter()
                     .zip(&g.health)
-                    .map(move |(s, h)| ServerState {
+                    .enumerate()
+                    .map(move |(i, (s, h))| ServerState {
                         group: g.spec.name.get_ref().clone(),
                         server: s.addr,
                         available: h.available(now),
-                        ejected: h.ejected_until.is_some_and(|t| t > now),
+                        ejected: h.ejected(now),
                         down: h.down,
+                        state: g.state_of(i, now),
+                        backup: g.backup.get(i).copied().unwrap_or(false),
+                        mode: h.mode.name(),
+                        in_flight: s.outstanding,
+                        idle: 0,
+                        ejected_ms: h
+                            .ejected_until
+                            .filter(|&t| t > now)
+                            .map(|t| t.saturating_duration_since(now).as_millis() as u64),
+                        eject_cause: h.eject_cause.clone().filter(|_| h.ejected(now)),
+                        last_check: h.last_check.clone(),
+                        last_error: h.last_failure.clone(),
+                        minute: h.minute.totals(now),
+                        traffic: h.traffic.clone(),
                     })
             })
             .collect()
+    }
+
+    /// Every live server's health, for a successor loop ([`carry`]).
+    pub(crate) fn snapshot(&self) -> Vec<carry::Carried> {
+        self.groups
+            .iter()
+            .flat_map(|g| {
+                g.slots.iter().zip(&g.health).map(|(s, h)| carry::Carried {
+                    group: g.spec.name.get_ref().clone(),
+                    addr: s.addr,
+                    health: h.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Takes over the health in `old` for the servers this configuration
+    /// has too (same group name, same address); returns how many, with the
+    /// ones not up named (`app 127.0.0.1:8002 checked_down`).
+    pub(crate) fn adopt(&mut self, old: Vec<carry::Carried>, now: Instant) -> (usize, Vec<String>) {
+        let (mut n, mut out) = (0, Vec::new());
+        for c in old {
+            let Some(g) = self.find(&c.group) else {
+                continue;
+            };
+            let Some(group) = self.groups.get_mut(g) else {
+                continue;
+            };
+            let Some(i) = group.index(c.addr) else {
+                continue;
+            };
+            if let Some(h) = group.health.get_mut(i) {
+                *h = c.health;
+                n += 1;
+            }
+            let state = group.state_of(i, now);
+            if state != "up" && state != "backup" {
+                out.push(format!("{} {state}", group.who(c.addr)));
+            }
+        }
+        (n, out)
+    }
+
+    /// Sets the operator's `mode` of server `addr` in group `name`.
+    /// Returns its old mode, or `None` if no such server.
+    pub(crate) fn set_mode(&mut self, name: &str, addr: SocketAddr, mode: Mode) -> Option<Mode> {
+        let g = self.find(name)?;
+        let group = self.groups.get_mut(g)?;
+        let i = group.index(addr)?;
+        let h = group.health.get_mut(i)?;
+        Some(std::mem::replace(&mut h.mode, mode))
     }
 
     /// The group named `name`.
@@ -281,17 +488,54 @@ impl Groups {
         key: u64,
         tried: &[SocketAddr],
         now: Instant,
-    ) -> Option<Pick> {
-        self.groups.get_mut(g)?.pick(key, tried, now)
+    ) -> Result<Pick, NoPick> {
+        self.groups
+            .get_mut(g)
+            .ok_or(NoPick::Tried)?
+            .pick(key, tried, now)
+    }
+
+    /// Why every server of group `g` is out, for the 503's log line:
+    /// `127.0.0.1:1 checked_down (check: connect refused), …`.
+    pub(crate) fn why_out(&self, g: usize, now: Instant) -> String {
+        let Some(group) = self.groups.get(g) else {
+            return String::new();
+        };
+        let mut out = String::new();
+        for (i, s) in group.slots.iter().enumerate() {
+            if !out.is_empty() {
+                out.push_str(", ");
+            }
+            out.push_str(&format!("{} {}", s.addr, group.state_of(i, now)));
+            if let Some(f) = group.health.get(i).and_then(|h| h.last_failure.as_ref()) {
+                out.push_str(&format!(" ({})", f.reason));
+            }
+        }
+        out
+    }
+
+    /// Server `addr` of group `g` failed for `reason` (`traffic: connect
+    /// refused`): kept as its last failure, shown in `/status` and in the
+    /// ejection line.
+    pub(crate) fn note_failure(&mut self, g: usize, addr: SocketAddr, reason: String) {
+        if let Some(group) = self.groups.get_mut(g)
+            && let Some(i) = group.index(addr)
+            && let Some(h) = group.health.get_mut(i)
+        {
+            h.note_failure(reason, SystemTime::now());
+        }
     }
 
     /// A request to `addr` of group `g` ended with `verdict`: no longer in
     /// flight, its health counted. `Some(Change::Out)`: it was ejected.
+    /// `status` is the upstream's (0: none came), `first_byte` the time
+    /// to its first byte.
     pub(crate) fn release(
         &mut self,
         g: usize,
         addr: SocketAddr,
         verdict: Verdict,
+        (status, first_byte): (u16, Option<Duration>),
         now: Instant,
     ) -> Option<Change> {
         let group = self.groups.get_mut(g)?;
@@ -300,14 +544,23 @@ impl Groups {
             s.outstanding = s.outstanding.saturating_sub(1);
         }
         let (max_fails, timeout) = (group.spec.max_fails, group.spec.fail_timeout);
-        let change = group
-            .health
-            .get_mut(i)?
-            .passive(verdict, max_fails, timeout, now);
+        let old = group.state_of(i, now);
+        let h = group.health.get_mut(i)?;
+        h.minute
+            .count(now, verdict == Verdict::Failure || status >= 500);
+        if verdict != Verdict::Neutral || status != 0 {
+            h.traffic.count(status, first_byte);
+        }
+        let change = h.passive(verdict, max_fails, timeout, now);
         if change.is_some() {
+            let left = h
+                .ejected_until
+                .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+            let cause = h.eject_cause.clone().unwrap_or_default();
             log::warn!(
-                "upstream {} server {addr}: ejected after {max_fails} consecutive failures",
-                group.spec.name.get_ref()
+                "{}: {old} -> ejected for {}s: {cause}",
+                group.who(addr),
+                left.as_secs_f64().ceil() as u64
             );
         }
         change
@@ -320,26 +573,70 @@ impl Groups {
             .is_some_and(|gr| gr.spec.fail_on_status.contains(&status))
     }
 
-    /// The active check of `addr` in group `g` passed (`ok`) or not.
-    pub(crate) fn check_result(&mut self, g: usize, addr: SocketAddr, ok: bool) -> Option<Change> {
+    /// The active check of `addr` in group `g` passed (`ok`) or not;
+    /// `result` says what it saw (`status 200`, `timeout after 500ms`).
+    pub(crate) fn check_result(
+        &mut self,
+        g: usize,
+        addr: SocketAddr,
+        ok: bool,
+        result: &str,
+        now: Instant,
+    ) -> Option<Change> {
         let group = self.groups.get_mut(g)?;
         let hc = group.spec.health_check.clone()?;
         let i = group.index(addr)?;
-        let change = group.health.get_mut(i)?.check(ok, hc.rise, hc.fall);
+        let old = group.state_of(i, now);
+        let h = group.health.get_mut(i)?;
+        h.last_check = Some(result.to_string());
+        if !ok {
+            h.note_failure(format!("check: {result}"), SystemTime::now());
+        }
+        let change = h.check(ok, hc.rise, hc.fall);
+        let new = group.state_of(i, now);
         match change {
             Some(Change::Out) => log::warn!(
-                "upstream {} server {addr}: down after {} failed checks",
-                group.spec.name.get_ref(),
-                hc.fall
+                "{}: {old} -> {new}: {} failed check{}, last: {result}",
+                group.who(addr),
+                hc.fall,
+                if hc.fall == 1 { "" } else { "s" }
             ),
             Some(Change::Up) => log::info!(
-                "upstream {} server {addr}: up after {} passed checks",
-                group.spec.name.get_ref(),
-                hc.rise
+                "{}: {old} -> {new}: {} passed check{}, last: {result}",
+                group.who(addr),
+                hc.rise,
+                if hc.rise == 1 { "" } else { "s" }
             ),
             None => {}
         }
         change
+    }
+
+    /// The `Host` a check of `addr` in group `g` sends: the check's
+    /// `host`, else the host name the server was declared with (with
+    /// `:port` unless 80), else the address.
+    pub(crate) fn check_host(&self, g: usize, addr: SocketAddr) -> String {
+        let Some(group) = self.groups.get(g) else {
+            return addr.to_string();
+        };
+        if let Some(h) = group
+            .spec
+            .health_check
+            .as_ref()
+            .and_then(|hc| hc.host.clone())
+        {
+            return h;
+        }
+        let spec = group
+            .index(addr)
+            .and_then(|i| group.origin.get(i))
+            .and_then(|&o| group.spec.servers.get_ref().get(o))
+            .filter(|s| s.ip().is_none());
+        match spec {
+            Some(s) if s.port == 80 => s.host.clone(),
+            Some(s) => format!("{}:{}", s.host, s.port),
+            None => addr.to_string(),
+        }
     }
 
     /// The health check of group `g`, if it has one.

@@ -199,6 +199,9 @@ pub struct ServerSpec {
     pub port: u16,
     /// Relative share of requests, 1..=1000.
     pub weight: u32,
+    /// A backup server (nginx's and HAProxy's `backup`): it gets requests
+    /// only while no other server of its group may take them.
+    pub backup: bool,
 }
 
 impl From<std::net::SocketAddr> for ServerSpec {
@@ -207,6 +210,7 @@ impl From<std::net::SocketAddr> for ServerSpec {
             host: a.ip().to_string(),
             port: a.port(),
             weight: 1,
+            backup: false,
         }
     }
 }
@@ -221,12 +225,19 @@ impl ServerSpec {
 impl FromStr for ServerSpec {
     type Err = String;
     /// `host:port`, `[v6]:port` or `IP:port`, optionally followed by
-    /// ` weight=N`.
+    /// ` weight=N` and ` backup`.
     fn from_str(v: &str) -> Result<Self, String> {
         let mut words = v.split_whitespace();
         let addr = words.next().unwrap_or("");
-        let mut weight = None;
+        let (mut weight, mut backup) = (None, false);
         for w in words {
+            if w == "backup" {
+                if backup {
+                    return Err(format!("{v:?}: backup given twice"));
+                }
+                backup = true;
+                continue;
+            }
             if weight.is_some() {
                 return Err(format!("{v:?}: weight given twice"));
             }
@@ -255,6 +266,7 @@ impl FromStr for ServerSpec {
             host: host.to_string(),
             port,
             weight,
+            backup,
         })
     }
 }
@@ -269,6 +281,9 @@ impl fmt::Display for ServerSpec {
         if self.weight != 1 {
             write!(f, " weight={}", self.weight)?;
         }
+        if self.backup {
+            f.write_str(" backup")?;
+        }
         Ok(())
     }
 }
@@ -280,8 +295,8 @@ impl Serialize for ServerSpec {
 }
 
 impl<'de> Deserialize<'de> for ServerSpec {
-    /// A string (`"127.0.0.1:8001 weight=3"`) or an inline table
-    /// (`{ address = "127.0.0.1:8001", weight = 3 }`).
+    /// A string (`"127.0.0.1:8001 weight=3 backup"`) or an inline table
+    /// (`{ address = "127.0.0.1:8001", weight = 3, backup = true }`).
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
@@ -294,17 +309,27 @@ impl<'de> Deserialize<'de> for ServerSpec {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ServerSpec, A::Error> {
                 let (mut address, mut weight) = (None::<String>, None::<u32>);
+                let mut backup = None::<bool>;
                 while let Some(k) = map.next_key::<String>()? {
                     match k.as_str() {
                         "address" => address = Some(map.next_value()?),
                         "weight" => weight = Some(map.next_value()?),
-                        _ => return Err(de::Error::unknown_field(&k, &["address", "weight"])),
+                        "backup" => backup = Some(map.next_value()?),
+                        _ => {
+                            return Err(de::Error::unknown_field(
+                                &k,
+                                &["address", "weight", "backup"],
+                            ));
+                        }
                     }
                 }
                 let address = address.ok_or_else(|| de::Error::missing_field("address"))?;
                 let mut s: ServerSpec = address.parse().map_err(de::Error::custom)?;
                 if let Some(w) = weight {
                     s.weight = w;
+                }
+                if let Some(b) = backup {
+                    s.backup = b;
                 }
                 Ok(s)
             }
@@ -313,13 +338,50 @@ impl<'de> Deserialize<'de> for ServerSpec {
     }
 }
 
+/// The method of a health check's request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CheckMethod {
+    /// `GET` (the default).
+    #[default]
+    #[serde(rename = "GET")]
+    Get,
+    /// `HEAD`: no body, so no `expect_body`.
+    #[serde(rename = "HEAD")]
+    Head,
+}
+
+impl CheckMethod {
+    /// The method's token as it goes on the request line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckMethod::Get => "GET",
+            CheckMethod::Head => "HEAD",
+        }
+    }
+}
+
 /// Active health checks of a group's servers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HealthCheck {
-    /// Path of the `GET`.
+    /// Path of the request.
     #[serde(default = "default_check_path")]
     pub path: String,
+    /// Method of the request: `GET` or `HEAD`.
+    #[serde(default)]
+    pub method: CheckMethod,
+    /// The `Host` the check sends. Absent: the server's host name as
+    /// written in `servers` (with `:port` unless the port is 80), or for
+    /// an IP literal its address `IP:port`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// More request fields, name to value (`{ "X-Check" = "1" }`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// A substring the response body must contain to pass (read up to
+    /// [`MAX_CHECK_BODY`] bytes); absent: the status alone decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_body: Option<String>,
     /// Time between two checks of one server (spread with jitter).
     #[serde(default = "default_check_interval", with = "crate::config::duration")]
     pub interval: Duration,
@@ -336,6 +398,11 @@ pub struct HealthCheck {
     #[serde(default)]
     pub expect_status: StatusRange,
 }
+
+/// Most bytes of a check's answer (head and body) read to find
+/// `expect_body` (a health page is small; HAProxy's `http-check expect
+/// string` reads one buffer, 16 KiB by default).
+pub const MAX_CHECK_BODY: usize = 16 * 1024;
 
 fn default_check_path() -> String {
     "/".to_string()
@@ -357,6 +424,10 @@ impl Default for HealthCheck {
     fn default() -> Self {
         HealthCheck {
             path: default_check_path(),
+            method: CheckMethod::default(),
+            host: None,
+            headers: std::collections::BTreeMap::new(),
+            expect_body: None,
             interval: default_check_interval(),
             timeout: default_check_timeout(),
             rise: default_rise(),
@@ -528,6 +599,42 @@ pub(crate) mod groups_codec {
     }
 }
 
+/// What is wrong with a health check's `host`, `headers` or
+/// `expect_body`, if anything: a field name must be a token, a value
+/// visible ASCII and spaces (RFC 9110 §5.5), `Host` goes in `host`, and a
+/// `HEAD` has no body to search.
+fn check_request_fields(hc: &HealthCheck) -> Option<String> {
+    let value_ok = |v: &str| {
+        v.bytes()
+            .all(|b| b == b' ' || b == b'\t' || (0x21..0x7f).contains(&b))
+    };
+    if let Some(h) = &hc.host
+        && (h.is_empty() || h.bytes().any(|b| !(0x21..0x7f).contains(&b)))
+    {
+        return Some(format!("host {h:?} is not a host"));
+    }
+    for (name, value) in &hc.headers {
+        if !crate::http::syntax::is_token(name.as_bytes()) || !value_ok(value) {
+            return Some(format!("header {name:?} = {value:?} is not a valid field"));
+        }
+        let reserved = ["host", "connection", "content-length", "transfer-encoding"];
+        if reserved.iter().any(|r| name.eq_ignore_ascii_case(r)) {
+            return Some(format!(
+                "header {name:?} is set by sluice (use `host` for the Host field)"
+            ));
+        }
+    }
+    match &hc.expect_body {
+        Some(_) if hc.method == CheckMethod::Head => {
+            Some("expect_body needs method GET (a HEAD answer has no body)".into())
+        }
+        Some(b) if b.is_empty() || b.len() > MAX_CHECK_BODY => {
+            Some(format!("expect_body must be 1..={MAX_CHECK_BODY} bytes"))
+        }
+        _ => None,
+    }
+}
+
 /// Checks groups and routes: a name once, servers present, weights and
 /// health-check values in bounds, each route's group known. The error
 /// carries the span of the value at fault when it came from a file.
@@ -612,6 +719,9 @@ pub(crate) fn check(groups: &[GroupSpec], routes: &[RouteSpec]) -> Result<(), Co
                          character"
                     ),
                 );
+            }
+            if let Some(why) = check_request_fields(hc) {
+                return err(g.name.span(), format!("group {name:?}: health_check {why}"));
             }
         }
     }

@@ -183,12 +183,12 @@ fn a_retry_goes_to_another_server_and_panic_mode_tries_each_once() {
     // Eject all three.
     for p in 1..=3 {
         for _ in 0..3 {
-            g.pick(0, 0, &[], now);
-            g.release(0, addr(p), Verdict::Failure, now);
+            let _ = g.pick(0, 0, &[], now);
+            g.release(0, addr(p), Verdict::Failure, (0, None), now);
         }
     }
     let mut tried = Vec::new();
-    while let Some(p) = g.pick(0, 0, &tried, now) {
+    while let Ok(p) = g.pick(0, 0, &tried, now) {
         assert!(p.panic);
         tried.push(p.addr);
     }
@@ -206,7 +206,7 @@ fn weighted_round_robin_spreads_exactly_over_a_cycle() {
     let mut n: HashMap<SocketAddr, u32> = HashMap::new();
     for _ in 0..500 {
         let p = g.pick(0, 0, &[], now).unwrap();
-        g.release(0, p.addr, Verdict::Success, now);
+        g.release(0, p.addr, Verdict::Success, (200, None), now);
         *n.entry(p.addr).or_default() += 1;
     }
     assert_eq!((n[&addr(1)], n[&addr(2)], n[&addr(3)]), (300, 100, 100));
@@ -260,6 +260,23 @@ fn spec_syntax_and_checks() {
         ("app.internal", 8080, 3)
     );
     assert_eq!(s.to_string(), "app.internal:8080 weight=3");
+    let b: ServerSpec = "10.0.0.1:80 backup weight=2".parse().unwrap();
+    assert!(b.backup && b.weight == 2);
+    assert_eq!(b.to_string(), "10.0.0.1:80 weight=2 backup");
+    assert!("h:80 backup backup".parse::<ServerSpec>().is_err());
+    let t: GroupSpec = toml::from_str(
+        "name = \"g\"\nservers = [{ address = \"10.0.0.1:80\", backup = true }]\n\
+         [health_check]\nmethod = \"HEAD\"\nhost = \"app.example\"\n\
+         headers = { \"X-Check\" = \"1\" }\n",
+    )
+    .unwrap();
+    assert!(t.servers.get_ref()[0].backup);
+    assert!(check(std::slice::from_ref(&t), &[]).is_ok());
+    let mut bad = t.clone();
+    if let Some(hc) = bad.health_check.as_mut() {
+        hc.expect_body = Some("ok".into());
+    }
+    assert!(check(&[bad], &[]).is_err(), "expect_body with HEAD");
     let v6: ServerSpec = "[::1]:80".parse().unwrap();
     assert_eq!(v6.to_string(), "[::1]:80");
     assert!("localhost".parse::<ServerSpec>().is_err());

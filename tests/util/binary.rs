@@ -371,14 +371,31 @@ pub fn access_lines(path: &str) -> Vec<String> {
 
 /// `GET path` on `addr` with `Connection: close`: status and body.
 pub fn http_get(addr: SocketAddr, path: &str) -> (u16, Vec<u8>) {
+    http_request(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+/// `POST path` with `body` on `addr`: status and body.
+pub fn http_post(addr: SocketAddr, path: &str, body: &str) -> (u16, Vec<u8>) {
+    http_request(
+        addr,
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: admin\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// Sends `request` on a new connection to `addr` and reads the answer
+/// until the close: status and body.
+pub fn http_request(addr: SocketAddr, request: String) -> (u16, Vec<u8>) {
     use std::io::Write as _;
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    s.write_all(request.as_bytes()).unwrap();
     let mut all = Vec::new();
     let _ = std::io::Read::read_to_end(&mut s, &mut all);
     let split = all

@@ -10,8 +10,8 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use sluice::{
-    Config, DEFAULT_GROUP, Filter, Forward, GroupSpec, Peer, Reply, RequestHead, Server,
-    ServerHandle, Stats, Target,
+    Config, DEFAULT_GROUP, Filter, Forward, GroupSpec, HealthCheck, Peer, Reply, RequestHead,
+    Server, ServerHandle, Stats, Target,
 };
 
 use super::client::Client;
@@ -119,5 +119,19 @@ where
 
     fn upstream_peer(&self, _req: &RequestHead) -> Target {
         Peer::new(self.upstream).into()
+    }
+}
+
+/// A group tweak: active checks every `interval_ms` with `timeout_ms`,
+/// rise 2, fall 2, the other check settings at their defaults.
+pub fn checked(interval_ms: u64, timeout_ms: u64) -> impl FnOnce(&mut GroupSpec) {
+    move |g: &mut GroupSpec| {
+        g.health_check = Some(HealthCheck {
+            interval: Duration::from_millis(interval_ms),
+            timeout: Duration::from_millis(timeout_ms),
+            rise: 2,
+            fall: 2,
+            ..HealthCheck::default()
+        });
     }
 }

@@ -12,6 +12,7 @@ use crate::conn::exchange::Exchange;
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::{Peer, Target};
 use crate::http::RequestHead;
+use crate::upstreams::NoPick;
 use crate::upstreams::health::Verdict;
 
 /// Where a new request goes.
@@ -27,6 +28,12 @@ pub(super) enum Dest {
     NoRoute,
     /// The group is unknown or has no server with an address: 502.
     NoServer(String),
+    /// Every server of group `group` is out and none may be tried in panic
+    /// mode: 503 with `Retry-After` of `retry_after`.
+    Unavailable {
+        group: usize,
+        retry_after: std::time::Duration,
+    },
 }
 
 /// Asks `upstream_peer` where `req` goes and picks the first server.
@@ -51,13 +58,60 @@ pub(super) fn first(sh: &mut Shared, client: IpAddr, req: &RequestHead) -> Dest 
     };
     let hash = sh.groups.hash_of(group, client, req);
     match sh.groups.pick(group, hash, &[], sh.now) {
-        Some(p) => Dest::Server {
+        Ok(p) => Dest::Server {
             group: Some(group),
             peer: sh.peer_in(group, p.addr),
             panic: p.panic,
             hash,
         },
-        None => Dest::NoServer("the upstream group has no server with an address".into()),
+        Err(NoPick::Unavailable(retry_after)) => Dest::Unavailable { group, retry_after },
+        Err(NoPick::Tried) => {
+            Dest::NoServer("the upstream group has no server with an address".into())
+        }
+    }
+}
+
+/// What a failed try of a server is called in the access record's list of
+/// tries (`outcome`).
+pub(super) fn outcome(err: &ProxyError) -> &'static str {
+    use crate::error::Timeout as T;
+    match &err.kind {
+        ErrorKind::ConnectFailed(std::io::ErrorKind::ConnectionRefused) => "refused",
+        ErrorKind::ConnectFailed(_) => "connect_error",
+        ErrorKind::Timeout(T::Connect) => "connect_timeout",
+        ErrorKind::Timeout(T::UpstreamRead) => "read_timeout",
+        ErrorKind::Timeout(T::UpstreamWrite) => "write_timeout",
+        ErrorKind::Timeout(_) => "timeout",
+        ErrorKind::Io(std::io::ErrorKind::ConnectionReset) => "reset",
+        ErrorKind::Io(_) => "io_error",
+        ErrorKind::Closed => "closed",
+        ErrorKind::NoDescriptor => "no_descriptor",
+        ErrorKind::Parse(_) | ErrorKind::UnexpectedUpgrade => "invalid_response",
+        _ => "error",
+    }
+}
+
+/// The reason a failure `err` of a try is recorded against its server
+/// (`traffic: connect refused`), for `/status` and the ejection line.
+fn reason(err: &ProxyError, before_response: bool) -> String {
+    use crate::error::Timeout as T;
+    let when = if before_response {
+        " before response"
+    } else {
+        ""
+    };
+    match &err.kind {
+        ErrorKind::ConnectFailed(std::io::ErrorKind::ConnectionRefused) => {
+            "traffic: connect refused".into()
+        }
+        ErrorKind::ConnectFailed(k) => format!("traffic: connect failed: {k}"),
+        ErrorKind::Timeout(T::Connect) => "traffic: connect timeout".into(),
+        ErrorKind::Timeout(T::UpstreamRead) => format!("traffic: read timeout{when}"),
+        ErrorKind::Timeout(T::UpstreamWrite) => format!("traffic: write timeout{when}"),
+        ErrorKind::Io(std::io::ErrorKind::ConnectionReset) => format!("traffic: reset{when}"),
+        ErrorKind::Io(k) => format!("traffic: {k}{when}"),
+        ErrorKind::Closed => format!("traffic: closed{when}"),
+        other => format!("traffic: {other:?}"),
     }
 }
 
@@ -87,7 +141,11 @@ pub(super) fn count_failure(ex: &mut Exchange, err: &ProxyError, sh: &mut Shared
         ) if ex.no_response_byte() => Verdict::Failure,
         _ => Verdict::Neutral,
     };
-    sh.report(g, ex.peer.addr, verdict);
+    if verdict == Verdict::Failure {
+        let why = reason(err, ex.no_response_byte());
+        sh.groups.note_failure(g, ex.peer.addr, why);
+    }
+    sh.report(g, ex.peer.addr, verdict, (0, None));
 }
 
 /// The server for a retry of `ex`: another server of its group not tried
@@ -98,17 +156,28 @@ pub(super) fn count_failure(ex: &mut Exchange, err: &ProxyError, sh: &mut Shared
 /// concrete peer, `upstream_peer` is asked again. `None`: nowhere to go.
 pub(super) fn next(ex: &mut Exchange, sh: &mut Shared) -> Option<Peer> {
     let Some(g) = ex.group else {
-        return match sh.filter.upstream_peer(&ex.req) {
-            Target::Peer(p) => Some(p),
-            _ => Some(ex.peer),
+        let peer = match sh.filter.upstream_peer(&ex.req) {
+            Target::Peer(p) => p,
+            _ => ex.peer,
         };
+        ex.tried.push(peer.addr);
+        return Some(peer);
     };
     // Once the request went out on a new connection that failed, only an
     // untried server may get it: one it was sent to may have acted on it.
-    let pick = sh.groups.pick(g, ex.hash, &ex.tried, sh.now).or_else(|| {
-        (ex.retries <= sh.cfg.max_retries && !ex.sent_fresh)
-            .then(|| sh.groups.pick(g, ex.hash, &[], sh.now))?
-    })?;
+    let pick = sh
+        .groups
+        .pick(g, ex.hash, &ex.tried, sh.now)
+        .ok()
+        .or_else(|| {
+            (ex.retries <= sh.cfg.max_retries && !ex.sent_fresh)
+                .then(|| sh.groups.pick(g, ex.hash, &[], sh.now).ok())?
+        })?;
+    if pick.panic && ex.panic_until.is_none() {
+        // Panic mode from here on: one connect timeout for all its tries.
+        ex.panic_until = Some(sh.now + sh.cfg.upstream_connect_timeout);
+    }
+    ex.panic |= pick.panic;
     ex.tried.push(pick.addr);
     ex.in_flight = true;
     Some(sh.peer_in(g, pick.addr))

@@ -11,7 +11,7 @@ use super::{ClientConn, LINGER, OwnReply, Result, State, choose};
 use crate::conn::access::Termination;
 use crate::conn::response_head::take_response_head;
 use crate::conn::{Shared, relay};
-use crate::error::{Answer, ErrorKind, ProxyError, RETRY_AFTER_SECS, Side, Timeout};
+use crate::error::{Answer, ErrorKind, ProxyError, Side, Timeout};
 use crate::http::{Headers, ParseError, reason_phrase};
 use crate::stats::Stats;
 use log::{debug, info, warn};
@@ -69,12 +69,12 @@ impl ClientConn {
             return false;
         }
         ex.upstream = None;
-        // A server gone from its group (DNS, ARCHITECTURE.md §13) gets no
-        // new exchange: its connection is closed, not parked.
+        // A server gone from its group (DNS, ARCHITECTURE.md §13) or
+        // drained gets no new exchange: its connection is closed, not parked.
         let member = ex
             .group
             .and_then(|g| sh.groups.get(g))
-            .is_none_or(|gr| gr.addrs().any(|a| a == ex.peer.addr));
+            .is_none_or(|gr| gr.parks(ex.peer.addr));
         if ex.reusable() && member {
             let hint = ex.idle_hint.map(std::time::Duration::from_secs);
             sh.ups.park(key, hint, &sh.registry, &sh.stats, sh.now);
@@ -214,6 +214,13 @@ impl ClientConn {
     pub(super) fn fail(&mut self, mut err: ProxyError, sh: &mut Shared) {
         if err.side == Side::Upstream {
             if let Some(ex) = self.exchange.as_deref_mut() {
+                let status = match err.answer(false, true) {
+                    Answer::Status(code) => code,
+                    Answer::Close => 0,
+                };
+                if ex.attempts.len() < ex.tried.len() {
+                    ex.note_attempt(choose::outcome(&err), status);
+                }
                 choose::count_failure(ex, &err, sh);
             }
             match self.try_retry(&err, sh) {
@@ -227,19 +234,39 @@ impl ClientConn {
         let answer = err.answer(started, self.head_bytes_seen());
         match (&err.side, &err.kind) {
             (Side::Downstream, _) => debug!("client {}: {err}", self.side.addr),
+            (Side::Upstream, ErrorKind::Unavailable { .. }) => {}
             (Side::Upstream, _) => {
                 // Errors a user acts on: warn, at most once a second.
                 if let Some(more) = sh.warn_limit.allow(sh.now) {
                     let (method, target) = self.exchange.as_ref().map_or(("-", "-"), |e| {
                         (e.req.method.as_str(), e.req.target.as_str())
                     });
-                    let peer = self.exchange.as_ref().map(|e| e.peer.addr);
+                    let ex = self.exchange.as_deref();
+                    let peer = ex.map(|e| e.peer.addr);
                     let what = match answer {
                         Answer::Status(code) => format!("answered {code}"),
                         Answer::Close => "response cut".to_string(),
                     };
+                    // Every server tried, with how its try ended.
+                    let tried = ex.filter(|e| e.attempts.len() > 1).map(|e| {
+                        let list: Vec<String> = e
+                            .attempts
+                            .iter()
+                            .map(|a| format!("{} {}", a.addr, a.outcome))
+                            .collect();
+                        format!(" (tried {})", list.join(", "))
+                    });
+                    let group = ex
+                        .and_then(|e| e.group)
+                        .and_then(|g| sh.groups.get(g))
+                        .map(|g| format!(" (group {})", g.spec.name.get_ref()));
+                    let (group, tried) = (group.unwrap_or_default(), tried.unwrap_or_default());
+                    let target = crate::text::cut(target, 200);
                     match peer {
-                        Some(p) => warn!("upstream {p}: {err}: {what} to {method} {target}{more}"),
+                        Some(p) => warn!(
+                            "upstream {p}{group}: {}: {what} to {method} {target}{tried}{more}",
+                            err.what()
+                        ),
                         None => warn!("{err}: {what}{more}"),
                     }
                 }
@@ -281,7 +308,7 @@ impl ClientConn {
                 };
                 let mut fields = Headers::new();
                 if code == 503 {
-                    fields.append("Retry-After", RETRY_AFTER_SECS.to_string().as_bytes());
+                    fields.append("Retry-After", err.retry_after().to_string().as_bytes());
                 }
                 // Keep-alive is off here: `Connection: close` whatever the version.
                 self.queue_reply(sh, code, &fields, body.as_bytes(), false, 1);
@@ -345,12 +372,16 @@ impl ClientConn {
         let untried = |ex: &crate::conn::Exchange| {
             ex.group
                 .and_then(|g| sh.groups.get(g))
-                .is_some_and(|g| g.addrs().any(|a| !ex.tried.contains(&a)))
+                .is_some_and(|g| g.may_try_another(&ex.tried))
         };
         match err.kind {
             ErrorKind::Timeout(Timeout::Connect) if untried(ex) => {}
             ErrorKind::Timeout(_) | ErrorKind::NoDescriptor => return Ok(false),
             _ => {}
+        }
+        if ex.panic_until.is_some_and(|t| sh.now >= t) {
+            // Panic mode spent its one connect timeout.
+            return Ok(false);
         }
         if ex.reused
             && matches!(err.kind, ErrorKind::Closed | ErrorKind::Io(_))
@@ -378,19 +409,22 @@ impl ClientConn {
         // `tries()` now counts the try about to start: "retry 1 … try 2".
         // One line a second at most (a failing server can make every
         // request retry), the target cut to 200 bytes.
-        if let Some(more) = sh.retry_log.allow(sh.now) {
-            let target = crate::text::cut(&ex.req.target, 200);
-            info!(
-                "retry {}: {} {target} after {err} (reused={}, try {}){more}",
-                ex.retries,
-                ex.req.method,
-                ex.reused,
-                ex.tries()
-            );
-        }
+        let failed = ex.peer.addr;
         let Some(peer) = choose::next(ex, sh) else {
             return Ok(false);
         };
+        if let Some(more) = sh.retry_log.allow(sh.now) {
+            let target = crate::text::cut(&ex.req.target, 200);
+            info!(
+                "retry {}: {} {target} after upstream {failed}: {} (reused={}), try {} on {}{more}",
+                ex.retries,
+                ex.req.method,
+                err.what(),
+                ex.reused,
+                ex.tries(),
+                peer.addr
+            );
+        }
         ex.peer = peer;
         if ex.to_upstream.is_none() {
             ex.to_upstream = Some(sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark));
@@ -402,6 +436,7 @@ impl ClientConn {
             Err(e) => {
                 debug!("retry connect failed: {e}");
                 if let Some(ex) = self.exchange.as_deref_mut() {
+                    ex.note_attempt(choose::outcome(&e), 502);
                     choose::count_failure(ex, &e, sh);
                 }
                 Ok(false)

@@ -158,6 +158,24 @@ impl ClientConn {
                 self.answer_own(sh, ex, plan.has_body(), reply, Termination::ProxyError);
                 return Ok(());
             }
+            Dest::Unavailable { group, retry_after } => {
+                let secs = retry_after.as_secs().min(u64::from(u32::MAX)) as u32;
+                if let Some(more) = sh.warn_limit.allow(sh.now) {
+                    let name = sh.groups.get(group).map_or("-", |g| g.spec.name.get_ref());
+                    warn!(
+                        "upstream group {name}: no server available, answered 503 \
+                         (Retry-After: {secs}) to {} {}: {}{more}",
+                        ex.req.method,
+                        crate::text::cut(&ex.req.target, 200),
+                        sh.groups.why_out(group, sh.now)
+                    );
+                }
+                self.own_reply = Some(OwnReply::new(&ex.req, 0, sh.now, Termination::ProxyError));
+                sh.recycle_exchange(ex);
+                return Err(ProxyError::upstream(ErrorKind::Unavailable {
+                    retry_after: secs,
+                }));
+            }
             Dest::NoServer(why) => {
                 warn!("client {}: {why}", self.side.addr);
                 self.own_reply = Some(OwnReply::new(&ex.req, 0, sh.now, Termination::ProxyError));
@@ -174,6 +192,8 @@ impl ClientConn {
         ex.group = group;
         ex.in_flight = group.is_some();
         ex.panic = panic;
+        // Panic mode's tries share one connect timeout (ARCHITECTURE.md §13).
+        ex.panic_until = panic.then(|| sh.now + sh.cfg.upstream_connect_timeout);
         ex.hash = hash;
         ex.tried.push(peer.addr);
         let mut to_up = sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark);
@@ -357,6 +377,7 @@ impl OwnReply {
             first_byte: None,
             reused: None,
             retries: 0,
+            attempts: &[],
             termination: self.termination,
         }
         .record(&sh.stats, &mut sh.access);

@@ -355,6 +355,11 @@ impl Upstreams {
         self.pool.len()
     }
 
+    /// Parked connections to `peer` now.
+    pub(crate) fn idle_to(&self, peer: &Peer) -> usize {
+        self.pool.len_for(peer)
+    }
+
     /// Closes the globally oldest parked connection to free its descriptor
     /// (the descriptor budget). Returns false if none was parked.
     pub(crate) fn evict_oldest_idle(&mut self, stats: &Stats) -> bool {

@@ -1,0 +1,246 @@
+//! `sluice status`: the admin endpoint's `/status` as a table for a
+//! terminal (issue 27 item 3), and `--drain`, `--maintenance`, `--ready
+//! GROUP ADDR` through `POST /servers/GROUP/ADDR/state` (item 5).
+//!
+//! The admin address comes from `--admin ADDR`, else `SLUICE_ADMIN`, else
+//! the `admin` of `--config FILE`. A write sends the token of
+//! `--token-file FILE` (or the file's `admin_token_file`) when given.
+//!
+//! What it must not know: the loop; it is an HTTP client of the admin
+//! endpoint, std only (one request, `Connection: close`, 5 s bound).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Arg, ArgAction, Command};
+use serde_json::Value;
+
+/// Longest wait for the admin endpoint's answer.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+fn command() -> Command {
+    let pair = |name: &'static str, help: &'static str| {
+        Arg::new(name)
+            .long(name)
+            .num_args(2)
+            .value_names(["GROUP", "ADDR"])
+            .help(help)
+    };
+    Command::new("sluice status")
+        .about("Show the upstream groups' servers, or set a server's state")
+        .arg(
+            Arg::new("admin")
+                .long("admin")
+                .value_name("ADDR")
+                .help("Admin address (else SLUICE_ADMIN, else --config's admin)"),
+        )
+        .arg(
+            Arg::new("config")
+                .long("config")
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .help("Read admin and admin_token_file from this config file"),
+        )
+        .arg(
+            Arg::new("token-file")
+                .long("token-file")
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .help("Bearer token for a write from a non-loopback address"),
+        )
+        .arg(
+            Arg::new("json")
+                .long("json")
+                .action(ArgAction::SetTrue)
+                .help("Print /status as it came"),
+        )
+        .arg(pair(
+            "drain",
+            "No new requests to the server; in-flight ones finish",
+        ))
+        .arg(pair("maintenance", "Take the server out until --ready"))
+        .arg(pair("ready", "Let the server take requests again"))
+}
+
+/// Runs `sluice status ARGS…`: exit 0 on success, 1 if the endpoint
+/// refused or could not be reached, 2 for a bad command line.
+pub fn run(args: Vec<std::ffi::OsString>) -> ExitCode {
+    let m = match command().try_get_matches_from(args) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let file = m
+        .get_one::<PathBuf>("config")
+        .map(|p| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display())))
+        .transpose()
+        .and_then(|t| t.map(|t| super::file::parse(&t)).transpose());
+    let file = match file {
+        Ok(f) => f,
+        Err(e) => return fail(2, &e),
+    };
+    let admin = m
+        .get_one::<String>("admin")
+        .cloned()
+        .or_else(|| std::env::var("SLUICE_ADMIN").ok())
+        .or_else(|| file.as_ref().and_then(|c| c.admin).map(|a| a.to_string()));
+    let Some(admin) = admin else {
+        return fail(2, "no admin address: give --admin ADDR (or --config FILE)");
+    };
+    let Ok(admin) = admin.parse::<SocketAddr>() else {
+        return fail(
+            2,
+            &format!("{admin:?} is not an address like 127.0.0.1:9000"),
+        );
+    };
+    for mode in ["drain", "maintenance", "ready"] {
+        let Some(mut v) = m.get_many::<String>(mode) else {
+            continue;
+        };
+        let (Some(group), Some(addr)) = (v.next(), v.next()) else {
+            return fail(2, "give GROUP ADDR");
+        };
+        let token_file = m
+            .get_one::<PathBuf>("token-file")
+            .cloned()
+            .or_else(|| file.as_ref().and_then(|c| c.admin_token_file.clone()));
+        let token = match token_file.map(std::fs::read_to_string).transpose() {
+            Ok(t) => t.and_then(|t| t.lines().next().map(|l| l.trim().to_string())),
+            Err(e) => return fail(1, &format!("token file: {e}")),
+        };
+        let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+        let req = format!(
+            "POST /servers/{group}/{addr}/state HTTP/1.1\r\nHost: sluice\r\n{auth}\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{mode}",
+            mode.len()
+        );
+        return match ask(admin, &req) {
+            Ok((200, body)) => {
+                print!("{body}");
+                ExitCode::SUCCESS
+            }
+            Ok((code, body)) => fail(1, &format!("{code}: {}", body.trim_end())),
+            Err(e) => fail(1, &format!("{admin}: {e}")),
+        };
+    }
+    let req = "GET /status HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\n\r\n";
+    match ask(admin, req) {
+        Ok((200, body)) if m.get_flag("json") => {
+            print!("{body}");
+            ExitCode::SUCCESS
+        }
+        Ok((200, body)) => match serde_json::from_str::<Value>(&body) {
+            Ok(v) => {
+                print!("{}", table(&v));
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(1, &format!("/status is not JSON: {e}")),
+        },
+        Ok((code, body)) => fail(1, &format!("{code}: {}", body.trim_end())),
+        Err(e) => fail(1, &format!("{admin}: {e}")),
+    }
+}
+
+fn fail(code: u8, msg: &str) -> ExitCode {
+    eprintln!("sluice status: {msg}");
+    ExitCode::from(code)
+}
+
+/// Sends `req` to `admin` and reads the answer to its close: status and
+/// body.
+fn ask(admin: SocketAddr, req: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&admin, TIMEOUT)?;
+    s.set_read_timeout(Some(TIMEOUT))?;
+    s.set_write_timeout(Some(TIMEOUT))?;
+    s.write_all(req.as_bytes())?;
+    let mut all = Vec::new();
+    s.read_to_end(&mut all)?;
+    let text = String::from_utf8_lossy(&all);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((code, body.to_string()))
+}
+
+/// The `/status` JSON `v` as a table: one line per server, the groups in
+/// order, then the workers.
+pub fn table(v: &Value) -> String {
+    let mut rows: Vec<[String; 8]> = vec![
+        [
+            "GROUP", "SERVER", "STATE", "INFLIGHT", "IDLE", "REQ/1m", "ERR/1m", "WHY",
+        ]
+        .map(String::from),
+    ];
+    let text = |v: &Value| v.as_str().unwrap_or("-").to_string();
+    let num = |v: &Value| v.as_u64().map_or("-".into(), |n| n.to_string());
+    for g in v["groups"].as_array().into_iter().flatten() {
+        for s in g["servers"].as_array().into_iter().flatten() {
+            let state = text(&s["state"]);
+            let why = match state.as_str() {
+                "ejected" => format!(
+                    "for {:.1}s: {}",
+                    s["ejected_for_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+                    text(&s["ejected_because"])
+                ),
+                "checked_down" => format!("last check: {}", text(&s["last_check"])),
+                _ => match s["last_error"].as_object() {
+                    Some(e) => format!(
+                        "last error {}: {}",
+                        e.get("at").map_or("-".into(), text),
+                        e.get("reason").map_or("-".into(), text)
+                    ),
+                    None => String::new(),
+                },
+            };
+            let backup = if s["backup"] == true && state != "backup" {
+                " (backup)"
+            } else {
+                ""
+            };
+            rows.push([
+                text(&g["name"]),
+                text(&s["addr"]),
+                format!("{state}{backup}"),
+                num(&s["in_flight"]),
+                num(&s["idle"]),
+                num(&s["requests_last_minute"]),
+                num(&s["errors_last_minute"]),
+                why,
+            ]);
+        }
+    }
+    let mut widths = [0usize; 8];
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in &rows {
+        let mut line = String::new();
+        for (i, (c, w)) in r.iter().zip(widths).enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(c);
+            } else {
+                line.push_str(&format!("{c:<w$}  "));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    let workers = v["workers"].as_array().map_or(0, Vec::len);
+    out.push_str(&format!(
+        "(as worker {} sees it; {workers} loop(s) running, version {})\n",
+        num(&v["answered_by_worker"]),
+        text(&v["version"])
+    ));
+    out
+}

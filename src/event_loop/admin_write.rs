@@ -1,0 +1,270 @@
+//! The admin side's view of the upstream tier and its one write (issue 27
+//! items 3 and 5): [`Tier`] gives `/status` and `/metrics` every server's
+//! state, and `POST /servers/GROUP/ADDR/state` sets a server's mode —
+//! `drain` (no new requests, in-flight ones finish, idle pooled
+//! connections close), `maintenance` (the same, shown apart), `ready`.
+//!
+//! The write is off unless `admin_write = true`, and then allowed only to
+//! a peer on loopback or one that sends `Authorization: Bearer TOKEN` with
+//! the first line of `admin_token_file` (compared in constant time). Each
+//! change is logged with the peer that asked. The body is the state's
+//! word (`drain`, optionally `state=drain`), at most [`MAX_BODY`] bytes.
+//!
+//! What it must not know: how requests pick servers, the admin's sockets.
+
+use std::net::{IpAddr, SocketAddr};
+
+use log::{info, warn};
+
+use crate::conn::Shared;
+use crate::filter::Peer;
+use crate::upstreams::ServerState;
+use crate::upstreams::health::Mode;
+
+/// Longest body of a write request (bytes).
+pub(super) const MAX_BODY: usize = 64;
+
+/// What the admin side may ask of the loop's upstream tier.
+pub(crate) trait Tier {
+    /// Every server's state at the loop's time, idle pooled connections
+    /// counted.
+    fn states(&self) -> Vec<ServerState>;
+    /// Sets server `addr` of group `group` to `mode`: its old mode, or
+    /// `None` if there is no such server.
+    fn set_mode(&mut self, group: &str, addr: SocketAddr, mode: Mode) -> Option<Mode>;
+}
+
+impl Tier for Shared {
+    fn states(&self) -> Vec<ServerState> {
+        let mut all = self.groups.server_states(self.now);
+        for s in &mut all {
+            s.idle = self.ups.idle_to(&Peer::new(s.server));
+        }
+        all
+    }
+
+    fn set_mode(&mut self, group: &str, addr: SocketAddr, mode: Mode) -> Option<Mode> {
+        let old = self.groups.set_mode(group, addr, mode)?;
+        if mode != Mode::Ready {
+            // Drain: idle pooled connections close; in-flight ones finish.
+            self.server_out(addr);
+        }
+        Some(old)
+    }
+}
+
+/// Who may write, from the configuration.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WriteAccess {
+    /// `admin_write = true`.
+    pub on: bool,
+    /// The token of `admin_token_file`, if one is set.
+    pub token: Option<String>,
+}
+
+impl WriteAccess {
+    /// From `admin_write` and `admin_token_file` (its first line, trimmed).
+    ///
+    /// Errors: the token file cannot be read or its first line is empty.
+    pub(crate) fn from_config(cfg: &crate::config::Config) -> std::io::Result<WriteAccess> {
+        let token = match &cfg.admin_token_file {
+            None => None,
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("admin_token_file {}: {e}", path.display()),
+                    )
+                })?;
+                let line = text.lines().next().unwrap_or("").trim().to_string();
+                if line.is_empty() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("admin_token_file {}: empty", path.display()),
+                    ));
+                }
+                Some(line)
+            }
+        };
+        Ok(WriteAccess {
+            on: cfg.admin_write,
+            token,
+        })
+    }
+}
+
+/// The answer to `POST target` with `body` from `peer`, whose
+/// `Authorization` field is `auth`: status and body text.
+pub(super) fn post(
+    target: &str,
+    body: &[u8],
+    peer: Option<SocketAddr>,
+    auth: Option<&[u8]>,
+    access: &WriteAccess,
+    tier: &mut dyn Tier,
+) -> (u16, String) {
+    let Some((group, addr)) = parse_target(target) else {
+        return (404, "not found: POST /servers/GROUP/ADDR/state\n".into());
+    };
+    if !access.on {
+        return (403, "admin writes are off (admin_write = false)\n".into());
+    }
+    let loopback = peer.is_some_and(|p| is_loopback(p.ip()));
+    let bearer = auth.and_then(|a| a.strip_prefix(b"Bearer ".as_slice()));
+    let token_ok = match (&access.token, bearer) {
+        (Some(t), Some(b)) => same(t.as_bytes(), trim(b)),
+        _ => false,
+    };
+    if !loopback && !token_ok {
+        let who = peer.map_or("-".to_string(), |p| p.to_string());
+        warn!("admin: write refused to {who}: not loopback and no valid bearer token");
+        return (
+            401,
+            "a bearer token (admin_token_file) is needed from this peer\n".into(),
+        );
+    }
+    let word = std::str::from_utf8(trim(body)).unwrap_or("");
+    let word = word.strip_prefix("state=").unwrap_or(word);
+    let Some(mode) = Mode::parse(word) else {
+        return (400, "body: drain, maintenance or ready\n".into());
+    };
+    match tier.set_mode(group, addr, mode) {
+        None => (404, format!("no server {addr} in group {group:?}\n")),
+        Some(old) => {
+            let who = peer.map_or("-".to_string(), |p| p.to_string());
+            info!(
+                "admin: {group} {addr}: {} -> {} (asked by {who})",
+                old.name(),
+                mode.name()
+            );
+            (200, format!("{group} {addr}: {}\n", mode.name()))
+        }
+    }
+}
+
+/// `/servers/GROUP/ADDR/state` → group and address.
+fn parse_target(target: &str) -> Option<(&str, SocketAddr)> {
+    let path = target.split('?').next()?;
+    let rest = path.strip_prefix("/servers/")?.strip_suffix("/state")?;
+    let (group, addr) = rest.split_once('/')?;
+    let addr = addr
+        .replace("%5B", "[")
+        .replace("%5D", "]")
+        .replace("%3A", ":");
+    Some((group, addr.parse().ok()?))
+}
+
+/// A loopback address, IPv4-mapped ones included.
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => a.is_loopback(),
+        IpAddr::V6(a) => a.is_loopback() || a.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+    }
+}
+
+/// `a == b` in time that depends on the lengths only.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `b` without leading and trailing ASCII whitespace.
+fn trim(b: &[u8]) -> &[u8] {
+    b.trim_ascii()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Why, peer, `Authorization`, access, status wanted.
+    type Row<'a> = (
+        &'a str,
+        Option<SocketAddr>,
+        Option<&'a [u8]>,
+        &'a WriteAccess,
+        u16,
+    );
+
+    /// A tier of one server `app 10.0.0.1:80`.
+    struct One(Mode);
+
+    impl Tier for One {
+        fn states(&self) -> Vec<ServerState> {
+            Vec::new()
+        }
+        fn set_mode(&mut self, group: &str, addr: SocketAddr, mode: Mode) -> Option<Mode> {
+            let known = group == "app" && addr == SocketAddr::from(([10, 0, 0, 1], 80));
+            known.then(|| std::mem::replace(&mut self.0, mode))
+        }
+    }
+
+    #[test]
+    fn writes_need_admin_write_and_loopback_or_the_token() {
+        let on = WriteAccess {
+            on: true,
+            token: Some("s3cret".into()),
+        };
+        let off = WriteAccess::default();
+        let (local, remote) = (
+            Some(SocketAddr::from(([127, 0, 0, 1], 5000))),
+            Some(SocketAddr::from(([192, 0, 2, 7], 5000))),
+        );
+        let target = "/servers/app/10.0.0.1:80/state";
+        let mut t = One(Mode::Ready);
+        let rows: [Row<'_>; 7] = [
+            ("admin_write off", local, None, &off, 403),
+            ("remote without a token", remote, None, &on, 401),
+            (
+                "remote with a wrong token",
+                remote,
+                Some(b"Bearer nope"),
+                &on,
+                401,
+            ),
+            (
+                "remote with the token",
+                remote,
+                Some(b"Bearer s3cret"),
+                &on,
+                200,
+            ),
+            ("loopback", local, None, &on, 200),
+            (
+                "IPv4-mapped loopback",
+                Some("[::ffff:127.0.0.1]:1".parse().unwrap()),
+                None,
+                &on,
+                200,
+            ),
+            (
+                "remote, no token file",
+                remote,
+                Some(b"Bearer s3cret"),
+                &WriteAccess {
+                    on: true,
+                    token: None,
+                },
+                401,
+            ),
+        ];
+        for (why, peer, auth, access, want) in rows {
+            let (got, _) = post(target, b"drain", peer, auth, access, &mut t);
+            assert_eq!(got, want, "{why}");
+        }
+        assert_eq!(t.0, Mode::Drain);
+        let unknown = post(
+            "/servers/app/10.0.0.2:80/state",
+            b"ready",
+            local,
+            None,
+            &on,
+            &mut t,
+        );
+        assert_eq!(unknown.0, 404);
+        assert_eq!(post(target, b"sleep", local, None, &on, &mut t).0, 400);
+        assert_eq!(
+            post("/servers/app/state", b"ready", local, None, &on, &mut t).0,
+            404
+        );
+    }
+}

@@ -1,0 +1,75 @@
+//! `sluice status` (issue 27 items 3 and 5): the incident as a table — one
+//! server ejected, one checked down, one in maintenance set with
+//! `sluice status --maintenance` — from the built binary.
+
+mod util;
+
+use util::*;
+
+#[test]
+fn sluice_status_prints_each_server_with_its_state_and_sets_maintenance() {
+    let refused = refused_addr();
+    let good = Upstream::start(respond_forever(ok_response("good")));
+    let spare = Upstream::start(respond_forever(ok_response("spare")));
+    let dead = Upstream::start(close_on_request());
+    let (port, admin) = (free_port(), loopback(free_port()));
+    let cfg = TempFile::new(&format!(
+        "listen = \"127.0.0.1:{port}\"\nadmin = \"{admin}\"\nadmin_write = true\n\
+         access_log = \"off\"\n\
+         [[upstream]]\nname = \"app\"\nmax_fails = 1\n\
+         servers = [\"{refused}\", \"{}\", \"{}\"]\n\
+         [[upstream]]\nname = \"api\"\nservers = [\"{}\"]\n\
+         [upstream.health_check]\ninterval = \"50ms\"\ntimeout = \"300ms\"\nfall = 2\n",
+        spare.addr, good.addr, dead.addr
+    ));
+    let p = SluiceProcess::start(&["--config", cfg.path()]);
+    p.wait_line(STARTUP, |l| l.contains("listening on"));
+    let admin_s = admin.to_string();
+    let spare_s = spare.addr.to_string();
+    let set = run_sluice(&[
+        "status",
+        "--admin",
+        &admin_s,
+        "--maintenance",
+        "app",
+        &spare_s,
+    ]);
+    assert!(set.status.success(), "{}", set.stderr);
+    p.wait_line(WAIT, |l| {
+        l.contains("ready -> maintenance (asked by 127.0.0.1:")
+    });
+    assert_eq!(
+        Client::connect(loopback(port)).round_trip(get("/")).status,
+        200
+    );
+    p.wait_line(WAIT, |l| l.contains("-> checked_down"));
+    let out = run_sluice(&["status", "--admin", &admin_s]);
+    assert!(out.status.success(), "{}", out.stderr);
+    let t = &out.stdout;
+    println!("{t}");
+    let line = |addr: &str| {
+        t.lines()
+            .find(|l| l.contains(addr))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(t.starts_with("GROUP"), "{t}");
+    assert!(line(&refused.to_string()).contains("ejected"), "{t}");
+    assert!(
+        line(&refused.to_string()).contains("connect refused"),
+        "{t}"
+    );
+    assert!(line(&spare_s).contains("maintenance"), "{t}");
+    assert!(line(&good.addr.to_string()).contains(" up "), "{t}");
+    assert!(line(&dead.addr.to_string()).contains("checked_down"), "{t}");
+    // An admin address nothing listens on: exit 1, with the reason.
+    let no = run_sluice(&[
+        "status",
+        "--admin",
+        "127.0.0.1:1",
+        "--ready",
+        "app",
+        &spare_s,
+    ]);
+    assert_eq!(no.status.code(), Some(1), "{}", no.stderr);
+}
