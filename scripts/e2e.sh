@@ -315,8 +315,35 @@ set -e
 if [[ $rc -eq 0 && "$out" == 502 ]]; then pass "upstream refusing connections: 502"
 else fail "dead upstream" "expected 502, got (curl exit $rc): $out"; fi
 
+# --- 7b. HTTPS: curl --cacert against --listen-tls, byte for byte --------------
+SLOGT="$TMP/sluice-tls.log"
+: >"$SLOGT"
+if ! command -v openssl >/dev/null 2>&1 && [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    apt-get install -y openssl >/dev/null 2>&1 \
+        || { apt-get update >/dev/null 2>&1 && apt-get install -y openssl >/dev/null 2>&1; } || true
+fi
+if command -v openssl >/dev/null 2>&1 && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
+        -nodes -days 2 -keyout "$TMP/tls-key.pem" -out "$TMP/tls-cert.pem" -subj /CN=localhost \
+        -addext subjectAltName=DNS:localhost >/dev/null 2>&1; then
+    TLS_PORT="$(free_port)"
+    start_sluice "$SLOGT" "$UP11_PORT" --listen-tls "127.0.0.1:$TLS_PORT" \
+        --tls-cert "$TMP/tls-cert.pem" --tls-key "$TMP/tls-key.pem"
+    wait_http "$SLUICE_PID" "http://127.0.0.1:$SLUICE_PORT/small.txt" "sluice (TLS listener)" "$SLOGT"
+    set +e
+    sum="$(curl -sS --max-time 30 --cacert "$TMP/tls-cert.pem" --resolve "localhost:$TLS_PORT:127.0.0.1" \
+        "https://localhost:$TLS_PORT/big.bin" | sha256sum | cut -d' ' -f1)"
+    plain="$(curl -sS --max-time 5 "http://127.0.0.1:$TLS_PORT/small.txt" 2>&1)"
+    set -e
+    if [[ "$sum" == "$BIG_SUM" ]]; then pass "HTTPS: curl --cacert downloads 10 MiB byte for byte"
+    else fail "HTTPS download" "sha256 $sum, want $BIG_SUM" "$(tail -n 5 "$SLOGT")"; fi
+    if [[ "$plain" == *"speaks HTTPS"* ]]; then pass "plain HTTP on the TLS port: 400 naming HTTPS"
+    else fail "plain HTTP on the TLS port" "got: $plain"; fi
+else
+    fail "HTTPS" "no openssl to make a test certificate (apt-get install openssl)"
+fi
+
 # --- 8. the proxies are still up and did not panic -----------------------------
-for f in "$SLOG" "$SLOG11" "$SLOGD"; do
+for f in "$SLOG" "$SLOG11" "$SLOGD" "$SLOGT"; do
     if grep -q 'panicked' "$f"; then fail "no panic in $(basename "$f")" "$(grep -m3 -A2 'panicked' "$f")"; fi
 done
 if kill -0 "$MAIN_PID" 2>/dev/null; then pass "sluice still running after all checks"
