@@ -54,26 +54,14 @@ impl ServerHandle {
     }
 
     pub(super) fn listener_copy(&self) -> Option<std::io::Result<std::net::TcpListener>> {
-        use std::os::fd::AsFd;
-        let l = self.listener.upgrade()?;
-        Some(
-            l.as_fd()
-                .try_clone_to_owned()
-                .map(std::net::TcpListener::from),
-        )
+        copy_of(&self.listener)
     }
 
     /// A copy of the loop's TLS listening socket, as [`Self::listener_copy`].
     ///
     /// Errors: the `dup` failed (`EMFILE`).
     pub(super) fn tls_listener_copy(&self) -> Option<std::io::Result<std::net::TcpListener>> {
-        use std::os::fd::AsFd;
-        let l = self.tls_listener.upgrade()?;
-        Some(
-            l.as_fd()
-                .try_clone_to_owned()
-                .map(std::net::TcpListener::from),
-        )
+        copy_of(&self.tls_listener)
     }
 
     fn wake(&self) {
@@ -114,4 +102,16 @@ impl ServerHandle {
         info!("reopening logs");
         self.reopen_access_log();
     }
+}
+
+/// A new descriptor for the listening socket behind `l`, if it still
+/// exists. Errors: the `dup` failed (`EMFILE`).
+fn copy_of(l: &Weak<TcpListener>) -> Option<std::io::Result<std::net::TcpListener>> {
+    use std::os::fd::AsFd;
+    let l = l.upgrade()?;
+    Some(
+        l.as_fd()
+            .try_clone_to_owned()
+            .map(std::net::TcpListener::from),
+    )
 }

@@ -233,25 +233,9 @@ impl Tls {
             if self.sniff == Sniff::Unknown {
                 return self.sniff_first(stream, io, buf, max, stats);
             }
-            let mut rd = SocketReader {
-                stream,
-                stats,
-                short: false,
-                eof: false,
+            let Some(eof) = self.read_socket(stream, io, stats)? else {
+                return Ok(Read1::Idle);
             };
-            match self.conn.read_tls(&mut rd) {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    io.readable = false;
-                    return Ok(Read1::Idle);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-            let (short, eof) = (rd.short, rd.eof);
-            if short && !eof && !io.read_closed {
-                io.readable = false;
-            }
             self.process(stream, io, stats)?;
             if eof {
                 // rustls now reports the close (clean or not) through its
@@ -303,6 +287,42 @@ impl Tls {
                 io::ErrorKind::InvalidData,
                 "neither TLS nor HTTP on a TLS port",
             )),
+        }
+    }
+
+    /// One `read_tls` from the socket (`Interrupted` retried). Returns
+    /// `None` at `WouldBlock` (`readable` cleared), else whether the socket
+    /// said EOF; a short read clears `readable` as on a plain socket (not
+    /// once an event reported the FIN).
+    ///
+    /// Errors: the socket's; rustls' buffer full (`InvalidData`).
+    fn read_socket(
+        &mut self,
+        stream: &mut TcpStream,
+        io: &mut Io,
+        stats: &Stats,
+    ) -> io::Result<Option<bool>> {
+        loop {
+            let mut rd = SocketReader {
+                stream,
+                stats,
+                short: false,
+                eof: false,
+            };
+            match self.conn.read_tls(&mut rd) {
+                Ok(_) => {
+                    if rd.short && !rd.eof && !io.read_closed {
+                        io.readable = false;
+                    }
+                    return Ok(Some(rd.eof));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    io.readable = false;
+                    return Ok(None);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
     }
 
@@ -408,24 +428,10 @@ impl Tls {
             if !io.readable {
                 return Ok(false);
             }
-            let mut rd = SocketReader {
-                stream,
-                stats,
-                short: false,
-                eof: false,
-            };
-            match self.conn.read_tls(&mut rd) {
-                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    io.readable = false;
-                    return Ok(false);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-            if rd.short && !io.read_closed {
-                io.readable = false;
+            match self.read_socket(stream, io, stats)? {
+                None => return Ok(false),
+                Some(true) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Some(false) => {}
             }
             self.process(stream, io, stats)?;
         }
@@ -451,20 +457,10 @@ impl Tls {
             if self.plain {
                 return Peeked::Data;
             }
-            let mut rd = SocketReader {
-                stream,
-                stats,
-                short: false,
-                eof: false,
-            };
-            match self.conn.read_tls(&mut rd) {
-                Ok(0) => return Peeked::Eof,
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    io.readable = false;
-                    return Peeked::Quiet;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            match self.read_socket(stream, io, stats) {
+                Ok(None) => return Peeked::Quiet,
+                Ok(Some(true)) => return Peeked::Eof,
+                Ok(Some(false)) => {}
                 Err(e) => return Peeked::Failed(e.kind()),
             }
             if let Err(e) = self.process(stream, io, stats) {
