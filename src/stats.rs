@@ -70,6 +70,11 @@ stats! {
     requests,
     /// Requests answered by `request_filter` (counter).
     filter_replies,
+    /// PROXY protocol headers read from listed sources (counter).
+    proxy_headers,
+    /// Connections closed for a bad PROXY header, or for one from a
+    /// source not in `accept_proxy_protocol` (counter).
+    proxy_headers_refused,
     /// Upstream connections opened (counter).
     upstream_connects,
     /// Requests sent on a pooled upstream connection (counter).

@@ -63,6 +63,15 @@ const PLAIN: &[Plain] = &[
         &[("filter_replies", None)],
     ),
     (
+        "sluice_proxy_protocol_headers",
+        "PROXY protocol headers at connection starts, by result.",
+        MetricType::Counter,
+        &[
+            ("proxy_headers", Some(("result", "accepted"))),
+            ("proxy_headers_refused", Some(("result", "refused"))),
+        ],
+    ),
+    (
         "sluice_upstream_connects",
         "Upstream connections opened.",
         MetricType::Counter,

@@ -29,6 +29,7 @@ mod choose;
 mod deadline;
 mod outcome;
 mod park;
+mod proxy_header;
 mod request;
 
 pub(crate) use park::Client;
@@ -142,6 +143,9 @@ pub(crate) struct ClientConn {
     linger_queued: usize,
     /// Bytes of a next request were seen while this one is served.
     pipelined: bool,
+    /// The connection came from a source in `accept_proxy_protocol` and
+    /// its PROXY header has not been read yet (`proxy_header`).
+    await_proxy: bool,
 }
 
 impl ClientConn {
@@ -158,6 +162,7 @@ impl ClientConn {
         // A fresh socket is writable; the flag drops at the first WouldBlock.
         // With TCP_DEFER_ACCEPT the request is most likely there already:
         // the loop reads it at once instead of waiting for the event.
+        let stream_is_tls = stream.is_tls();
         let io = Io {
             writable: true,
             readable: sh.cfg.defer_accept,
@@ -188,6 +193,10 @@ impl ClientConn {
             linger: false,
             linger_queued: usize::MAX,
             pipelined: false,
+            // Plain listener only: under TLS the header would come before
+            // the ClientHello, below the transport.
+            await_proxy: !stream_is_tls
+                && crate::cidr::any_contains(&sh.cfg.accept_proxy_protocol, addr.ip()),
         };
         c.side.stream.set_interest(
             &mut c.side.io,

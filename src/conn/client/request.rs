@@ -30,6 +30,13 @@ impl ClientConn {
         if self.side.out.as_ref().is_some_and(|b| !b.is_empty()) {
             return Ok(false);
         }
+        if !self.take_proxy_header(&sh.stats)? {
+            if self.side.read_eof {
+                self.set_state(State::Closed);
+                return Ok(true);
+            }
+            return Ok(false);
+        }
         let Some(buf) = self.side.inbuf.as_ref().filter(|b| !b.is_empty()) else {
             if self.side.read_eof {
                 self.set_state(State::Closed);
