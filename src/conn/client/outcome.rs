@@ -111,10 +111,11 @@ impl ClientConn {
         }
         self.pipelined = false;
         if let Some(ex) = self.exchange.take() {
-            ex.end(self.side.addr, None, 0, Termination::Complete, sh);
+            ex.end(self.client_addr(), None, 0, Termination::Complete, sh);
         } else if let Some(r) = self.own_reply.take() {
-            r.log(self.side.addr, sh);
+            r.log(self.client_addr(), sh);
         }
+        self.client = None;
         if !self.closes_after_response() {
             self.set_state(State::Head);
             self.idle_since = sh.now;
@@ -302,7 +303,7 @@ impl ClientConn {
         }
         let how = termination(&err);
         if let Some(ex) = self.exchange.take() {
-            ex.end(self.side.addr, status, reply_len, how, sh);
+            ex.end(self.client_addr(), status, reply_len, how, sh);
         } else if let Some(mut r) = self.own_reply.take() {
             if let Some(code) = status {
                 r.status = code;
@@ -311,7 +312,7 @@ impl ClientConn {
             if r.termination != Termination::ProxyError {
                 r.termination = how;
             }
-            r.log(self.side.addr, sh);
+            r.log(self.client_addr(), sh);
         } else if let (Some(code @ (400..=498 | 500..=599)), Some(head)) =
             (status, self.side.inbuf.as_ref().filter(|b| !b.is_empty()))
         {
@@ -322,7 +323,7 @@ impl ClientConn {
             let mut r = OwnReply::unreadable(head.as_slice(), code, started);
             r.termination = how;
             r.bytes = reply_len;
-            r.log(self.side.addr, sh);
+            r.log(self.client_addr(), sh);
         }
     }
 

@@ -250,6 +250,7 @@ impl ClientConn {
             linger_queued: usize::MAX,
             pipelined: false,
             await_proxy: p.await_proxy,
+            client: None,
         }
     }
 }

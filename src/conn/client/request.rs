@@ -11,11 +11,13 @@ use std::time::Instant;
 
 use super::choose::{self, Dest};
 use super::{ClientConn, OwnReply, Result, State};
+use crate::cidr::{self, Cidr};
 use crate::conn::Shared;
 use crate::conn::access::{Access, Termination, sniff_request_line};
 use crate::conn::exchange::Exchange;
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Reply;
+use crate::http::forwarded::client_address;
 use crate::http::request::ALLOW;
 use crate::http::sniff::check_request_start;
 use crate::http::{
@@ -106,6 +108,7 @@ impl ClientConn {
             x_forwarded_proto: sh.cfg.add_x_forwarded_proto,
             tls: self.side.stream.is_tls(),
         };
+        self.client = trusted_client(&ex.req, self.side.addr, &sh.cfg.trusted_proxies);
         let req = &mut ex.req;
         let plan = match plan_request(req, self.side.addr.ip(), fwd) {
             Ok(plan) => plan,
@@ -149,7 +152,8 @@ impl ClientConn {
             self.answer_own(sh, ex, plan.has_body(), reply, Termination::ProxyReply);
             return Ok(());
         }
-        let (group, peer, panic, hash) = match choose::first(sh, self.side.addr.ip(), &ex.req) {
+        let client_ip = self.client_addr().ip();
+        let (group, peer, panic, hash) = match choose::first(sh, client_ip, &ex.req) {
             Dest::Server {
                 group,
                 peer,
@@ -316,6 +320,17 @@ impl ClientConn {
         self.side.io.writable = true;
         bytes.len()
     }
+}
+
+/// The client address `X-Forwarded-For` gives for a request from `peer`
+/// when `peer` is one of `trusted` (ARCHITECTURE.md §6, README "Edge
+/// rules"); `None` when it is the peer's own.
+fn trusted_client(req: &RequestHead, peer: SocketAddr, trusted: &[Cidr]) -> Option<SocketAddr> {
+    if trusted.is_empty() {
+        return None;
+    }
+    let ip = client_address(&req.headers, peer.ip(), |a| cidr::any_contains(trusted, a));
+    (ip != peer.ip().to_canonical() && ip != peer.ip()).then(|| SocketAddr::new(ip, 0))
 }
 
 impl OwnReply {
