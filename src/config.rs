@@ -472,6 +472,18 @@ settings! {
         #[arg(long, value_name = "CIDR", value_parser = crate::cidr::parse_cidr, action = ArgAction::Append)]
         #[serde(skip_serializing_if = "Vec::is_empty")]
         pub trusted_proxies: Vec<Cidr> = Vec::new(),
+
+        /// Largest request body in bytes; 0 = no limit.
+        ///
+        /// Body payload only (chunk framing not counted), inclusive. A
+        /// larger `Content-Length` gets 413 before anything goes upstream;
+        /// a chunked body that crosses it gets 413 if no response started,
+        /// else both connections close. A route's `max_body_size` replaces
+        /// it. nginx `client_max_body_size` (default 1 MiB there: sluice
+        /// keeps HAProxy's none, so an upgrade never starts refusing
+        /// uploads that passed before).
+        #[arg(long, value_name = "BYTES", value_parser = whole::<u64>)]
+        pub max_body_size: u64 = 0,
     }
 }
 

@@ -50,6 +50,9 @@ pub(crate) enum Termination {
     /// The proxy refused the request (400/404 no route/414/431/501/505/
     /// 508) or the upstream's response (502: invalid head, unexpected 101).
     ProxyError,
+    /// The proxy refused a request body over `max_body_size` (413, or a
+    /// close once the response had started).
+    BodyTooLarge,
 }
 
 impl Termination {
@@ -64,6 +67,7 @@ impl Termination {
         Termination::DrainCut,
         Termination::ProxyReply,
         Termination::ProxyError,
+        Termination::BodyTooLarge,
     ];
 
     /// The name written in the access log and the metrics' label.
@@ -78,6 +82,7 @@ impl Termination {
             Termination::DrainCut => "drain_cut",
             Termination::ProxyReply => "proxy_reply",
             Termination::ProxyError => "proxy_error",
+            Termination::BodyTooLarge => "body_too_large",
         }
     }
 

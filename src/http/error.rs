@@ -57,6 +57,10 @@ pub enum ParseError {
     /// A PROXY protocol header came from a source not listed in
     /// `accept_proxy_protocol`: never trusted, 400, close.
     UntrustedProxyHeader,
+    /// A request body crossed `max_body_size` (payload bytes, chunk
+    /// framing not counted): 413 (RFC 9110 §15.5.14) if no response
+    /// started, else both connections close.
+    BodyTooLarge,
 }
 
 impl ParseError {
@@ -76,6 +80,7 @@ impl ParseError {
             | ParseError::UntrustedProxyHeader => 400,
             ParseError::HeadTooLarge | ParseError::TooManyFields => 431,
             ParseError::RequestLineTooLong => 414,
+            ParseError::BodyTooLarge => 413,
             ParseError::UnknownCoding => 501,
             ParseError::Http2Preface | ParseError::UnsupportedVersion => 505,
         }
@@ -97,6 +102,7 @@ impl fmt::Display for ParseError {
             ParseError::UnsupportedVersion => f.write_str("HTTP major version not supported"),
             ParseError::PlainHttpOnTlsPort => f.write_str("plain HTTP request on a TLS port"),
             ParseError::ProxyHeader(why) => write!(f, "bad PROXY protocol header: {why}"),
+            ParseError::BodyTooLarge => f.write_str("request body over max_body_size"),
             ParseError::UntrustedProxyHeader => {
                 f.write_str("PROXY protocol header from a source not in accept_proxy_protocol")
             }

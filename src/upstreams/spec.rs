@@ -445,6 +445,23 @@ pub struct RouteSpec {
     pub path_prefix: Option<String>,
     /// The group's name.
     pub upstream: Spanned<String>,
+    /// Largest request body in bytes for this route (0: none), replacing
+    /// the top level's `max_body_size`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_body_size: Option<u64>,
+}
+
+impl RouteSpec {
+    /// A route of every request to group `upstream`, every other key at
+    /// its default (`RouteSpec { host, ..RouteSpec::to("app") }`).
+    pub fn to(upstream: &str) -> Self {
+        RouteSpec {
+            host: None,
+            path_prefix: None,
+            upstream: Spanned::new(0..0, upstream.to_string()),
+            max_body_size: None,
+        }
+    }
 }
 
 /// The `upstream` field of the file: a plain address string or an array

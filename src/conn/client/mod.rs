@@ -27,6 +27,7 @@
 
 mod choose;
 mod deadline;
+mod edge;
 mod outcome;
 mod park;
 mod proxy_header;

@@ -415,9 +415,12 @@ impl ClientConn {
 pub(super) fn count_status(stats: &Stats, code: u16) {
     let field = match code {
         400 => &stats.status_400,
+        403 => &stats.status_403,
         404 => &stats.status_404,
         408 => &stats.status_408,
+        413 => &stats.status_413,
         414 => &stats.status_414,
+        429 => &stats.status_429,
         431 => &stats.status_431,
         501 => &stats.status_501,
         502 => &stats.status_502,
@@ -434,6 +437,7 @@ pub(super) fn count_status(stats: &Stats, code: u16) {
 fn termination(err: &ProxyError) -> Termination {
     use ErrorKind as K;
     match (err.side, &err.kind) {
+        (Side::Downstream, K::Parse(ParseError::BodyTooLarge)) => Termination::BodyTooLarge,
         (Side::Downstream, K::Parse(_) | K::NotImplemented) => Termination::ProxyError,
         (Side::Downstream, K::Timeout(_)) => Termination::ClientTimeout,
         (Side::Downstream, _) => Termination::ClientAborted,

@@ -152,8 +152,19 @@ impl ClientConn {
             self.answer_own(sh, ex, plan.has_body(), reply, Termination::ProxyReply);
             return Ok(());
         }
+        let dest = choose::aim(sh, &ex.req);
+        let route = match dest {
+            Dest::Group { route, .. } => route,
+            _ => None,
+        };
+        let verdict = self.edge_verdict(&sh.cfg, route, plan.framing);
+        if let Some((reply, how)) = verdict.answer {
+            super::outcome::count_status(&sh.stats, reply.status);
+            self.answer_own(sh, ex, plan.has_body(), reply, how);
+            return Ok(());
+        }
         let client_ip = self.client_addr().ip();
-        let (group, peer, panic, hash) = match choose::first(sh, client_ip, &ex.req) {
+        let (group, peer, panic, hash) = match choose::pick_first(sh, dest, client_ip, &ex.req) {
             Dest::Server {
                 group,
                 peer,
@@ -169,6 +180,12 @@ impl ClientConn {
                 self.answer_own(sh, ex, plan.has_body(), reply, Termination::ProxyError);
                 return Ok(());
             }
+            Dest::Group { .. } => {
+                // Not returned by `pick_first`; answered as no server.
+                self.own_reply = Some(OwnReply::new(&ex.req, 0, sh.now, Termination::ProxyError));
+                sh.recycle_exchange(ex);
+                return Err(ProxyError::upstream(ErrorKind::NoServer));
+            }
             Dest::NoServer(why) => {
                 warn!("client {}: {why}", self.side.addr);
                 self.own_reply = Some(OwnReply::new(&ex.req, 0, sh.now, Termination::ProxyError));
@@ -181,6 +198,7 @@ impl ClientConn {
         // address; a retry on another server keeps it (ARCHITECTURE.md §6).
         ensure_host(req, peer.addr);
         ex.start(peer, plan.framing, plan.upgrade, plan.idempotent, sh.now);
+        ex.max_body = verdict.max_body;
         ex.expect_continue = plan.expect_continue;
         ex.group = group;
         ex.in_flight = group.is_some();
