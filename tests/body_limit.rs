@@ -10,37 +10,25 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::Value;
-use sluice::{AccessLogFormat, AccessLogTarget};
 use util::*;
 
 /// A proxy by routes to one group at `up`: top-level limit `top`, routes
 /// `/small` (5 bytes), `/free` (0: none), and the rest.
 fn limited(up: SocketAddr, top: u64) -> (Proxy, TempFile) {
-    let log = TempFile::new("");
-    let path = log.path().to_string();
-    let proxy = start_proxy(
-        move |c| {
-            c.upstream = vec![GroupSpec::new("app", vec![up.into()])];
-            c.route = vec![
-                RouteSpec {
-                    path_prefix: Some("/small".into()),
-                    max_body_size: Some(5),
-                    ..RouteSpec::to("app")
-                },
-                RouteSpec {
-                    path_prefix: Some("/free".into()),
-                    max_body_size: Some(0),
-                    ..RouteSpec::to("app")
-                },
-                RouteSpec::to("app"),
-            ];
-            c.max_body_size = top;
-            c.access_log = AccessLogTarget::File(path.into());
-            c.access_log_format = AccessLogFormat::Json;
+    let routes = vec![
+        RouteSpec {
+            path_prefix: Some("/small".into()),
+            max_body_size: Some(5),
+            ..RouteSpec::to("app")
         },
-        ByRoutes,
-    );
-    (proxy, log)
+        RouteSpec {
+            path_prefix: Some("/free".into()),
+            max_body_size: Some(0),
+            ..RouteSpec::to("app")
+        },
+        RouteSpec::to("app"),
+    ];
+    start_routed_proxy(up, routes, move |c| c.max_body_size = top)
 }
 
 fn post(path: &str, body: &str) -> Vec<u8> {

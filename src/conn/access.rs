@@ -53,6 +53,8 @@ pub(crate) enum Termination {
     /// The proxy refused a request body over `max_body_size` (413, or a
     /// close once the response had started).
     BodyTooLarge,
+    /// A route's `allow`/`deny` refused the client (403).
+    Denied,
 }
 
 impl Termination {
@@ -68,6 +70,7 @@ impl Termination {
         Termination::ProxyReply,
         Termination::ProxyError,
         Termination::BodyTooLarge,
+        Termination::Denied,
     ];
 
     /// The name written in the access log and the metrics' label.
@@ -83,6 +86,7 @@ impl Termination {
             Termination::ProxyReply => "proxy_reply",
             Termination::ProxyError => "proxy_error",
             Termination::BodyTooLarge => "body_too_large",
+            Termination::Denied => "denied",
         }
     }
 

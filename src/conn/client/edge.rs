@@ -3,13 +3,17 @@
 //! plan and `request_filter`, once the route is known and before any
 //! server is picked or any byte goes upstream.
 //!
-//! Today: `max_body_size` (a route's value, else the top level's; 0: no
-//! limit) — a larger `Content-Length` is answered 413 here; a chunked
-//! body is counted as it streams (`Exchange::check_body_limit`).
+//! In order:
+//! - `deny`, then `allow` (a route's lists of client networks, on the
+//!   client address after the PROXY header and `trusted_proxies`): 403;
+//! - `max_body_size` (a route's value, else the top level's; 0: no
+//!   limit): a larger `Content-Length` is answered 413 here; a chunked
+//!   body is counted as it streams (`Exchange::check_body_limit`).
 //!
 //! What it must not know: how bytes move, the pool, the balancer.
 
 use super::ClientConn;
+use crate::cidr::any_contains;
 use crate::config::Config;
 use crate::conn::access::Termination;
 use crate::filter::Reply;
@@ -37,6 +41,19 @@ impl ClientConn {
         let max_body = spec
             .and_then(|r| r.max_body_size)
             .unwrap_or(cfg.max_body_size);
+        if let Some(r) = spec {
+            let ip = self.client_addr().ip();
+            // First match of deny, then allow; with an allow list,
+            // anything else is denied (nginx's order of `deny`/`allow`
+            // lines written deny first).
+            if any_contains(&r.deny, ip) || (!r.allow.is_empty() && !any_contains(&r.allow, ip)) {
+                let reply = Reply::new(403, "403 Forbidden\n");
+                return Verdict {
+                    answer: Some((reply, Termination::Denied)),
+                    max_body,
+                };
+            }
+        }
         let answer = match framing {
             BodyKind::Length(n) if max_body > 0 && n > max_body => Some((
                 Reply::new(
