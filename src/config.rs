@@ -53,6 +53,7 @@ use clap::ArgAction;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use crate::cidr::Cidr;
 use crate::upstreams::spec::{DEFAULT_GROUP, GroupSpec, RouteSpec, ServerSpec};
 mod validate;
 mod values;
@@ -461,6 +462,44 @@ settings! {
         #[arg(long = "no-x-forwarded-proto", action = ArgAction::SetFalse,
               help = "Do not set X-Forwarded-Proto")]
         pub add_x_forwarded_proto: bool = true,
+
+        /// Sources whose connections start with a PROXY header; repeatable.
+        ///
+        /// CIDRs (`10.0.0.0/8`, `::1/128`, or one address). A connection
+        /// from one of them must open with a PROXY protocol header (v1 or
+        /// v2, HAProxy's spec) within the request head timeout, else it is
+        /// closed; the header's source address is then the client's
+        /// address everywhere (`X-Forwarded-For`, the access record,
+        /// `hash_key = "client_ip"`); v2 `LOCAL` (a balancer's health
+        /// check) keeps the socket's. From any other source a PROXY
+        /// header is never trusted: 400, close. Plain listener only (HAProxy
+        /// `accept-proxy`, nginx `listen … proxy_protocol`).
+        #[arg(long, value_name = "CIDR", value_parser = crate::cidr::parse_cidr, action = ArgAction::Append)]
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub accept_proxy_protocol: Vec<Cidr> = Vec::new(),
+
+        /// Peers whose `X-Forwarded-For` is believed; repeatable.
+        ///
+        /// CIDRs. When the peer (after the PROXY header) is in one, the
+        /// client address is the rightmost `X-Forwarded-For` entry that is
+        /// not trusted (nginx `set_real_ip_from` + `real_ip_recursive on`);
+        /// an entry that is not an address stops the walk there. From any
+        /// other peer the field is kept and appended to, never believed.
+        #[arg(long, value_name = "CIDR", value_parser = crate::cidr::parse_cidr, action = ArgAction::Append)]
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub trusted_proxies: Vec<Cidr> = Vec::new(),
+
+        /// Largest request body in bytes; 0 = no limit.
+        ///
+        /// Body payload only (chunk framing not counted), inclusive. A
+        /// larger `Content-Length` gets 413 before anything goes upstream;
+        /// a chunked body that crosses it gets 413 if no response started,
+        /// else both connections close. A route's `max_body_size` replaces
+        /// it. nginx `client_max_body_size` (default 1 MiB there: sluice
+        /// keeps HAProxy's none, so an upgrade never starts refusing
+        /// uploads that passed before).
+        #[arg(long, value_name = "BYTES", value_parser = whole::<u64>)]
+        pub max_body_size: u64 = 0,
     }
 }
 

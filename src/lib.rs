@@ -23,6 +23,7 @@
 
 mod access_log;
 mod buffer;
+mod cidr;
 mod config;
 mod conn;
 mod error;
@@ -32,12 +33,14 @@ mod http;
 mod idle_limit;
 mod metrics;
 mod pool;
+mod proxy_protocol;
 mod stats;
 mod text;
 pub mod tls;
 mod upstreams;
 mod warn_limit;
 
+pub use cidr::Cidr;
 pub use config::{
     AccessLogFormat, AccessLogTarget, CertificateSpec, ClientAuth, Config, ConfigError, TlsVersion,
     UnknownSni,

@@ -70,6 +70,11 @@ stats! {
     requests,
     /// Requests answered by `request_filter` (counter).
     filter_replies,
+    /// PROXY protocol headers read from listed sources (counter).
+    proxy_headers,
+    /// Connections closed for a bad PROXY header, or for one from a
+    /// source not in `accept_proxy_protocol` (counter).
+    proxy_headers_refused,
     /// Upstream connections opened (counter).
     upstream_connects,
     /// Requests sent on a pooled upstream connection (counter).
@@ -113,13 +118,20 @@ stats! {
     retries,
     /// 400 responses the proxy wrote (counter).
     status_400,
+    /// 403 responses the proxy wrote: a route's `allow`/`deny` (counter).
+    status_403,
     /// 404 responses the proxy wrote: routes exist and none matches
     /// (counter).
     status_404,
     /// 408 responses the proxy wrote (counter).
     status_408,
+    /// 413 responses the proxy wrote: a body over `max_body_size`
+    /// (counter).
+    status_413,
     /// 414 responses the proxy wrote (counter).
     status_414,
+    /// 429 responses the proxy wrote: a route's `rate_limit` (counter).
+    status_429,
     /// 431 responses the proxy wrote (counter).
     status_431,
     /// 501 responses the proxy wrote (counter).
@@ -206,7 +218,7 @@ pub(crate) const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "other
 
 /// How many termination states the outcome table has a column for (see
 /// `conn::access::Termination`).
-pub(crate) const TERMINATIONS: usize = 9;
+pub(crate) const TERMINATIONS: usize = 11;
 
 /// Requests by status class (row, [`CLASSES`]) and termination state
 /// (column).

@@ -27,13 +27,7 @@ fn logged_proxy(upstream: SocketAddr, format: AccessLogFormat) -> (Proxy, TempFi
 /// Waits (bounded) for `n` records and returns them.
 #[track_caller]
 fn records(log: &TempFile, n: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    wait_until(Duration::from_secs(5), || {
-        lines = access_lines(log.path());
-        lines.len() >= n
-    });
-    assert_eq!(lines.len(), n, "{lines:#?}");
-    lines
+    wait_access_lines(log.path(), n)
 }
 
 #[track_caller]

@@ -7,7 +7,6 @@ mod util;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use toml::Spanned;
 use util::*;
 
 fn admin_proxy(upstream: SocketAddr) -> (Proxy, SocketAddr) {
@@ -257,7 +256,7 @@ fn proxy_responses_count_414_505_508_and_the_no_route_404_as_proxy_errors() {
             c.route = vec![RouteSpec {
                 host: None,
                 path_prefix: Some("/r".into()),
-                upstream: Spanned::new(0..0, "g".to_string()),
+                ..RouteSpec::to("g")
             }];
         },
         ByRoutes,

@@ -13,7 +13,6 @@ use std::thread;
 use std::time::Duration;
 
 use sluice::{Balance, ByRoutes, Resolver, Server};
-use toml::Spanned;
 use util::*;
 
 fn group(name: &str, servers: &[&str], tweak: impl FnOnce(&mut GroupSpec)) -> GroupSpec {
@@ -26,7 +25,7 @@ fn route(host: Option<&str>, prefix: Option<&str>, to: &str) -> RouteSpec {
     RouteSpec {
         host: host.map(str::to_string),
         path_prefix: prefix.map(str::to_string),
-        upstream: Spanned::new(0..0, to.to_string()),
+        ..RouteSpec::to(to)
     }
 }
 

@@ -541,6 +541,8 @@ mod tests {
             "pid-file",
             "listen-tls",
             "tls-client-ca",
+            "accept-proxy-protocol",
+            "trusted-proxies",
         ];
         // + --config, --check-config, --tls-cert, --tls-key, -h, -V.
         assert_eq!(

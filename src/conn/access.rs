@@ -54,6 +54,11 @@ pub(crate) enum Termination {
     /// The proxy refused the request (400/404 no route/414/431/501/505/
     /// 508) or the upstream's response (502: invalid head, unexpected 101).
     ProxyError,
+    /// The proxy refused a request body over `max_body_size` (413, or a
+    /// close once the response had started).
+    BodyTooLarge,
+    /// A route's `allow`/`deny` refused the client (403).
+    Denied,
 }
 
 impl Termination {
@@ -68,6 +73,8 @@ impl Termination {
         Termination::DrainCut,
         Termination::ProxyReply,
         Termination::ProxyError,
+        Termination::BodyTooLarge,
+        Termination::Denied,
     ];
 
     /// The name written in the access log and the metrics' label.
@@ -82,6 +89,8 @@ impl Termination {
             Termination::DrainCut => "drain_cut",
             Termination::ProxyReply => "proxy_reply",
             Termination::ProxyError => "proxy_error",
+            Termination::BodyTooLarge => "body_too_large",
+            Termination::Denied => "denied",
         }
     }
 

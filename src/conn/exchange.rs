@@ -113,6 +113,8 @@ pub(crate) struct Exchange {
     /// Request body data bytes taken from the client (chunk framing
     /// excluded).
     pub req_body_bytes: u64,
+    /// Most request body data bytes allowed (`max_body_size`; 0: no limit).
+    pub max_body: u64,
     /// The encoded request head, kept for a retry.
     pub head_bytes: Vec<u8>,
     /// Bytes read from the client, not yet written upstream.
@@ -204,6 +206,7 @@ impl Exchange {
             req_half: ReqHalf::Taken,
             idempotent: false,
             req_body_bytes: 0,
+            max_body: 0,
             head_bytes: Vec::new(),
             to_upstream: None,
             up_written: 0,
@@ -292,11 +295,20 @@ impl Exchange {
     /// Errors: the body's framing is invalid (chunked syntax).
     pub(crate) fn scan_request(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
         let n = self.req_half.scan(bytes, &mut self.req_body_bytes)?;
+        self.check_body_limit()?;
         if n > 0 {
             // The client no longer waits for a 100.
             self.expect_continue = false;
         }
         Ok(n)
+    }
+
+    /// Errors: the body scanned so far is over `max_body`.
+    pub(crate) fn check_body_limit(&self) -> Result<(), ParseError> {
+        if self.max_body > 0 && self.req_body_bytes > self.max_body {
+            return Err(ParseError::BodyTooLarge);
+        }
+        Ok(())
     }
 
     /// The client sent EOF while the request half was open.

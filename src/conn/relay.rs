@@ -421,6 +421,9 @@ pub(crate) fn read_request(
                 inbuf.extend_from_slice(fresh.get(body..).unwrap_or(&[]));
                 buf.unfill(n - body);
             }
+            // Over `max_body_size`: the bytes just read never go upstream.
+            ex.check_body_limit()
+                .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
             Ok(true)
         }
     }

@@ -50,6 +50,17 @@ pub enum ParseError {
     /// A plaintext HTTP request came to a TLS port: 400 with a body that
     /// says so (nginx's 497 page), then a close.
     PlainHttpOnTlsPort,
+    /// The bytes before a request from a source listed in
+    /// `accept_proxy_protocol` are not a valid PROXY protocol header (or
+    /// a longer one than the head buffer holds): 400, close.
+    ProxyHeader(&'static str),
+    /// A PROXY protocol header came from a source not listed in
+    /// `accept_proxy_protocol`: never trusted, 400, close.
+    UntrustedProxyHeader,
+    /// A request body crossed `max_body_size` (payload bytes, chunk
+    /// framing not counted): 413 (RFC 9110 §15.5.14) if no response
+    /// started, else both connections close.
+    BodyTooLarge,
 }
 
 impl ParseError {
@@ -64,9 +75,12 @@ impl ParseError {
             | ParseError::Framing(_)
             | ParseError::Chunk(_)
             | ParseError::Truncated
-            | ParseError::PlainHttpOnTlsPort => 400,
+            | ParseError::PlainHttpOnTlsPort
+            | ParseError::ProxyHeader(_)
+            | ParseError::UntrustedProxyHeader => 400,
             ParseError::HeadTooLarge | ParseError::TooManyFields => 431,
             ParseError::RequestLineTooLong => 414,
+            ParseError::BodyTooLarge => 413,
             ParseError::UnknownCoding => 501,
             ParseError::Http2Preface | ParseError::UnsupportedVersion => 505,
         }
@@ -87,6 +101,11 @@ impl fmt::Display for ParseError {
             ParseError::Http2Preface => f.write_str("HTTP/2 preface on the HTTP/1.1 port"),
             ParseError::UnsupportedVersion => f.write_str("HTTP major version not supported"),
             ParseError::PlainHttpOnTlsPort => f.write_str("plain HTTP request on a TLS port"),
+            ParseError::ProxyHeader(why) => write!(f, "bad PROXY protocol header: {why}"),
+            ParseError::BodyTooLarge => f.write_str("request body over max_body_size"),
+            ParseError::UntrustedProxyHeader => {
+                f.write_str("PROXY protocol header from a source not in accept_proxy_protocol")
+            }
         }
     }
 }

@@ -34,6 +34,7 @@
 pub mod chunked;
 pub mod date;
 pub mod error;
+pub mod forwarded;
 pub mod framing;
 pub mod head;
 pub mod headers;

@@ -73,6 +73,15 @@ const PLAIN: &[Plain] = &[
         &[("filter_replies", None)],
     ),
     (
+        "sluice_proxy_protocol_headers",
+        "PROXY protocol headers at connection starts, by result.",
+        MetricType::Counter,
+        &[
+            ("proxy_headers", Some(("result", "accepted"))),
+            ("proxy_headers_refused", Some(("result", "refused"))),
+        ],
+    ),
+    (
         "sluice_upstream_connects",
         "Upstream connections opened.",
         MetricType::Counter,
@@ -131,9 +140,12 @@ const PLAIN: &[Plain] = &[
         MetricType::Counter,
         &[
             ("status_400", Some(("code", "400"))),
+            ("status_403", Some(("code", "403"))),
             ("status_404", Some(("code", "404"))),
             ("status_408", Some(("code", "408"))),
+            ("status_413", Some(("code", "413"))),
             ("status_414", Some(("code", "414"))),
+            ("status_429", Some(("code", "429"))),
             ("status_431", Some(("code", "431"))),
             ("status_501", Some(("code", "501"))),
             ("status_502", Some(("code", "502"))),

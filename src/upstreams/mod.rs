@@ -335,11 +335,14 @@ impl Groups {
         }
         let routes = routes
             .iter()
-            .filter_map(|r| {
+            .enumerate()
+            .filter_map(|(i, r)| {
                 let gi = specs
                     .iter()
                     .position(|g| g.name.get_ref() == r.upstream.get_ref())?;
-                Some(Route::new(r.host.as_deref(), r.path_prefix.as_deref(), gi))
+                let mut route = Route::new(r.host.as_deref(), r.path_prefix.as_deref(), gi);
+                route.spec = i;
+                Some(route)
             })
             .collect();
         Groups { groups, routes }
@@ -447,13 +450,14 @@ impl Groups {
             .position(|g| g.spec.name.get_ref() == name)
     }
 
-    /// The group for `req` by the routes; with no routes, the first group.
-    /// `None`: routes exist and none matches (the client gets 404).
-    pub(crate) fn route(&self, req: &RequestHead) -> Option<usize> {
+    /// The group for `req` by the routes, with the index of the
+    /// `[[route]]` that matched; with no routes, the first group (and no
+    /// route). `None`: routes exist and none matches (the client gets 404).
+    pub(crate) fn route_of(&self, req: &RequestHead) -> Option<(Option<usize>, usize)> {
         if self.routes.is_empty() {
-            return (!self.groups.is_empty()).then_some(0);
+            return (!self.groups.is_empty()).then_some((None, 0));
         }
-        route::route(&self.routes, req)
+        route::first_match(&self.routes, req).map(|r| (Some(r.spec), r.group))
     }
 
     /// The hash of `req`'s key for group `g` (`balance = "hash"`), 0 for

@@ -28,6 +28,8 @@ pub(crate) struct Route {
     prefix: Option<String>,
     /// The group's index.
     pub group: usize,
+    /// Its index among the `[[route]]` tables (`Config::route`).
+    pub spec: usize,
 }
 
 impl Route {
@@ -45,6 +47,7 @@ impl Route {
             host,
             prefix: prefix.map(str::to_string),
             group,
+            spec: 0,
         }
     }
 
@@ -86,11 +89,14 @@ pub(crate) fn request_host(req: &RequestHead) -> &[u8] {
 }
 
 /// The first route `req` matches: its group.
+#[cfg(test)]
 pub(crate) fn route(routes: &[Route], req: &RequestHead) -> Option<usize> {
+    first_match(routes, req).map(|r| r.group)
+}
+
+/// The first route `req` matches.
+pub(crate) fn first_match<'a>(routes: &'a [Route], req: &RequestHead) -> Option<&'a Route> {
     let host = request_host(req);
     let target = req.target.as_bytes();
-    routes
-        .iter()
-        .find(|r| r.matches(host, target))
-        .map(|r| r.group)
+    routes.iter().find(|r| r.matches(host, target))
 }

@@ -18,6 +18,7 @@ use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use crate::cidr::Cidr;
 use crate::config::ConfigError;
 
 /// The name of the group the command line's `--upstream` shortcut (and a
@@ -516,6 +517,32 @@ pub struct RouteSpec {
     pub path_prefix: Option<String>,
     /// The group's name.
     pub upstream: Spanned<String>,
+    /// Largest request body in bytes for this route (0: none), replacing
+    /// the top level's `max_body_size`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_body_size: Option<u64>,
+    /// Client networks that may use this route; with a list, any other
+    /// client gets 403. Checked after `deny`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<Cidr>,
+    /// Client networks refused on this route (403), checked first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<Cidr>,
+}
+
+impl RouteSpec {
+    /// A route of every request to group `upstream`, every other key at
+    /// its default (`RouteSpec { host, ..RouteSpec::to("app") }`).
+    pub fn to(upstream: &str) -> Self {
+        RouteSpec {
+            host: None,
+            path_prefix: None,
+            upstream: Spanned::new(0..0, upstream.to_string()),
+            max_body_size: None,
+            allow: Vec::new(),
+            deny: Vec::new(),
+        }
+    }
 }
 
 /// The `upstream` field of the file: a plain address string or an array

@@ -289,11 +289,7 @@ fn spec_syntax_and_checks() {
     assert_eq!("200-399".parse(), Ok(StatusRange { lo: 200, hi: 399 }));
     assert!("399-200".parse::<StatusRange>().is_err());
     let g = group(Balance::Hash, &["127.0.0.1:1"]);
-    let route_to = |name: &str| RouteSpec {
-        host: None,
-        path_prefix: None,
-        upstream: toml::Spanned::new(0..0, name.to_string()),
-    };
+    let route_to = RouteSpec::to;
     assert!(check(std::slice::from_ref(&g), &[route_to("app")]).is_ok());
     assert!(check(std::slice::from_ref(&g), &[route_to("nope")]).is_err());
     assert!(check(&[g.clone(), g.clone()], &[]).is_err());

@@ -369,6 +369,19 @@ pub fn access_lines(path: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits (bounded, 5 s) for `n` lines in the access log at `path` and
+/// returns them; fails unless exactly `n` came.
+#[track_caller]
+pub fn wait_access_lines(path: &str, n: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    super::wait_until(std::time::Duration::from_secs(5), || {
+        lines = access_lines(path);
+        lines.len() >= n
+    });
+    assert_eq!(lines.len(), n, "{lines:#?}");
+    lines
+}
+
 /// `GET path` on `addr` with `Connection: close`: status and body.
 pub fn http_get(addr: SocketAddr, path: &str) -> (u16, Vec<u8>) {
     http_request(

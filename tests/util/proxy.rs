@@ -10,10 +10,11 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use sluice::{
-    Config, DEFAULT_GROUP, Filter, Forward, GroupSpec, HealthCheck, Peer, Reply, RequestHead,
-    Server, ServerHandle, Stats, Target,
+    ByRoutes, Config, DEFAULT_GROUP, Filter, Forward, GroupSpec, HealthCheck, Peer, Reply,
+    RequestHead, RouteSpec, Server, ServerHandle, Stats, Target,
 };
 
+use super::binary::TempFile;
 use super::client::Client;
 use super::wait_until;
 
@@ -99,6 +100,29 @@ pub fn start_forward_proxy(upstream: SocketAddr, tweak: impl FnOnce(&mut Config)
         },
         Forward::new(upstream),
     )
+}
+
+/// A proxy by routes (`ByRoutes`) to one group `app` holding `up`, with
+/// `routes`, JSON access records in a file of its own, then `tweak`.
+#[track_caller]
+pub fn start_routed_proxy(
+    up: SocketAddr,
+    routes: Vec<RouteSpec>,
+    tweak: impl FnOnce(&mut Config),
+) -> (Proxy, TempFile) {
+    let log = TempFile::new("");
+    let path = log.path().to_string();
+    let proxy = start_proxy(
+        move |c| {
+            c.upstream = vec![GroupSpec::new("app", vec![up.into()])];
+            c.route = routes;
+            c.access_log = sluice::AccessLogTarget::File(path.into());
+            c.access_log_format = sluice::AccessLogFormat::Json;
+            tweak(c);
+        },
+        ByRoutes,
+    );
+    (proxy, log)
 }
 
 /// A filter that forwards to `upstream` and lets `on_request` answer first.

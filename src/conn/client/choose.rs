@@ -24,6 +24,9 @@ pub(super) enum Dest {
         panic: bool,
         hash: u64,
     },
+    /// To a server of `group`, chosen by [`pick_first`]; `route`: the
+    /// `[[route]]` that matched, if routes chose the group.
+    Group { group: usize, route: Option<usize> },
     /// Routes exist and none matches: 404.
     NoRoute,
     /// The group is unknown or has no server with an address: 502.
@@ -36,9 +39,10 @@ pub(super) enum Dest {
     },
 }
 
-/// Asks `upstream_peer` where `req` goes and picks the first server.
-pub(super) fn first(sh: &mut Shared, client: IpAddr, req: &RequestHead) -> Dest {
-    let group = match sh.filter.upstream_peer(req) {
+/// Asks `upstream_peer` where `req` goes: a concrete peer, a group (and
+/// the route that chose it), or no route. No server is picked yet.
+pub(super) fn aim(sh: &mut Shared, req: &RequestHead) -> Dest {
+    let (route, group) = match sh.filter.upstream_peer(req) {
         Target::Peer(peer) => {
             return Dest::Server {
                 group: None,
@@ -47,14 +51,23 @@ pub(super) fn first(sh: &mut Shared, client: IpAddr, req: &RequestHead) -> Dest 
                 hash: 0,
             };
         }
-        Target::Routes => match sh.groups.route(req) {
-            Some(g) => g,
+        Target::Routes => match sh.groups.route_of(req) {
+            Some(rg) => rg,
             None => return Dest::NoRoute,
         },
         Target::Group(name) => match sh.groups.find(&name) {
-            Some(g) => g,
+            Some(g) => (None, g),
             None => return Dest::NoServer(format!("no upstream group named {name:?}")),
         },
+    };
+    Dest::Group { group, route }
+}
+
+/// Picks the first server for `dest` when it names a group; any other
+/// `dest` is returned as it is.
+pub(super) fn pick_first(sh: &mut Shared, dest: Dest, client: IpAddr, req: &RequestHead) -> Dest {
+    let Dest::Group { group, .. } = dest else {
+        return dest;
     };
     let hash = sh.groups.hash_of(group, client, req);
     match sh.groups.pick(group, hash, &[], sh.now) {

@@ -27,8 +27,10 @@
 
 mod choose;
 mod deadline;
+mod edge;
 mod outcome;
 mod park;
+mod proxy_header;
 mod request;
 
 pub(crate) use park::Client;
@@ -142,6 +144,13 @@ pub(crate) struct ClientConn {
     linger_queued: usize,
     /// Bytes of a next request were seen while this one is served.
     pipelined: bool,
+    /// The connection came from a source in `accept_proxy_protocol` and
+    /// its PROXY header has not been read yet (`proxy_header`).
+    await_proxy: bool,
+    /// The current request's client address when `X-Forwarded-For` from a
+    /// trusted proxy gave one (port 0: the field carries none); `None`:
+    /// the peer's (`side.addr`, after any PROXY header).
+    client: Option<SocketAddr>,
 }
 
 impl ClientConn {
@@ -158,6 +167,7 @@ impl ClientConn {
         // A fresh socket is writable; the flag drops at the first WouldBlock.
         // With TCP_DEFER_ACCEPT the request is most likely there already:
         // the loop reads it at once instead of waiting for the event.
+        let stream_is_tls = stream.is_tls();
         let io = Io {
             writable: true,
             readable: sh.cfg.defer_accept,
@@ -188,6 +198,11 @@ impl ClientConn {
             linger: false,
             linger_queued: usize::MAX,
             pipelined: false,
+            // Plain listener only: under TLS the header would come before
+            // the ClientHello, below the transport.
+            await_proxy: !stream_is_tls
+                && crate::cidr::any_contains(&sh.cfg.accept_proxy_protocol, addr.ip()),
+            client: None,
         };
         c.side.stream.set_interest(
             &mut c.side.io,
@@ -272,10 +287,10 @@ impl ClientConn {
         };
         if let Some(ex) = self.exchange.take() {
             let status = (!ex.resp_head_sent).then_some(499);
-            ex.end(self.side.addr, status, 0, how, sh);
+            ex.end(self.client_addr(), status, 0, how, sh);
         } else if let Some(mut r) = self.own_reply.take() {
             r.termination = how;
-            r.log(self.side.addr, sh);
+            r.log(self.client_addr(), sh);
         }
         self.release(sh, true);
         self.set_idle(false, &sh.stats);
@@ -417,6 +432,12 @@ impl ClientConn {
     }
 
     // ---- helpers ----
+
+    /// The current request's client address: the one `trusted_proxies`
+    /// found in `X-Forwarded-For`, else the peer's.
+    fn client_addr(&self) -> SocketAddr {
+        self.client.unwrap_or(self.side.addr)
+    }
 
     fn head_bytes_seen(&self) -> bool {
         self.state == State::Head && self.side.inbuf.as_ref().is_some_and(|b| !b.is_empty())

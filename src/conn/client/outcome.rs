@@ -111,10 +111,11 @@ impl ClientConn {
         }
         self.pipelined = false;
         if let Some(ex) = self.exchange.take() {
-            ex.end(self.side.addr, None, 0, Termination::Complete, sh);
+            ex.end(self.client_addr(), None, 0, Termination::Complete, sh);
         } else if let Some(r) = self.own_reply.take() {
-            r.log(self.side.addr, sh);
+            r.log(self.client_addr(), sh);
         }
+        self.client = None;
         if !self.closes_after_response() {
             self.set_state(State::Head);
             self.idle_since = sh.now;
@@ -329,7 +330,7 @@ impl ClientConn {
         }
         let how = termination(&err);
         if let Some(ex) = self.exchange.take() {
-            ex.end(self.side.addr, status, reply_len, how, sh);
+            ex.end(self.client_addr(), status, reply_len, how, sh);
         } else if let Some(mut r) = self.own_reply.take() {
             if let Some(code) = status {
                 r.status = code;
@@ -338,7 +339,7 @@ impl ClientConn {
             if r.termination != Termination::ProxyError {
                 r.termination = how;
             }
-            r.log(self.side.addr, sh);
+            r.log(self.client_addr(), sh);
         } else if let (Some(code @ (400..=498 | 500..=599)), Some(head)) =
             (status, self.side.inbuf.as_ref().filter(|b| !b.is_empty()))
         {
@@ -349,7 +350,7 @@ impl ClientConn {
             let mut r = OwnReply::unreadable(head.as_slice(), code, started);
             r.termination = how;
             r.bytes = reply_len;
-            r.log(self.side.addr, sh);
+            r.log(self.client_addr(), sh);
         }
     }
 
@@ -449,9 +450,12 @@ impl ClientConn {
 pub(super) fn count_status(stats: &Stats, code: u16) {
     let field = match code {
         400 => &stats.status_400,
+        403 => &stats.status_403,
         404 => &stats.status_404,
         408 => &stats.status_408,
+        413 => &stats.status_413,
         414 => &stats.status_414,
+        429 => &stats.status_429,
         431 => &stats.status_431,
         501 => &stats.status_501,
         502 => &stats.status_502,
@@ -468,6 +472,7 @@ pub(super) fn count_status(stats: &Stats, code: u16) {
 fn termination(err: &ProxyError) -> Termination {
     use ErrorKind as K;
     match (err.side, &err.kind) {
+        (Side::Downstream, K::Parse(ParseError::BodyTooLarge)) => Termination::BodyTooLarge,
         (Side::Downstream, K::Parse(_) | K::NotImplemented) => Termination::ProxyError,
         (Side::Downstream, K::Timeout(_)) => Termination::ClientTimeout,
         (Side::Downstream, _) => Termination::ClientAborted,

@@ -48,6 +48,8 @@ pub(crate) struct Parked {
     keep_alive: KeepAlive,
     draining: bool,
     idle_counted: bool,
+    /// Its PROXY header is still to come (`ClientConn::await_proxy`).
+    await_proxy: bool,
 }
 
 /// One client connection in the loop's slab: parked or live.
@@ -213,6 +215,7 @@ impl ClientConn {
             keep_alive: self.keep_alive,
             draining: self.draining,
             idle_counted: self.idle_counted,
+            await_proxy: self.await_proxy,
         }
     }
 
@@ -246,6 +249,8 @@ impl ClientConn {
             linger: false,
             linger_queued: usize::MAX,
             pipelined: false,
+            await_proxy: p.await_proxy,
+            client: None,
         }
     }
 }

@@ -11,11 +11,13 @@ use std::time::Instant;
 
 use super::choose::{self, Dest};
 use super::{ClientConn, OwnReply, Result, State};
+use crate::cidr::{self, Cidr};
 use crate::conn::Shared;
 use crate::conn::access::{Access, Termination, sniff_request_line};
 use crate::conn::exchange::Exchange;
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Reply;
+use crate::http::forwarded::client_address;
 use crate::http::request::ALLOW;
 use crate::http::sniff::check_request_start;
 use crate::http::{
@@ -28,6 +30,13 @@ use log::{debug, warn};
 impl ClientConn {
     pub(super) fn try_start_request(&mut self, sh: &mut Shared) -> Result<bool> {
         if self.side.out.as_ref().is_some_and(|b| !b.is_empty()) {
+            return Ok(false);
+        }
+        if !self.take_proxy_header(&sh.stats)? {
+            if self.side.read_eof {
+                self.set_state(State::Closed);
+                return Ok(true);
+            }
             return Ok(false);
         }
         let Some(buf) = self.side.inbuf.as_ref().filter(|b| !b.is_empty()) else {
@@ -99,6 +108,7 @@ impl ClientConn {
             x_forwarded_proto: sh.cfg.add_x_forwarded_proto,
             tls: self.side.stream.is_tls(),
         };
+        self.client = trusted_client(&ex.req, self.side.addr, &sh.cfg.trusted_proxies);
         let req = &mut ex.req;
         let plan = match plan_request(req, self.side.addr.ip(), fwd) {
             Ok(plan) => plan,
@@ -142,7 +152,19 @@ impl ClientConn {
             self.answer_own(sh, ex, plan.has_body(), reply, Termination::ProxyReply);
             return Ok(());
         }
-        let (group, peer, panic, hash) = match choose::first(sh, self.side.addr.ip(), &ex.req) {
+        let dest = choose::aim(sh, &ex.req);
+        let route = match dest {
+            Dest::Group { route, .. } => route,
+            _ => None,
+        };
+        let verdict = self.edge_verdict(&sh.cfg, route, plan.framing);
+        if let Some((reply, how)) = verdict.answer {
+            super::outcome::count_status(&sh.stats, reply.status);
+            self.answer_own(sh, ex, plan.has_body(), reply, how);
+            return Ok(());
+        }
+        let client_ip = self.client_addr().ip();
+        let (group, peer, panic, hash) = match choose::pick_first(sh, dest, client_ip, &ex.req) {
             Dest::Server {
                 group,
                 peer,
@@ -176,6 +198,12 @@ impl ClientConn {
                     retry_after: secs,
                 }));
             }
+            Dest::Group { .. } => {
+                // Not returned by `pick_first`; answered as no server.
+                self.own_reply = Some(OwnReply::new(&ex.req, 0, sh.now, Termination::ProxyError));
+                sh.recycle_exchange(ex);
+                return Err(ProxyError::upstream(ErrorKind::NoServer));
+            }
             Dest::NoServer(why) => {
                 warn!("client {}: {why}", self.side.addr);
                 self.own_reply = Some(OwnReply::new(&ex.req, 0, sh.now, Termination::ProxyError));
@@ -188,6 +216,7 @@ impl ClientConn {
         // address; a retry on another server keeps it (ARCHITECTURE.md §6).
         ensure_host(req, peer.addr);
         ex.start(peer, plan.framing, plan.upgrade, plan.idempotent, sh.now);
+        ex.max_body = verdict.max_body;
         ex.expect_continue = plan.expect_continue;
         ex.group = group;
         ex.in_flight = group.is_some();
@@ -329,6 +358,17 @@ impl ClientConn {
         self.side.io.writable = true;
         bytes.len()
     }
+}
+
+/// The client address `X-Forwarded-For` gives for a request from `peer`
+/// when `peer` is one of `trusted` (ARCHITECTURE.md §6, README "Edge
+/// rules"); `None` when it is the peer's own.
+fn trusted_client(req: &RequestHead, peer: SocketAddr, trusted: &[Cidr]) -> Option<SocketAddr> {
+    if trusted.is_empty() {
+        return None;
+    }
+    let ip = client_address(&req.headers, peer.ip(), |a| cidr::any_contains(trusted, a));
+    (ip != peer.ip().to_canonical() && ip != peer.ip()).then(|| SocketAddr::new(ip, 0))
 }
 
 impl OwnReply {
