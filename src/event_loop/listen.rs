@@ -6,7 +6,13 @@
 use std::io;
 use std::net::SocketAddr;
 
+use std::sync::Arc;
+
+use log::info;
+use mio::Interest;
 use mio::net::TcpListener;
+
+use crate::config::Config;
 
 /// Length of the accept queue asked of the kernel (capped by somaxconn).
 const LISTEN_BACKLOG: i32 = 1024;
@@ -223,4 +229,46 @@ pub(crate) fn fit_to_fd_limit(max_connections: usize) -> FdBudget {
         descriptors,
         max_connections,
     }
+}
+
+/// A TLS listener and the server configuration of its connections.
+pub(super) type TlsListener = (Option<Arc<TcpListener>>, Option<Arc<rustls::ServerConfig>>);
+
+/// The TLS listener of `config` (its first `listen_tls` address; a
+/// predecessor's copy when inherited) registered under
+/// [`super::token::LISTENER_TLS`], and the server configuration its connections
+/// use (`tls::server_config`: certificates, SNI, ALPN, tickets). `None`
+/// without `listen_tls`.
+///
+/// Errors: several TLS addresses (one is served so far), the bind, the
+/// certificates (the error names the file).
+pub(super) fn tls_listener(
+    config: &Config,
+    inherited: Option<std::net::TcpListener>,
+    registry: &mio::Registry,
+) -> io::Result<TlsListener> {
+    let addr = match config.listen_tls.as_slice() {
+        [] => return Ok((None, None)),
+        [one] => *one,
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "listen_tls: several TLS listen addresses are not served by this build yet \
+                 (the loop accepts TLS on one)",
+            ));
+        }
+    };
+    let tls = crate::tls::server_config(config)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let mut listener = match inherited {
+        Some(l) => inherit(l)?,
+        None => bind_listener(addr, config.takeover, config.defer_accept)?,
+    };
+    registry.register(
+        &mut listener,
+        super::token::LISTENER_TLS,
+        Interest::READABLE,
+    )?;
+    info!("listening for TLS on {}", listener.local_addr()?);
+    Ok((Some(Arc::new(listener)), Some(tls.config)))
 }

@@ -266,7 +266,7 @@ impl Server {
         let local_addr = listener.local_addr()?;
         poll.registry()
             .register(&mut listener, token::LISTENER, Interest::READABLE)?;
-        let (tls_listener, tls) = tls_listener(&config, inherited_tls, poll.registry())?;
+        let (tls_listener, tls) = listen::tls_listener(&config, inherited_tls, poll.registry())?;
         let waker = Arc::new(Waker::new(poll.registry(), token::WAKER)?);
         let write = admin_write::WriteAccess::from_config(&config)?;
         let (admin, obs) = Admin::new(obs, poll.registry(), write)?;
@@ -635,42 +635,4 @@ fn queue(runnable: &mut Vec<ConnId>, id: ConnId, e: &mut Entry) {
         e.queued = true;
         runnable.push(id);
     }
-}
-
-/// A TLS listener and the server configuration of its connections.
-type TlsListener = (Option<Arc<TcpListener>>, Option<Arc<rustls::ServerConfig>>);
-
-/// The TLS listener of `config` (its first `listen_tls` address; a
-/// predecessor's copy when inherited) registered under
-/// [`token::LISTENER_TLS`], and the server configuration its connections
-/// use (`tls::server_config`: certificates, SNI, ALPN, tickets). `None`
-/// without `listen_tls`.
-///
-/// Errors: several TLS addresses (one is served so far), the bind, the
-/// certificates (the error names the file).
-fn tls_listener(
-    config: &Config,
-    inherited: Option<std::net::TcpListener>,
-    registry: &mio::Registry,
-) -> io::Result<TlsListener> {
-    let addr = match config.listen_tls.as_slice() {
-        [] => return Ok((None, None)),
-        [one] => *one,
-        _ => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "listen_tls: several TLS listen addresses are not served by this build yet \
-                 (the loop accepts TLS on one)",
-            ));
-        }
-    };
-    let tls = crate::tls::server_config(config)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-    let mut listener = match inherited {
-        Some(l) => listen::inherit(l)?,
-        None => bind_listener(addr, config.takeover, config.defer_accept)?,
-    };
-    registry.register(&mut listener, token::LISTENER_TLS, Interest::READABLE)?;
-    info!("listening for TLS on {}", listener.local_addr()?);
-    Ok((Some(Arc::new(listener)), Some(tls.config)))
 }
