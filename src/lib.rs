@@ -35,6 +35,7 @@ mod metrics;
 mod pool;
 mod proxy_protocol;
 mod stats;
+mod template;
 mod text;
 pub mod tls;
 mod upstreams;
@@ -54,8 +55,8 @@ pub use metrics::{
 pub use stats::{Stats, StatsSnapshot};
 pub use upstreams::dns::{Resolver, SystemResolver};
 pub use upstreams::spec::{
-    Balance, DEFAULT_GROUP, GroupSpec, HashKey, HealthCheck, Resolve, RouteSpec, ServerSpec,
-    StatusRange,
+    Balance, DEFAULT_GROUP, GroupSpec, HashKey, HealthCheck, Resolve, RespondSpec, RouteSpec,
+    Scheme, ServerSpec, StatusRange,
 };
 
 /// Standard error as a writer that never blocks on a stalled reader, for

@@ -444,8 +444,24 @@ pub struct RouteSpec {
     /// The target's path starts with it (bytes, case kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_prefix: Option<String>,
-    /// The group's name.
+    /// The group's name; may be left out when `redirect` or `respond`
+    /// answers every request of the route.
+    #[serde(default = "no_group")]
     pub upstream: Spanned<String>,
+    /// Matches only requests that came over this scheme (`http`: the
+    /// plain listener, `https`: the TLS one); any when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<Scheme>,
+    /// Answer with a redirect to this location (variables: `$host`,
+    /// `$request_uri`, `$scheme`, `$remote_addr`); no upstream is asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect: Option<String>,
+    /// The redirect's status: 301 (default), 302, 307 or 308.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_status: Option<u16>,
+    /// Answer with this fixed response; no upstream is asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub respond: Option<RespondSpec>,
     /// Largest request body in bytes for this route (0: none), replacing
     /// the top level's `max_body_size`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -459,7 +475,42 @@ pub struct RouteSpec {
     pub deny: Vec<Cidr>,
 }
 
+/// An absent `upstream` of a route: the empty name, no span.
+fn no_group() -> Spanned<String> {
+    Spanned::new(0..0, String::new())
+}
+
+/// The scheme a route matches (`scheme = "http" | "https"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scheme {
+    /// Requests from the plain listener.
+    Http,
+    /// Requests from the TLS listener.
+    Https,
+}
+
+/// A route's fixed answer: `respond = { status = 503, body =
+/// "maintenance\n", content_type = "text/plain" }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RespondSpec {
+    /// Its status, 200..=599.
+    pub status: u16,
+    /// Its body (empty by default).
+    #[serde(default)]
+    pub body: String,
+    /// Its `Content-Type` (none when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+}
+
 impl RouteSpec {
+    /// The route answers every request itself (`redirect` or `respond`).
+    pub fn answers_itself(&self) -> bool {
+        self.redirect.is_some() || self.respond.is_some()
+    }
+
     /// A route of every request to group `upstream`, every other key at
     /// its default (`RouteSpec { host, ..RouteSpec::to("app") }`).
     pub fn to(upstream: &str) -> Self {
@@ -467,6 +518,10 @@ impl RouteSpec {
             host: None,
             path_prefix: None,
             upstream: Spanned::new(0..0, upstream.to_string()),
+            scheme: None,
+            redirect: None,
+            redirect_status: None,
+            respond: None,
             max_body_size: None,
             allow: Vec::new(),
             deny: Vec::new(),
@@ -553,6 +608,41 @@ pub(crate) mod groups_codec {
         }
         d.deserialize_any(V)
     }
+}
+
+/// Checks a route's own answer: `redirect` (a valid template, a redirect
+/// status) or `respond` (a status, a `Content-Type` without controls),
+/// not both; its `allow`/`deny` networks are valid by type.
+fn check_answer(r: &RouteSpec) -> Result<(), String> {
+    if r.redirect.is_some() && r.respond.is_some() {
+        return Err("a route has redirect or respond, not both".into());
+    }
+    if let Some(to) = &r.redirect {
+        crate::template::check(to).map_err(|e| format!("redirect {e}"))?;
+    }
+    match (r.redirect_status, &r.redirect) {
+        (Some(_), None) => return Err("redirect_status without redirect".into()),
+        (Some(s), Some(_)) if ![301, 302, 307, 308].contains(&s) => {
+            return Err(format!("redirect_status {s} is not 301, 302, 307 or 308"));
+        }
+        _ => {}
+    }
+    if let Some(resp) = &r.respond {
+        if !(200..=599).contains(&resp.status) || resp.status == 204 || resp.status == 304 {
+            return Err(format!(
+                "respond status {} must be 200..=599 and not 204 or 304 (they have no body)",
+                resp.status
+            ));
+        }
+        let ok_type = resp
+            .content_type
+            .as_ref()
+            .is_none_or(|t| !t.is_empty() && !t.bytes().any(|b| b.is_ascii_control()));
+        if !ok_type {
+            return Err("respond content_type is empty or holds a control character".into());
+        }
+    }
+    Ok(())
 }
 
 /// Checks groups and routes: a name once, servers present, weights and
@@ -644,7 +734,10 @@ pub(crate) fn check(groups: &[GroupSpec], routes: &[RouteSpec]) -> Result<(), Co
     }
     for r in routes {
         let up = r.upstream.get_ref();
-        if !names.contains(up.as_str()) {
+        check_answer(r).or_else(|reason| err(r.upstream.span(), reason))?;
+        if up.is_empty() && r.answers_itself() {
+            // No group needed: the route answers every request itself.
+        } else if !names.contains(up.as_str()) {
             return err(
                 r.upstream.span(),
                 format!("route to unknown upstream group {up:?}"),

@@ -152,14 +152,17 @@ impl ClientConn {
             self.answer_own(sh, ex, plan.has_body(), reply, Termination::ProxyReply);
             return Ok(());
         }
-        let dest = choose::aim(sh, &ex.req);
+        let dest = choose::aim(sh, &ex.req, self.side.stream.is_tls());
         let route = match dest {
             Dest::Group { route, .. } => route,
             _ => None,
         };
-        let verdict = self.edge_verdict(&sh.cfg, route, plan.framing);
+        let verdict = self.edge_verdict(&sh.cfg, &ex.req, route, plan.framing);
         if let Some((reply, how)) = verdict.answer {
-            super::outcome::count_status(&sh.stats, reply.status);
+            if !matches!(how, Termination::Redirect | Termination::FixedAnswer) {
+                // A refusal (403, 413): the proxy's own error answers.
+                super::outcome::count_status(&sh.stats, reply.status);
+            }
             self.answer_own(sh, ex, plan.has_body(), reply, how);
             return Ok(());
         }
