@@ -29,6 +29,7 @@ mod conn;
 mod error;
 mod event_loop;
 mod filter;
+mod header_rules;
 mod http;
 mod idle_limit;
 mod metrics;

@@ -6,7 +6,7 @@
 //!
 //! What it must not know: sockets, the loop, how a server is chosen.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -20,6 +20,7 @@ use toml::Spanned;
 
 use crate::cidr::Cidr;
 use crate::config::ConfigError;
+use crate::header_rules::{Rules, check_name};
 
 /// The name of the group the command line's `--upstream` shortcut (and a
 /// plain `upstream = "ADDR"` in the file) builds.
@@ -473,6 +474,25 @@ pub struct RouteSpec {
     /// Client networks refused on this route (403), checked first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<Cidr>,
+    /// Request fields replaced before the request goes upstream (values
+    /// may use the variables of `redirect`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set_request_headers: BTreeMap<String, String>,
+    /// Request fields appended.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub add_request_headers: BTreeMap<String, String>,
+    /// Request fields removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove_request_headers: Vec<String>,
+    /// Response fields replaced before the response goes to the client.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set_response_headers: BTreeMap<String, String>,
+    /// Response fields appended.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub add_response_headers: BTreeMap<String, String>,
+    /// Response fields removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove_response_headers: Vec<String>,
 }
 
 /// An absent `upstream` of a route: the empty name, no span.
@@ -506,6 +526,24 @@ pub struct RespondSpec {
 }
 
 impl RouteSpec {
+    /// The rules for request fields.
+    pub(crate) fn request_rules(&self) -> Rules<'_> {
+        Rules {
+            set: &self.set_request_headers,
+            add: &self.add_request_headers,
+            remove: &self.remove_request_headers,
+        }
+    }
+
+    /// The rules for response fields.
+    pub(crate) fn response_rules(&self) -> Rules<'_> {
+        Rules {
+            set: &self.set_response_headers,
+            add: &self.add_response_headers,
+            remove: &self.remove_response_headers,
+        }
+    }
+
     /// The route answers every request itself (`redirect` or `respond`).
     pub fn answers_itself(&self) -> bool {
         self.redirect.is_some() || self.respond.is_some()
@@ -525,6 +563,12 @@ impl RouteSpec {
             max_body_size: None,
             allow: Vec::new(),
             deny: Vec::new(),
+            set_request_headers: BTreeMap::new(),
+            add_request_headers: BTreeMap::new(),
+            remove_request_headers: Vec::new(),
+            set_response_headers: BTreeMap::new(),
+            add_response_headers: BTreeMap::new(),
+            remove_response_headers: Vec::new(),
         }
     }
 }
@@ -614,6 +658,19 @@ pub(crate) mod groups_codec {
 /// status) or `respond` (a status, a `Content-Type` without controls),
 /// not both; its `allow`/`deny` networks are valid by type.
 fn check_answer(r: &RouteSpec) -> Result<(), String> {
+    for rules in [r.request_rules(), r.response_rules()] {
+        let names = rules
+            .set
+            .keys()
+            .chain(rules.add.keys())
+            .chain(rules.remove.iter());
+        for name in names {
+            check_name(name).map_err(|e| format!("header rule: {e}"))?;
+        }
+        for value in rules.set.values().chain(rules.add.values()) {
+            crate::template::check(value).map_err(|e| format!("header rule value {e}"))?;
+        }
+    }
     if r.redirect.is_some() && r.respond.is_some() {
         return Err("a route has redirect or respond, not both".into());
     }

@@ -200,8 +200,17 @@ impl ClientConn {
         // An HTTP/1.0 request without Host gets the first server's
         // address; a retry on another server keeps it (ARCHITECTURE.md §6).
         ensure_host(req, peer.addr);
+        let tls = self.side.stream.is_tls();
+        let spec = route.and_then(|i| sh.cfg.route.get(i).map(|r| (i, r)));
+        if let Some((_, r)) = spec {
+            r.request_rules()
+                .apply_to_request(&mut ex.req, tls, client_ip);
+        }
         ex.start(peer, plan.framing, plan.upgrade, plan.idempotent, sh.now);
         ex.max_body = verdict.max_body;
+        ex.resp_rules = spec
+            .filter(|(_, r)| !r.response_rules().is_empty())
+            .map(|(i, _)| (i, tls, client_ip));
         ex.expect_continue = plan.expect_continue;
         ex.group = group;
         ex.in_flight = group.is_some();
