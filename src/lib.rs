@@ -29,12 +29,14 @@ mod conn;
 mod error;
 mod event_loop;
 mod filter;
+mod header_rules;
 mod http;
 mod idle_limit;
 mod metrics;
 mod pool;
 mod proxy_protocol;
 mod stats;
+mod template;
 mod text;
 pub mod tls;
 mod upstreams;
@@ -54,8 +56,8 @@ pub use metrics::{
 pub use stats::{Stats, StatsSnapshot};
 pub use upstreams::dns::{Resolver, SystemResolver};
 pub use upstreams::spec::{
-    Balance, CheckMethod, DEFAULT_GROUP, GroupSpec, HashKey, HealthCheck, Resolve, RouteSpec,
-    ServerSpec, StatusRange,
+    Balance, CheckMethod, DEFAULT_GROUP, GroupSpec, HashKey, HealthCheck, Resolve, RespondSpec,
+    RouteSpec, Scheme, ServerSpec, StatusRange,
 };
 
 /// Standard error as a writer that never blocks on a stalled reader, for

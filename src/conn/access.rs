@@ -59,6 +59,10 @@ pub(crate) enum Termination {
     BodyTooLarge,
     /// A route's `allow`/`deny` refused the client (403).
     Denied,
+    /// A route's `redirect` answered (301/302/307/308).
+    Redirect,
+    /// A route's `respond` answered with its fixed response.
+    FixedAnswer,
 }
 
 impl Termination {
@@ -75,6 +79,8 @@ impl Termination {
         Termination::ProxyError,
         Termination::BodyTooLarge,
         Termination::Denied,
+        Termination::Redirect,
+        Termination::FixedAnswer,
     ];
 
     /// The name written in the access log and the metrics' label.
@@ -91,6 +97,8 @@ impl Termination {
             Termination::ProxyError => "proxy_error",
             Termination::BodyTooLarge => "body_too_large",
             Termination::Denied => "denied",
+            Termination::Redirect => "redirect",
+            Termination::FixedAnswer => "fixed_answer",
         }
     }
 

@@ -115,6 +115,9 @@ pub(crate) struct Exchange {
     pub req_body_bytes: u64,
     /// Most request body data bytes allowed (`max_body_size`; 0: no limit).
     pub max_body: u64,
+    /// The route whose response header rules apply, with the request's
+    /// TLS flag and client address (their variables); `None`: no rules.
+    pub resp_rules: Option<(usize, bool, std::net::IpAddr)>,
     /// The encoded request head, kept for a retry.
     pub head_bytes: Vec<u8>,
     /// Bytes read from the client, not yet written upstream.
@@ -207,6 +210,7 @@ impl Exchange {
             idempotent: false,
             req_body_bytes: 0,
             max_body: 0,
+            resp_rules: None,
             head_bytes: Vec::new(),
             to_upstream: None,
             up_written: 0,

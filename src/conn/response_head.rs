@@ -111,6 +111,12 @@ pub(crate) fn take_response_head(
             ex.dechunk = p.dechunk;
             add_date_if_missing(&mut head, env.date);
             filter.response_filter(&ex.req, &mut head);
+            if let Some((i, tls, client)) = ex.resp_rules
+                && let Some(r) = env.cfg.route.get(i)
+            {
+                r.response_rules()
+                    .apply_for(&mut head.headers, &ex.req, tls, client);
+            }
             finish_response_head(&mut head, p.tunnel, ex.req.version, keep_alive.get());
             head.encode(&mut encoded);
             ex.status = head.status;

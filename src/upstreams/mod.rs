@@ -337,11 +337,19 @@ impl Groups {
             .iter()
             .enumerate()
             .filter_map(|(i, r)| {
-                let gi = specs
+                // A route that answers itself and names no group keeps
+                // group 0: its requests never reach a group.
+                let gi = match specs
                     .iter()
-                    .position(|g| g.name.get_ref() == r.upstream.get_ref())?;
+                    .position(|g| g.name.get_ref() == r.upstream.get_ref())
+                {
+                    Some(gi) => gi,
+                    None if r.answers_itself() => 0,
+                    None => return None,
+                };
                 let mut route = Route::new(r.host.as_deref(), r.path_prefix.as_deref(), gi);
                 route.spec = i;
+                route.tls = r.scheme.map(|s| s == spec::Scheme::Https);
                 Some(route)
             })
             .collect();
@@ -453,11 +461,12 @@ impl Groups {
     /// The group for `req` by the routes, with the index of the
     /// `[[route]]` that matched; with no routes, the first group (and no
     /// route). `None`: routes exist and none matches (the client gets 404).
-    pub(crate) fn route_of(&self, req: &RequestHead) -> Option<(Option<usize>, usize)> {
+    /// `tls`: the request came over TLS (`scheme`).
+    pub(crate) fn route_of(&self, req: &RequestHead, tls: bool) -> Option<(Option<usize>, usize)> {
         if self.routes.is_empty() {
             return (!self.groups.is_empty()).then_some((None, 0));
         }
-        route::first_match(&self.routes, req).map(|r| (Some(r.spec), r.group))
+        route::first_match(&self.routes, req, tls).map(|r| (Some(r.spec), r.group))
     }
 
     /// The hash of `req`'s key for group `g` (`balance = "hash"`), 0 for

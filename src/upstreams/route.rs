@@ -30,6 +30,9 @@ pub(crate) struct Route {
     pub group: usize,
     /// Its index among the `[[route]]` tables (`Config::route`).
     pub spec: usize,
+    /// Matches only requests over TLS (`Some(true)`) or plain
+    /// (`Some(false)`); `None`: both.
+    pub tls: Option<bool>,
 }
 
 impl Route {
@@ -48,6 +51,7 @@ impl Route {
             prefix: prefix.map(str::to_string),
             group,
             spec: 0,
+            tls: None,
         }
     }
 
@@ -88,15 +92,21 @@ pub(crate) fn request_host(req: &RequestHead) -> &[u8] {
     }
 }
 
-/// The first route `req` matches: its group.
+/// The first route `req` (a plain request) matches: its group.
 #[cfg(test)]
 pub(crate) fn route(routes: &[Route], req: &RequestHead) -> Option<usize> {
-    first_match(routes, req).map(|r| r.group)
+    first_match(routes, req, false).map(|r| r.group)
 }
 
-/// The first route `req` matches.
-pub(crate) fn first_match<'a>(routes: &'a [Route], req: &RequestHead) -> Option<&'a Route> {
+/// The first route `req` matches; `tls`: it came over TLS.
+pub(crate) fn first_match<'a>(
+    routes: &'a [Route],
+    req: &RequestHead,
+    tls: bool,
+) -> Option<&'a Route> {
     let host = request_host(req);
     let target = req.target.as_bytes();
-    routes.iter().find(|r| r.matches(host, target))
+    routes
+        .iter()
+        .find(|r| r.tls.is_none_or(|t| t == tls) && r.matches(host, target))
 }

@@ -6,7 +6,7 @@
 //!
 //! What it must not know: sockets, the loop, how a server is chosen.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -20,6 +20,7 @@ use toml::Spanned;
 
 use crate::cidr::Cidr;
 use crate::config::ConfigError;
+use crate::header_rules::{Rules, check_name};
 
 /// The name of the group the command line's `--upstream` shortcut (and a
 /// plain `upstream = "ADDR"` in the file) builds.
@@ -515,8 +516,24 @@ pub struct RouteSpec {
     /// The target's path starts with it (bytes, case kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_prefix: Option<String>,
-    /// The group's name.
+    /// The group's name; may be left out when `redirect` or `respond`
+    /// answers every request of the route.
+    #[serde(default = "no_group")]
     pub upstream: Spanned<String>,
+    /// Matches only requests that came over this scheme (`http`: the
+    /// plain listener, `https`: the TLS one); any when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<Scheme>,
+    /// Answer with a redirect to this location (variables: `$host`,
+    /// `$request_uri`, `$scheme`, `$remote_addr`); no upstream is asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect: Option<String>,
+    /// The redirect's status: 301 (default), 302, 307 or 308.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_status: Option<u16>,
+    /// Answer with this fixed response; no upstream is asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub respond: Option<RespondSpec>,
     /// Largest request body in bytes for this route (0: none), replacing
     /// the top level's `max_body_size`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -528,9 +545,81 @@ pub struct RouteSpec {
     /// Client networks refused on this route (403), checked first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<Cidr>,
+    /// Request fields replaced before the request goes upstream (values
+    /// may use the variables of `redirect`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set_request_headers: BTreeMap<String, String>,
+    /// Request fields appended.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub add_request_headers: BTreeMap<String, String>,
+    /// Request fields removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove_request_headers: Vec<String>,
+    /// Response fields replaced before the response goes to the client.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set_response_headers: BTreeMap<String, String>,
+    /// Response fields appended.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub add_response_headers: BTreeMap<String, String>,
+    /// Response fields removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove_response_headers: Vec<String>,
+}
+
+/// An absent `upstream` of a route: the empty name, no span.
+fn no_group() -> Spanned<String> {
+    Spanned::new(0..0, String::new())
+}
+
+/// The scheme a route matches (`scheme = "http" | "https"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scheme {
+    /// Requests from the plain listener.
+    Http,
+    /// Requests from the TLS listener.
+    Https,
+}
+
+/// A route's fixed answer: `respond = { status = 503, body =
+/// "maintenance\n", content_type = "text/plain" }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RespondSpec {
+    /// Its status, 200..=599.
+    pub status: u16,
+    /// Its body (empty by default).
+    #[serde(default)]
+    pub body: String,
+    /// Its `Content-Type` (none when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
 }
 
 impl RouteSpec {
+    /// The rules for request fields.
+    pub(crate) fn request_rules(&self) -> Rules<'_> {
+        Rules {
+            set: &self.set_request_headers,
+            add: &self.add_request_headers,
+            remove: &self.remove_request_headers,
+        }
+    }
+
+    /// The rules for response fields.
+    pub(crate) fn response_rules(&self) -> Rules<'_> {
+        Rules {
+            set: &self.set_response_headers,
+            add: &self.add_response_headers,
+            remove: &self.remove_response_headers,
+        }
+    }
+
+    /// The route answers every request itself (`redirect` or `respond`).
+    pub fn answers_itself(&self) -> bool {
+        self.redirect.is_some() || self.respond.is_some()
+    }
+
     /// A route of every request to group `upstream`, every other key at
     /// its default (`RouteSpec { host, ..RouteSpec::to("app") }`).
     pub fn to(upstream: &str) -> Self {
@@ -538,9 +627,19 @@ impl RouteSpec {
             host: None,
             path_prefix: None,
             upstream: Spanned::new(0..0, upstream.to_string()),
+            scheme: None,
+            redirect: None,
+            redirect_status: None,
+            respond: None,
             max_body_size: None,
             allow: Vec::new(),
             deny: Vec::new(),
+            set_request_headers: BTreeMap::new(),
+            add_request_headers: BTreeMap::new(),
+            remove_request_headers: Vec::new(),
+            set_response_headers: BTreeMap::new(),
+            add_response_headers: BTreeMap::new(),
+            remove_response_headers: Vec::new(),
         }
     }
 }
@@ -662,6 +761,54 @@ fn check_request_fields(hc: &HealthCheck) -> Option<String> {
     }
 }
 
+/// Checks a route's own answer: `redirect` (a valid template, a redirect
+/// status) or `respond` (a status, a `Content-Type` without controls),
+/// not both; its `allow`/`deny` networks are valid by type.
+fn check_answer(r: &RouteSpec) -> Result<(), String> {
+    for rules in [r.request_rules(), r.response_rules()] {
+        let names = rules
+            .set
+            .keys()
+            .chain(rules.add.keys())
+            .chain(rules.remove.iter());
+        for name in names {
+            check_name(name).map_err(|e| format!("header rule: {e}"))?;
+        }
+        for value in rules.set.values().chain(rules.add.values()) {
+            crate::template::check(value).map_err(|e| format!("header rule value {e}"))?;
+        }
+    }
+    if r.redirect.is_some() && r.respond.is_some() {
+        return Err("a route has redirect or respond, not both".into());
+    }
+    if let Some(to) = &r.redirect {
+        crate::template::check(to).map_err(|e| format!("redirect {e}"))?;
+    }
+    match (r.redirect_status, &r.redirect) {
+        (Some(_), None) => return Err("redirect_status without redirect".into()),
+        (Some(s), Some(_)) if ![301, 302, 307, 308].contains(&s) => {
+            return Err(format!("redirect_status {s} is not 301, 302, 307 or 308"));
+        }
+        _ => {}
+    }
+    if let Some(resp) = &r.respond {
+        if !(200..=599).contains(&resp.status) || resp.status == 204 || resp.status == 304 {
+            return Err(format!(
+                "respond status {} must be 200..=599 and not 204 or 304 (they have no body)",
+                resp.status
+            ));
+        }
+        let ok_type = resp
+            .content_type
+            .as_ref()
+            .is_none_or(|t| !t.is_empty() && !t.bytes().any(|b| b.is_ascii_control()));
+        if !ok_type {
+            return Err("respond content_type is empty or holds a control character".into());
+        }
+    }
+    Ok(())
+}
+
 /// Checks groups and routes: a name once, servers present, weights and
 /// health-check values in bounds, each route's group known. The error
 /// carries the span of the value at fault when it came from a file.
@@ -754,7 +901,10 @@ pub(crate) fn check(groups: &[GroupSpec], routes: &[RouteSpec]) -> Result<(), Co
     }
     for r in routes {
         let up = r.upstream.get_ref();
-        if !names.contains(up.as_str()) {
+        check_answer(r).or_else(|reason| err(r.upstream.span(), reason))?;
+        if up.is_empty() && r.answers_itself() {
+            // No group needed: the route answers every request itself.
+        } else if !names.contains(up.as_str()) {
             return err(
                 r.upstream.span(),
                 format!("route to unknown upstream group {up:?}"),

@@ -41,7 +41,8 @@ pub(super) enum Dest {
 
 /// Asks `upstream_peer` where `req` goes: a concrete peer, a group (and
 /// the route that chose it), or no route. No server is picked yet.
-pub(super) fn aim(sh: &mut Shared, req: &RequestHead) -> Dest {
+/// `tls`: the request came over TLS (a route's `scheme`).
+pub(super) fn aim(sh: &mut Shared, req: &RequestHead, tls: bool) -> Dest {
     let (route, group) = match sh.filter.upstream_peer(req) {
         Target::Peer(peer) => {
             return Dest::Server {
@@ -51,7 +52,7 @@ pub(super) fn aim(sh: &mut Shared, req: &RequestHead) -> Dest {
                 hash: 0,
             };
         }
-        Target::Routes => match sh.groups.route_of(req) {
+        Target::Routes => match sh.groups.route_of(req, tls) {
             Some(rg) => rg,
             None => return Dest::NoRoute,
         },

@@ -6,6 +6,10 @@
 //! In order:
 //! - `deny`, then `allow` (a route's lists of client networks, on the
 //!   client address after the PROXY header and `trusted_proxies`): 403;
+//! - `redirect` (with `redirect_status`, 301 by default) or `respond`:
+//!   the route's own answer, no upstream asked. A request with a body
+//!   closes the connection after it (`answer_own`): the body is never
+//!   read, so never parsed as a request;
 //! - `max_body_size` (a route's value, else the top level's; 0: no
 //!   limit): a larger `Content-Length` is answered 413 here; a chunked
 //!   body is counted as it streams (`Exchange::check_body_limit`).
@@ -17,7 +21,46 @@ use crate::cidr::any_contains;
 use crate::config::Config;
 use crate::conn::access::Termination;
 use crate::filter::Reply;
-use crate::http::BodyKind;
+use crate::http::{BodyKind, RequestHead, reason_phrase};
+use crate::template::{Vars, expand};
+use crate::upstreams::route::request_host;
+use crate::upstreams::spec::RouteSpec;
+use std::net::IpAddr;
+
+/// The route's `redirect` or `respond` answer to `req` (`tls`: it came
+/// over TLS; `client`: its client address), if it has one.
+fn own_answer(
+    r: &RouteSpec,
+    req: &RequestHead,
+    tls: bool,
+    client: IpAddr,
+) -> Option<(Reply, Termination)> {
+    if let Some(to) = &r.redirect {
+        let mut addr = [0u8; 64];
+        let vars = Vars {
+            host: request_host(req),
+            request_uri: req.target.as_bytes(),
+            scheme: if tls { b"https" } else { b"http" },
+            remote_addr: crate::text::ip_text(client.to_canonical(), &mut addr).as_bytes(),
+        };
+        let mut location = Vec::with_capacity(to.len() + 64);
+        expand(to, &vars, &mut location);
+        // 301 by default (nginx `return 301`); `check` allowed only
+        // 301, 302, 307, 308.
+        let status = r.redirect_status.unwrap_or(301);
+        let body = format!("{status} {}\n", reason_phrase(status));
+        let mut reply = Reply::new(status, body);
+        reply.headers.append("Location", &location);
+        reply.headers.append("Content-Type", b"text/plain");
+        return Some((reply, Termination::Redirect));
+    }
+    let resp = r.respond.as_ref()?;
+    let mut reply = Reply::new(resp.status, resp.body.as_bytes());
+    if let Some(t) = &resp.content_type {
+        reply.headers.append("Content-Type", t.as_bytes());
+    }
+    Some((reply, Termination::FixedAnswer))
+}
 
 /// What the edge rules make of a request.
 pub(super) struct Verdict {
@@ -34,6 +77,7 @@ impl ClientConn {
     pub(super) fn edge_verdict(
         &self,
         cfg: &Config,
+        req: &RequestHead,
         route: Option<usize>,
         framing: BodyKind,
     ) -> Verdict {
@@ -43,6 +87,7 @@ impl ClientConn {
             .unwrap_or(cfg.max_body_size);
         if let Some(r) = spec {
             let ip = self.client_addr().ip();
+            let own = own_answer(r, req, self.side.stream.is_tls(), ip);
             // First match of deny, then allow; with an allow list,
             // anything else is denied (nginx's order of `deny`/`allow`
             // lines written deny first).
@@ -50,6 +95,12 @@ impl ClientConn {
                 let reply = Reply::new(403, "403 Forbidden\n");
                 return Verdict {
                     answer: Some((reply, Termination::Denied)),
+                    max_body,
+                };
+            }
+            if own.is_some() {
+                return Verdict {
+                    answer: own,
                     max_body,
                 };
             }

@@ -152,14 +152,17 @@ impl ClientConn {
             self.answer_own(sh, ex, plan.has_body(), reply, Termination::ProxyReply);
             return Ok(());
         }
-        let dest = choose::aim(sh, &ex.req);
+        let dest = choose::aim(sh, &ex.req, self.side.stream.is_tls());
         let route = match dest {
             Dest::Group { route, .. } => route,
             _ => None,
         };
-        let verdict = self.edge_verdict(&sh.cfg, route, plan.framing);
+        let verdict = self.edge_verdict(&sh.cfg, &ex.req, route, plan.framing);
         if let Some((reply, how)) = verdict.answer {
-            super::outcome::count_status(&sh.stats, reply.status);
+            if !matches!(how, Termination::Redirect | Termination::FixedAnswer) {
+                // A refusal (403, 413): the proxy's own error answers.
+                super::outcome::count_status(&sh.stats, reply.status);
+            }
             self.answer_own(sh, ex, plan.has_body(), reply, how);
             return Ok(());
         }
@@ -215,8 +218,17 @@ impl ClientConn {
         // An HTTP/1.0 request without Host gets the first server's
         // address; a retry on another server keeps it (ARCHITECTURE.md §6).
         ensure_host(req, peer.addr);
+        let tls = self.side.stream.is_tls();
+        let spec = route.and_then(|i| sh.cfg.route.get(i).map(|r| (i, r)));
+        if let Some((_, r)) = spec {
+            r.request_rules()
+                .apply_to_request(&mut ex.req, tls, client_ip);
+        }
         ex.start(peer, plan.framing, plan.upgrade, plan.idempotent, sh.now);
         ex.max_body = verdict.max_body;
+        ex.resp_rules = spec
+            .filter(|(_, r)| !r.response_rules().is_empty())
+            .map(|(i, _)| (i, tls, client_ip));
         ex.expect_continue = plan.expect_continue;
         ex.group = group;
         ex.in_flight = group.is_some();

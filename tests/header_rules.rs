@@ -1,0 +1,90 @@
+//! A route's header rules (issue 25; README "Edge rules"): set, add and
+//! remove on requests going upstream and on responses going to the
+//! client, values with variables; `--check-config` refuses framing and
+//! hop-by-hop names.
+
+mod util;
+
+use std::collections::BTreeMap;
+
+use util::*;
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn request_and_response_rules_apply_on_their_route() {
+    let resp =
+        b"HTTP/1.1 200 OK\r\nServer: up/1.0\r\nX-Up: 1\r\nContent-Length: 2\r\n\r\nok".to_vec();
+    let up = Upstream::start(respond_forever(resp));
+    let routes = vec![
+        RouteSpec {
+            path_prefix: Some("/app".into()),
+            set_request_headers: map(&[("X-Env", "prod"), ("X-Seen-Host", "$host$request_uri")]),
+            add_request_headers: map(&[("X-Tag", "two")]),
+            remove_request_headers: vec!["X-Debug".into()],
+            set_response_headers: map(&[("Strict-Transport-Security", "max-age=63072000")]),
+            add_response_headers: map(&[("X-Client", "$remote_addr")]),
+            remove_response_headers: vec!["Server".into()],
+            ..RouteSpec::to("app")
+        },
+        RouteSpec::to("app"),
+    ];
+    let (proxy, _log) = start_routed_proxy(up.addr, routes, |_| {});
+    let mut c = proxy.client();
+    let req = b"GET /app?q=1 HTTP/1.1\r\nHost: h.example\r\nX-Env: dev\r\nX-Env: qa\r\nX-Debug: 1\r\nX-Tag: one\r\n\r\n";
+    let r = c.round_trip(req);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("strict-transport-security"),
+        Some("max-age=63072000")
+    );
+    assert_eq!(r.header("x-client"), Some("127.0.0.1"));
+    assert!(!r.has("server"), "Server removed");
+    assert_eq!(r.header("x-up"), Some("1"));
+    assert_eq!(r.body, b"ok");
+    // Another route: untouched.
+    let r = c.round_trip(b"GET /other HTTP/1.1\r\nHost: h\r\nX-Debug: 1\r\n\r\n");
+    assert_eq!(r.header("server"), Some("up/1.0"));
+    let reqs = up.wait_requests(2);
+    let first = &reqs[0];
+    assert_eq!(first.header_all("x-env"), ["prod"]);
+    assert_eq!(first.header("x-seen-host"), Some("h.example/app?q=1"));
+    assert_eq!(first.header_all("x-tag"), ["one", "two"]);
+    assert!(!first.has("x-debug"));
+    assert!(reqs[1].has("x-debug"));
+}
+
+#[test]
+fn check_config_refuses_framing_and_hop_by_hop_names() {
+    let rows = [
+        "set_request_headers = { \"Content-Length\" = \"0\" }",
+        "add_response_headers = { \"Transfer-Encoding\" = \"chunked\" }",
+        "remove_request_headers = [\"Connection\"]",
+        "remove_response_headers = [\"Keep-Alive\"]",
+        "set_response_headers = { \"Upgrade\" = \"h2c\" }",
+        "set_request_headers = { \"X-A\" = \"$request_id\" }",
+        "add_request_headers = { \"bad name\" = \"x\" }",
+    ];
+    for keys in rows {
+        let f = TempFile::new(&format!(
+            "upstream = \"127.0.0.1:9\"\n[[route]]\nupstream = \"default\"\n{keys}\n"
+        ));
+        let out = run_sluice(&["--check-config", f.path()]);
+        assert_eq!(out.status.code(), Some(2), "{keys}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(":3:") || out.stderr.contains("header rule"),
+            "{keys}: {}",
+            out.stderr
+        );
+    }
+    let f = TempFile::new(
+        "upstream = \"127.0.0.1:9\"\n[[route]]\nupstream = \"default\"\nset_response_headers = { \"Strict-Transport-Security\" = \"max-age=1\" }\nremove_response_headers = [\"Server\"]\n",
+    );
+    let out = run_sluice(&["--check-config", f.path()]);
+    assert!(out.status.success(), "{}", out.stderr);
+}
