@@ -534,7 +534,14 @@ mod tests {
             .count();
         assert_eq!(knobs, keys.len());
         // Knobs whose default is "not set" have no key in the defaults.
-        let unset_by_default = ["admin", "pid-file", "listen-tls", "tls-client-ca"];
+        let unset_by_default = [
+            "admin",
+            "pid-file",
+            "listen-tls",
+            "tls-client-ca",
+            "accept-proxy-protocol",
+            "trusted-proxies",
+        ];
         // + --config, --check-config, --tls-cert, --tls-key, -h, -V.
         assert_eq!(
             keys.len() + unset_by_default.len() + 6,
