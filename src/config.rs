@@ -124,17 +124,16 @@ settings! {
         /// that nothing else listens on it (see `takeover`). In the file a
         /// string or an array; empty when the file gives `listen_tls` and
         /// no `listen` (then no plain listener is opened).
-        #[arg(long, value_name = "ADDR", value_parser = parse_addr, action = ArgAction::Append)]
+        #[arg(help_heading = "Listening", long, value_name = "ADDR", value_parser = parse_addr, action = ArgAction::Append)]
         #[serde(with = "addrs")]
         pub listen: Vec<SocketAddr> = vec![SocketAddr::from(([127, 0, 0, 1], 8080))],
 
         /// Address to accept HTTPS clients on; repeatable.
         ///
         /// Needs a certificate (`--tls-cert`/`--tls-key`, `[[certificate]]`).
-        /// In the file a string or an array. Validated and its certificates
-        /// loaded at start; served once the TLS transport lands (README,
-        /// "TLS (in progress)").
-        #[arg(long, value_name = "ADDR", value_parser = parse_addr, action = ArgAction::Append)]
+        /// In the file a string or an array. Its certificates are loaded
+        /// and checked at start (docs/configuration.md, "TLS").
+        #[arg(help_heading = "Listening", long, value_name = "ADDR", value_parser = parse_addr, action = ArgAction::Append)]
         #[serde(with = "addrs", skip_serializing_if = "Vec::is_empty")]
         pub listen_tls: Vec<SocketAddr> = Vec::new(),
 
@@ -154,14 +153,14 @@ settings! {
         ///
         /// 1.2 (the default) accepts TLS 1.2 and 1.3 (Mozilla
         /// "intermediate"); nothing older is ever spoken (RFC 8996).
-        #[arg(long, value_name = "1.2|1.3", value_parser = parse_tls_version)]
+        #[arg(help_heading = "TLS", long, value_name = "1.2|1.3", value_parser = parse_tls_version)]
         pub tls_min_version: TlsVersion = TlsVersion::V1_2,
 
         /// Time for a whole TLS handshake.
         ///
         /// From accept to the handshake's end; then the connection is
         /// closed and counted (HAProxy `timeout client`).
-        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[arg(help_heading = "TLS", long, value_name = "DUR", value_parser = parse_duration)]
         #[serde(with = "duration")]
         pub tls_handshake_timeout: Duration = Duration::from_secs(10),
 
@@ -170,13 +169,13 @@ settings! {
         /// `default`: the first certificate; `reject`: the alert
         /// `unrecognized_name` (RFC 6066 §3). A ClientHello without SNI
         /// is treated the same way.
-        #[arg(long, value_name = "MODE", value_enum)]
+        #[arg(help_heading = "TLS", long, value_name = "MODE", value_enum)]
         pub tls_unknown_sni: UnknownSni = UnknownSni::Default,
 
         /// CA certificates (PEM) that client certificates must chain to.
         ///
         /// Needed when `tls_client_auth` is not `off`.
-        #[arg(long, value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
+        #[arg(help_heading = "TLS", long, value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
         #[serde(skip_serializing_if = "Option::is_none")]
         pub tls_client_ca: Option<PathBuf> = None,
 
@@ -185,7 +184,7 @@ settings! {
         /// `optional`: a client without one is served, one with an invalid
         /// one is refused; `required`: every client must present one that
         /// chains to `tls_client_ca` (RFC 8446 §4.3.2).
-        #[arg(long, value_name = "MODE", value_enum)]
+        #[arg(help_heading = "TLS", long, value_name = "MODE", value_enum)]
         pub tls_client_auth: ClientAuth = ClientAuth::Off,
 
         /// Upstream server; repeatable.
@@ -194,7 +193,7 @@ settings! {
         /// (`HOST:PORT`, optionally `"HOST:PORT weight=N"`). In the file:
         /// `upstream = "ADDR"`, an array of them, or `[[upstream]]` tables
         /// (groups with balancing and health checks, ARCHITECTURE.md §13).
-        #[arg(long, value_name = "ADDR", value_parser = parse_server, action = ArgAction::Append)]
+        #[arg(help_heading = "Upstreams", long, value_name = "ADDR", value_parser = parse_server, action = ArgAction::Append)]
         #[serde(with = "crate::upstreams::spec::groups_codec")]
         pub upstream: Vec<GroupSpec> = vec![GroupSpec::new(
             DEFAULT_GROUP,
@@ -213,7 +212,7 @@ settings! {
         ///
         /// Idle time allowed between two requests on a keep-alive downstream
         /// connection before it is closed silently (nginx: 75 s).
-        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[arg(help_heading = "Timeouts", long, value_name = "DUR", value_parser = parse_duration)]
         #[serde(with = "duration")]
         pub keepalive_timeout: Duration = Duration::from_secs(60),
 
@@ -221,14 +220,14 @@ settings! {
         ///
         /// Counted from accept for the first request and from its first byte
         /// for later ones. 408 if part of a head came, silent close otherwise.
-        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[arg(help_heading = "Timeouts", long, value_name = "DUR", value_parser = parse_duration)]
         #[serde(with = "duration")]
         pub request_head_timeout: Duration = Duration::from_secs(10),
 
         /// Longest gap between request body reads.
         ///
         /// nginx: `client_body_timeout`.
-        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[arg(help_heading = "Timeouts", long, value_name = "DUR", value_parser = parse_duration)]
         #[serde(with = "duration")]
         pub client_body_timeout: Duration = Duration::from_secs(60),
 
@@ -236,7 +235,7 @@ settings! {
         ///
         /// Longest time the downstream may accept no byte of pending response
         /// data before it is closed (nginx: `send_timeout`).
-        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[arg(help_heading = "Timeouts", long, value_name = "DUR", value_parser = parse_duration)]
         #[serde(with = "duration")]
         pub client_send_timeout: Duration = Duration::from_secs(60),
 
@@ -244,27 +243,27 @@ settings! {
         ///
         /// In bytes; a larger request head gets 431 (414 if the request line
         /// alone is longer).
-        #[arg(long, value_name = "BYTES", value_parser = whole::<usize>)]
+        #[arg(help_heading = "Limits", long, value_name = "BYTES", value_parser = whole::<usize>)]
         pub max_head_size: usize = 64 * 1024,
 
         /// Most fields in a request head.
         ///
         /// More gets 431.
-        #[arg(long, value_name = "N", value_parser = whole::<usize>)]
+        #[arg(help_heading = "Limits", long, value_name = "N", value_parser = whole::<usize>)]
         pub max_header_count: usize = 100,
 
         /// Largest response head.
         ///
         /// In bytes; a larger response head gets 502. The 1xx interim heads
         /// before a final one share one such budget, summed.
-        #[arg(long, value_name = "BYTES", value_parser = whole::<usize>)]
+        #[arg(help_heading = "Limits", long, value_name = "BYTES", value_parser = whole::<usize>)]
         pub max_response_head_size: usize = 64 * 1024,
 
         /// Most fields in a response head.
         ///
         /// More gets 502. Larger than the request limit: responses carry
         /// many `Set-Cookie` fields.
-        #[arg(long, value_name = "N", value_parser = whole::<usize>)]
+        #[arg(help_heading = "Limits", long, value_name = "N", value_parser = whole::<usize>)]
         pub max_response_header_count: usize = 256,
 
         /// Pending bytes that pause the source.
@@ -274,7 +273,7 @@ settings! {
         /// buffer starts at 16 KiB (or this, if smaller) with both marks
         /// scaled down, and grows only while its sink keeps up
         /// (ARCHITECTURE.md §4, `buffer.rs`).
-        #[arg(long, value_name = "BYTES", value_parser = whole::<usize>)]
+        #[arg(help_heading = "Limits", long, value_name = "BYTES", value_parser = whole::<usize>)]
         pub high_watermark: usize = 32 * 1024,
 
         /// Pending bytes that resume it.
@@ -282,13 +281,13 @@ settings! {
         /// Pending bytes per direction at or below which the source's read
         /// interest comes back. Must be below `high_watermark`; a smaller
         /// body buffer uses the same fraction of its size.
-        #[arg(long, value_name = "BYTES", value_parser = whole::<usize>)]
+        #[arg(help_heading = "Limits", long, value_name = "BYTES", value_parser = whole::<usize>)]
         pub low_watermark: usize = 8 * 1024,
 
         /// Upstream connect, then 504.
         ///
         /// Time allowed for a non-blocking connect to an upstream.
-        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[arg(help_heading = "Timeouts", long, value_name = "DUR", value_parser = parse_duration)]
         #[serde(with = "duration")]
         pub upstream_connect_timeout: Duration = Duration::from_secs(3),
 
@@ -297,7 +296,7 @@ settings! {
         /// Longest wait for the response head, counted from the last request
         /// byte written, and longest gap between reads of the response body
         /// (nginx: `proxy_read_timeout`).
-        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[arg(help_heading = "Timeouts", long, value_name = "DUR", value_parser = parse_duration)]
         #[serde(with = "duration")]
         pub upstream_read_timeout: Duration = Duration::from_secs(60),
 
@@ -305,35 +304,35 @@ settings! {
         ///
         /// Longest time the upstream may accept no byte of pending request
         /// data (nginx: `proxy_send_timeout`).
-        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[arg(help_heading = "Timeouts", long, value_name = "DUR", value_parser = parse_duration)]
         #[serde(with = "duration")]
         pub upstream_write_timeout: Duration = Duration::from_secs(60),
 
         /// Idle pooled upstream connection lifetime.
         ///
         /// How long an idle pooled upstream connection is kept.
-        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[arg(help_heading = "Pool", long, value_name = "DUR", value_parser = parse_duration)]
         #[serde(with = "duration")]
         pub pool_idle_timeout: Duration = Duration::from_secs(60),
 
         /// Idle upstream connections per peer.
         ///
         /// Most idle pooled connections per upstream peer.
-        #[arg(long, value_name = "N", value_parser = whole::<usize>)]
+        #[arg(help_heading = "Pool", long, value_name = "N", value_parser = whole::<usize>)]
         pub pool_max_idle_per_peer: usize = 1024,
 
         /// Idle upstream connections in all.
         ///
         /// Most idle pooled connections in the process; above it the
         /// globally oldest idle connection is closed.
-        #[arg(long, value_name = "N", value_parser = whole::<usize>)]
+        #[arg(help_heading = "Pool", long, value_name = "N", value_parser = whole::<usize>)]
         pub pool_max_idle_total: usize = 4096,
 
         /// Resends of a failed request.
         ///
         /// How many times a failed request may be sent again on a new
         /// upstream connection. ARCHITECTURE.md §7.
-        #[arg(long, value_name = "N", value_parser = whole::<u32>)]
+        #[arg(help_heading = "Upstreams", long, value_name = "N", value_parser = whole::<u32>)]
         pub max_retries: u32 = 1,
 
         /// Open client connections.
@@ -342,32 +341,32 @@ settings! {
         /// open-file limit minus 32: two descriptors per client); at it the
         /// longest-idle keep-alive client is closed for a waiting one, else
         /// the listener stops accepting until one closes.
-        #[arg(long, value_name = "N", value_parser = whole::<usize>)]
+        #[arg(help_heading = "Limits", long, value_name = "N", value_parser = whole::<usize>)]
         pub max_connections: usize = 10_000,
 
         /// Access log: PATH, stdout, stderr or off.
         ///
-        /// One record per request whose head was read (README "Access
-        /// log"), independent of `RUST_LOG`. A file is opened for appending
+        /// One record per request whose head was read
+        /// (docs/observability.md, "Access log"), independent of `RUST_LOG`. A file is opened for appending
         /// and reopened on SIGUSR1 (logrotate).
-        #[arg(long, value_name = "WHERE", value_parser = parse_access_log)]
+        #[arg(help_heading = "Logs", long, value_name = "WHERE", value_parser = parse_access_log)]
         #[serde(with = "access_log")]
         pub access_log: AccessLogTarget = AccessLogTarget::Stdout,
 
         /// Access record format: text or json.
-        #[arg(long, value_name = "text|json", value_enum)]
+        #[arg(help_heading = "Logs", long, value_name = "text|json", value_enum)]
         pub access_log_format: AccessLogFormat = AccessLogFormat::Text,
 
         /// Admin listener for /metrics, /healthz, /readyz, /status.
         ///
         /// Off unless given. Only a loopback address unless `admin_public`.
-        #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
+        #[arg(help_heading = "Admin", long, value_name = "ADDR", value_parser = parse_addr)]
         pub admin: Option<SocketAddr> = None,
 
         /// Allow a non-loopback --admin address.
         ///
         /// The admin endpoints have no authentication.
-        #[arg(long, action = ArgAction::SetTrue)]
+        #[arg(help_heading = "Admin", long, action = ArgAction::SetTrue)]
         pub admin_public: bool = false,
 
         /// Allow POST /servers/GROUP/ADDR/state on the admin listener.
@@ -375,14 +374,14 @@ settings! {
         /// Off by default. On, a peer on loopback may set a server's state
         /// (`drain`, `maintenance`, `ready`); any other peer needs the
         /// bearer token of `admin_token_file`.
-        #[arg(long, action = ArgAction::SetTrue)]
+        #[arg(help_heading = "Admin", long, action = ArgAction::SetTrue)]
         pub admin_write: bool = false,
 
         /// File holding the bearer token for admin writes from non-loopback peers.
         ///
         /// Its first line, read at start and on reload; without it only
         /// loopback peers may write.
-        #[arg(long, value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
+        #[arg(help_heading = "Admin", long, value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
         #[serde(skip_serializing_if = "Option::is_none")]
         pub admin_token_file: Option<PathBuf> = None,
 
@@ -390,7 +389,7 @@ settings! {
         ///
         /// Longest time a graceful drain (SIGTERM) waits for in-flight
         /// exchanges before the process exits anyway.
-        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[arg(help_heading = "Processes", long, value_name = "DUR", value_parser = parse_duration)]
         #[serde(with = "duration")]
         pub drain_timeout: Duration = Duration::from_secs(30),
 
@@ -398,7 +397,7 @@ settings! {
         ///
         /// `auto` (stored as 0) means one per CPU; a literal 0 is refused.
         /// With 1 the loop runs in the process itself.
-        #[arg(long, value_name = "N|auto", value_parser = parse_workers)]
+        #[arg(help_heading = "Processes", long, value_name = "N|auto", value_parser = parse_workers)]
         #[serde(with = "workers")]
         pub workers: usize = 1,
 
@@ -407,7 +406,7 @@ settings! {
         /// Once an upgrade (WebSocket) turned the connection into a byte
         /// tunnel, no HTTP timeout applies; the tunnel closes after this long
         /// without a byte in either direction (HAProxy `timeout tunnel`).
-        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        #[arg(help_heading = "Timeouts", long, value_name = "DUR", value_parser = parse_duration)]
         #[serde(with = "duration")]
         pub tunnel_idle_timeout: Duration = Duration::from_secs(3600),
 
@@ -416,7 +415,7 @@ settings! {
         /// Without it, sluice refuses to start when something already
         /// listens on `listen`. With it, the new process shares the address
         /// (`SO_REUSEPORT`); SIGTERM to the old one then drains it.
-        #[arg(long, action = ArgAction::SetTrue)]
+        #[arg(help_heading = "Listening", long, action = ArgAction::SetTrue)]
         pub takeover: bool = false,
 
         /// Accept a connection once its first bytes arrived.
@@ -425,7 +424,7 @@ settings! {
         /// connection to sluice with its request already there (one wake-up
         /// instead of two), or after 1 s without a byte (nginx `listen …
         /// deferred`, HAProxy `defer-accept`).
-        #[arg(long = "no-defer-accept", action = ArgAction::SetFalse,
+        #[arg(help_heading = "Listening", long = "no-defer-accept", action = ArgAction::SetFalse,
               help = "Accept connections before their first byte arrives")]
         pub defer_accept: bool = true,
 
@@ -433,13 +432,13 @@ settings! {
         ///
         /// Written once the listeners are up (the supervisor's PID with
         /// `--workers`), removed at exit if it still holds that PID.
-        #[arg(long, value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
+        #[arg(help_heading = "Processes", long, value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
         #[serde(skip_serializing_if = "Option::is_none")]
         pub pid_file: Option<PathBuf> = None,
 
         /// Append `Via: 1.1 <via-name>` to requests going upstream (RFC 9110
         /// §7.6.3).
-        #[arg(long = "no-via", action = ArgAction::SetFalse,
+        #[arg(help_heading = "Forwarding", long = "no-via", action = ArgAction::SetFalse,
               help = "Do not add Via (loops are still detected)")]
         pub add_via: bool = true,
 
@@ -450,16 +449,16 @@ settings! {
         /// name `sluice-xxxxxxxx` hashed from the host name and the listen
         /// address, shared by the workers of one instance. A token of at
         /// most 64 bytes.
-        #[arg(long, value_name = "NAME")]
+        #[arg(help_heading = "Forwarding", long, value_name = "NAME")]
         pub via_name: String = String::new(),
 
         /// Append the client's address to `X-Forwarded-For`.
-        #[arg(long = "no-x-forwarded-for", action = ArgAction::SetFalse,
+        #[arg(help_heading = "Forwarding", long = "no-x-forwarded-for", action = ArgAction::SetFalse,
               help = "Do not add X-Forwarded-For")]
         pub add_x_forwarded_for: bool = true,
 
         /// Set `X-Forwarded-Proto: http` on requests going upstream.
-        #[arg(long = "no-x-forwarded-proto", action = ArgAction::SetFalse,
+        #[arg(help_heading = "Forwarding", long = "no-x-forwarded-proto", action = ArgAction::SetFalse,
               help = "Do not set X-Forwarded-Proto")]
         pub add_x_forwarded_proto: bool = true,
 
@@ -474,7 +473,7 @@ settings! {
         /// check) keeps the socket's. From any other source a PROXY
         /// header is never trusted: 400, close. Plain listener only (HAProxy
         /// `accept-proxy`, nginx `listen … proxy_protocol`).
-        #[arg(long, value_name = "CIDR", value_parser = crate::cidr::parse_cidr, action = ArgAction::Append)]
+        #[arg(help_heading = "Listening", long, value_name = "CIDR", value_parser = crate::cidr::parse_cidr, action = ArgAction::Append)]
         #[serde(skip_serializing_if = "Vec::is_empty")]
         pub accept_proxy_protocol: Vec<Cidr> = Vec::new(),
 
@@ -485,7 +484,7 @@ settings! {
         /// not trusted (nginx `set_real_ip_from` + `real_ip_recursive on`);
         /// an entry that is not an address stops the walk there. From any
         /// other peer the field is kept and appended to, never believed.
-        #[arg(long, value_name = "CIDR", value_parser = crate::cidr::parse_cidr, action = ArgAction::Append)]
+        #[arg(help_heading = "Forwarding", long, value_name = "CIDR", value_parser = crate::cidr::parse_cidr, action = ArgAction::Append)]
         #[serde(skip_serializing_if = "Vec::is_empty")]
         pub trusted_proxies: Vec<Cidr> = Vec::new(),
 
@@ -498,7 +497,7 @@ settings! {
         /// it. nginx `client_max_body_size` (default 1 MiB there: sluice
         /// keeps HAProxy's none, so an upgrade never starts refusing
         /// uploads that passed before).
-        #[arg(long, value_name = "BYTES", value_parser = whole::<u64>)]
+        #[arg(help_heading = "Limits", long, value_name = "BYTES", value_parser = whole::<u64>)]
         pub max_body_size: u64 = 0,
     }
 }
@@ -624,7 +623,7 @@ impl fmt::Display for AccessLogTarget {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AccessLogFormat {
-    /// One line of `key=value` fields (README "Access log").
+    /// One line of `key=value` fields (docs/observability.md, "Access log").
     Text,
     /// One JSON object per line.
     Json,

@@ -28,6 +28,7 @@ mod cli {
     pub mod args;
     pub mod file;
     pub mod logging;
+    pub mod manual;
     pub mod notify;
     pub mod pidfile;
     pub mod signals;

@@ -23,19 +23,51 @@ usage: sluice --listen ADDR --upstream ADDR [options]
        sluice --config FILE [options]
        sluice --check-config FILE [options]
        sluice status [--admin ADDR] [--drain|--maintenance|--ready GROUP ADDR]
+       sluice --print-man | --print-completions bash|zsh|fish
 
 ";
 
 /// The help's last lines.
 const AFTER_HELP: &str = "
-DUR is a number with a unit (required): 500ms, 10s, 2m, 1h. Diagnostics:
-stderr, RUST_LOG (default info). Access records: --access-log (default stdout).
-With --workers N > 1 the process supervises N worker processes on the same
-port (SO_REUSEPORT) and restarts any that dies. Signals: SIGTERM, SIGINT or
-SIGQUIT: graceful drain, then exit 0 (a second one: stop at once); SIGHUP:
-reload the config file; SIGUSR1: reopen logs; others are logged.
+Upstream groups (balancing, weights, backup servers), health checks, routes
+by host and path, and the edge rules (redirects, header rules, allow/deny) are
+set in the config file: see examples/sluice.toml, docs/configuration.md and
+man sluice. DUR is a number with a unit (required): 500ms, 10s, 2m, 1h.
+Diagnostics: stderr, RUST_LOG (default info). Access records: --access-log
+(default stdout). Signals: SIGTERM, SIGINT or SIGQUIT: graceful drain, then
+exit 0 (a second one: stop at once); SIGHUP: reload the config file; SIGUSR1:
+reopen the access log; others are logged.
 Exit status: 0 stopped or drained, 1 runtime or bind error, 2 usage or config.
 ";
+
+/// The man page's DESCRIPTION.
+const DESCRIPTION: &str = "sluice is an HTTP/1.1 reverse proxy (plain and TLS). Each process runs \
+one poll loop on one thread; --workers N runs N such processes on one port (SO_REUSEPORT) \
+under a supervisor that restarts them. Upstream connections are kept in a keep-alive pool; \
+request and response bodies stream at the same time under high and low watermarks, so a \
+slow client slows its upstream instead of filling the proxy's memory.\n\n\
+The flags below override the config file's keys of the same name (--keepalive-timeout is \
+keepalive_timeout). DUR is a number with a unit: 500ms, 10s, 2m, 1h. Sizes are bytes.";
+
+/// The help's groups of flags, in the order `--help` and the man page show
+/// them. Every flag has one (`help_heading` in `sluice::Config` for the
+/// knobs, here for the binary's own flags).
+pub const HEADINGS: [&str; 12] = [
+    HEADING_CONFIG,
+    "Listening",
+    "TLS",
+    "Upstreams",
+    "Timeouts",
+    "Limits",
+    "Pool",
+    "Logs",
+    "Admin",
+    "Processes",
+    "Forwarding",
+    HEADING_HELP,
+];
+const HEADING_CONFIG: &str = "Config file";
+const HEADING_HELP: &str = "Help and documentation";
 
 /// Where a help line's text starts, and the width it wraps at (a `\n` in
 /// a help text also starts a new line).
@@ -121,59 +153,61 @@ impl Parsed {
 }
 
 /// The whole command line: every knob of [`Config`], then the binary's own
-/// flags. The help text is rendered from these arguments.
-fn command() -> Command {
+/// flags. The help text is rendered from these arguments; the man page and
+/// the shell completions (`cli::manual`) are generated from them too.
+pub fn command() -> Command {
+    let path_arg = |id: &'static str, heading: &'static str| {
+        Arg::new(id)
+            .long(id)
+            .value_name("FILE")
+            .value_parser(clap::value_parser!(PathBuf))
+            .action(ArgAction::Append)
+            .help_heading(heading)
+    };
     let cmd = Config::augment_args_for_update(Command::new("sluice"))
         .no_binary_name(true)
         .version(env!("CARGO_PKG_VERSION"))
+        .about("HTTP/1.1 reverse proxy")
+        .long_about(DESCRIPTION)
         // A single-value flag given twice is an error (clap's default):
         // `--admin A --admin B` must not silently keep B. The supervisor
         // hands its workers their settings in the environment instead.
         .disable_help_flag(true)
         .disable_version_flag(true)
         .arg(
-            Arg::new("config")
-                .long("config")
-                .value_name("FILE")
-                .value_parser(clap::value_parser!(PathBuf))
-                .action(ArgAction::Append)
+            path_arg("config", HEADING_CONFIG)
                 .help("Read settings from a TOML file; flags override it"),
         )
+        .arg(path_arg("check-config", HEADING_CONFIG).help(
+            "Validate FILE (with the flags), print the\n\
+             effective configuration, exit 0 (2 if invalid)",
+        ))
+        .arg(path_arg("tls-cert", "TLS").help(
+            "Certificate chain (PEM) of the TLS listeners;\n\
+             repeatable, paired in order with --tls-key",
+        ))
+        .arg(path_arg("tls-key", "TLS").help("Private key (PEM) of the --tls-cert before it"))
         .arg(
-            Arg::new("check-config")
-                .long("check-config")
-                .value_name("FILE")
-                .value_parser(clap::value_parser!(PathBuf))
-                .action(ArgAction::Append)
-                .help(
-                    "Validate FILE (with the flags), print the\n\
-                     effective configuration, exit 0 (2 if invalid)",
-                ),
+            Arg::new("print-man")
+                .long("print-man")
+                .action(ArgAction::SetTrue)
+                .help_heading(HEADING_HELP)
+                .help("Print the man page sluice(8) (roff) and exit"),
         )
         .arg(
-            Arg::new("tls-cert")
-                .long("tls-cert")
-                .value_name("FILE")
-                .value_parser(clap::value_parser!(PathBuf))
-                .action(ArgAction::Append)
-                .help(
-                    "Certificate chain (PEM) of the TLS listeners;\n\
-                     repeatable, paired in order with --tls-key",
-                ),
-        )
-        .arg(
-            Arg::new("tls-key")
-                .long("tls-key")
-                .value_name("FILE")
-                .value_parser(clap::value_parser!(PathBuf))
-                .action(ArgAction::Append)
-                .help("Private key (PEM) of the --tls-cert before it"),
+            Arg::new("print-completions")
+                .long("print-completions")
+                .value_name("SHELL")
+                .value_parser(["bash", "zsh", "fish"])
+                .help_heading(HEADING_HELP)
+                .help("Print the completion script for bash, zsh or fish and exit"),
         )
         .arg(
             Arg::new("help")
                 .short('h')
                 .long("help")
                 .action(ArgAction::Help)
+                .help_heading(HEADING_HELP)
                 .help("This text"),
         )
         .arg(
@@ -181,6 +215,7 @@ fn command() -> Command {
                 .short('V')
                 .long("version")
                 .action(ArgAction::Version)
+                .help_heading(HEADING_HELP)
                 .help("The version"),
         );
     // A value may start with `-` (`--max-head-size -1` is a bad number,
@@ -198,58 +233,91 @@ fn takes_value(arg: &Arg) -> bool {
     matches!(arg.get_action(), ArgAction::Set | ArgAction::Append)
 }
 
-/// The `--help` text: one line per argument, `--flag VALUE`, its help (the
-/// first paragraph of the field's doc comment) and its default.
+/// The `--help` text: the flags by heading ([`HEADINGS`]), one line per
+/// argument, `--flag VALUE`, its help (the first paragraph of the field's
+/// doc comment) and its default. A flag whose heading is not in
+/// [`HEADINGS`] is shown last, under its own heading.
 fn help_text(cmd: &Command) -> String {
-    let defaults = toml::Table::try_from(Config::default()).unwrap_or_default();
     let mut out = String::from(USAGE);
-    for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
-        let mut spec = String::new();
-        if let Some(short) = arg.get_short() {
-            let _ = write!(spec, "-{short}, ");
+    let mut headings: Vec<&str> = HEADINGS.to_vec();
+    for arg in cmd.get_arguments() {
+        let h = arg.get_help_heading().unwrap_or("Other");
+        if !headings.contains(&h) {
+            headings.push(h);
         }
-        if let Some(long) = arg.get_long() {
-            let _ = write!(spec, "--{long}");
+    }
+    for heading in headings {
+        let mut args = cmd
+            .get_arguments()
+            .filter(|a| !a.is_hide_set() && a.get_help_heading().unwrap_or("Other") == heading)
+            .peekable();
+        if args.peek().is_none() {
+            continue;
         }
-        let takes_value = takes_value(arg);
-        if takes_value {
-            for name in arg.get_value_names().unwrap_or_default() {
-                let _ = write!(spec, " {name}");
-            }
+        let _ = writeln!(out, "{heading}:");
+        for arg in args {
+            help_line(&mut out, arg);
         }
-        let mut help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
-        match defaults.get(arg.get_id().as_str()).filter(|_| takes_value) {
-            Some(toml::Value::String(s)) => {
-                let _ = write!(help, " ({s})");
-            }
-            Some(v) => {
-                let _ = write!(help, " ({v})");
-            }
-            None => {}
-        }
-        let mut line = format!("  {spec:<w$}  ", w = HELP_COLUMN - 4);
-        let mut empty = true;
-        for (i, part) in lowercase_start(&help).split('\n').enumerate() {
-            for (j, word) in part.split_whitespace().enumerate() {
-                let wrap = i > 0 && j == 0 || line.len() + 1 + word.len() > HELP_WIDTH;
-                if !empty && wrap {
-                    out.push_str(line.trim_end());
-                    out.push('\n');
-                    line = " ".repeat(HELP_COLUMN);
-                    empty = true;
-                }
-                if !empty {
-                    line.push(' ');
-                }
-                line.push_str(word);
-                empty = false;
-            }
-        }
-        out.push_str(line.trim_end());
         out.push('\n');
     }
-    out.push_str(AFTER_HELP);
+    out.push_str(AFTER_HELP.trim_start_matches('\n'));
     out
+}
+
+/// The default a knob's help shows, as the file would write it: `60s`,
+/// `stdout`, `1024`; `None` for a flag without a value, a knob unset by
+/// default, or an empty default (`--via-name`: its help says what empty
+/// means).
+pub fn default_shown(arg: &Arg) -> Option<String> {
+    let defaults = toml::Table::try_from(Config::default()).unwrap_or_default();
+    match defaults
+        .get(arg.get_id().as_str())
+        .filter(|_| takes_value(arg))?
+    {
+        toml::Value::String(s) if s.is_empty() => None,
+        toml::Value::String(s) => Some(s.clone()),
+        v => Some(v.to_string()),
+    }
+}
+
+/// Appends one argument's help line(s) to `out`.
+fn help_line(out: &mut String, arg: &Arg) {
+    let mut spec = String::new();
+    if let Some(short) = arg.get_short() {
+        let _ = write!(spec, "-{short}, ");
+    }
+    if let Some(long) = arg.get_long() {
+        let _ = write!(spec, "--{long}");
+    }
+    if takes_value(arg) {
+        for name in arg.get_value_names().unwrap_or_default() {
+            let _ = write!(spec, " {name}");
+        }
+    }
+    let mut help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+    if let Some(d) = default_shown(arg) {
+        let _ = write!(help, " ({d})");
+    }
+    let mut line = format!("  {spec:<w$}  ", w = HELP_COLUMN - 4);
+    let mut empty = true;
+    for (i, part) in lowercase_start(&help).split('\n').enumerate() {
+        for (j, word) in part.split_whitespace().enumerate() {
+            let wrap = i > 0 && j == 0 || line.len() + 1 + word.len() > HELP_WIDTH;
+            if !empty && wrap {
+                out.push_str(line.trim_end());
+                out.push('\n');
+                line = " ".repeat(HELP_COLUMN);
+                empty = true;
+            }
+            if !empty {
+                line.push(' ');
+            }
+            line.push_str(word);
+            empty = false;
+        }
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
 }
 
 /// `"Idle time …"` → `"idle time …"`: help lines start in lower case, doc
@@ -278,6 +346,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli, String> {
         Err(e) if e.kind() == ErrorKind::InvalidUtf8 => return Err(not_utf8(&args)),
         Err(e) => return Err(describe(&e)),
     };
+    if matches.get_flag("print-man") {
+        return Ok(Cli::Exit(super::manual::print_man()));
+    }
+    if let Some(shell) = matches.get_one::<String>("print-completions") {
+        return Ok(Cli::Exit(super::manual::print_completions(shell)));
+    }
     let config_file = config_file(&matches)?;
     let check = matches.value_source("check-config") == Some(ValueSource::CommandLine);
     // Keep only what the command line said: a flag that was not given must
@@ -526,7 +600,11 @@ mod tests {
             if !value.is_bool() {
                 assert_eq!(flag, format!("--{}", key.replace('_', "-")));
                 let shown = value.as_str().map_or(value.to_string(), str::to_string);
-                assert!(line.contains(&format!("({shown})")), "{line}");
+                if shown.is_empty() {
+                    assert!(!line.contains("()"), "{line}");
+                } else {
+                    assert!(line.contains(&format!("({shown})")), "{line}");
+                }
             }
         }
         let knobs = cmd
@@ -544,10 +622,35 @@ mod tests {
             "accept-proxy-protocol",
             "trusted-proxies",
         ];
-        // + --config, --check-config, --tls-cert, --tls-key, -h, -V.
+        // + --config, --check-config, --tls-cert, --tls-key, --print-man,
+        // --print-completions, -h, -V.
         assert_eq!(
-            keys.len() + unset_by_default.len() + 6,
+            keys.len() + unset_by_default.len() + 8,
             cmd.get_arguments().count()
         );
+    }
+
+    /// Every flag sits under one of the help's headings: a new knob in
+    /// `sluice::Config` needs `help_heading` in its `#[arg(..)]`.
+    #[test]
+    fn every_flag_has_a_heading() {
+        let cmd = command();
+        for arg in cmd.get_arguments() {
+            let heading = arg.get_help_heading();
+            assert!(
+                heading.is_some_and(|h| HEADINGS.contains(&h)),
+                "--{}: help_heading {heading:?} is not one of {HEADINGS:?}; add \
+                 `help_heading = \"…\"` to its #[arg(..)] in src/config.rs",
+                arg.get_long().unwrap_or_default()
+            );
+        }
+        let help = help_text(&cmd);
+        assert!(
+            help.contains("\nTimeouts:\n  --keepalive-timeout DUR"),
+            "{help}"
+        );
+        assert!(help.contains("--tunnel-idle-timeout DUR"), "{help}");
+        assert!(help.contains("(1h)"), "{help}");
+        assert!(help.contains("health checks"), "{help}");
     }
 }

@@ -39,10 +39,12 @@ pub(super) fn parse_duration(v: &str) -> Result<Duration, String> {
 }
 
 /// Writes a duration the way [`parse_duration`] reads it back: whole
-/// seconds as `60s`, anything else in milliseconds.
+/// hours as `1h`, whole seconds as `60s`, anything else in milliseconds.
 pub(super) fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms.is_multiple_of(1000) {
+    if ms >= 3_600_000 && ms.is_multiple_of(3_600_000) {
+        format!("{}h", ms / 3_600_000)
+    } else if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
@@ -189,6 +191,8 @@ mod tests {
         assert!(parse_duration("soon").unwrap_err().contains("\"soon\""));
         assert!(parse_duration("99999999999999999999h").is_err());
         assert_eq!(format_duration(Duration::from_secs(120)), "120s");
+        assert_eq!(format_duration(Duration::from_secs(3600)), "1h");
+        assert_eq!(format_duration(Duration::from_secs(5400)), "5400s");
         assert_eq!(parse_workers("auto"), Ok(0));
         assert!(parse_workers("-2").is_err());
         assert!(parse_workers("0").is_err());
