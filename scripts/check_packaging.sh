@@ -22,8 +22,8 @@ fi
 lib_tmp
 lib_sluice_bin
 
-sed "s#/usr/local/bin/sluice#$SLUICE#g" packaging/sluice.service >"$LIB_TMP/sluice.service"
-out="$(systemd-analyze verify "$LIB_TMP/sluice.service" 2>&1)" || die "systemd-analyze verify failed: $out"
+sed "s#/usr/sbin/sluice#$SLUICE#g" packaging/sluice.service >"$LIB_TMP/sluice.service"
+out="$(systemd-analyze verify --man=no "$LIB_TMP/sluice.service" 2>&1)" || die "systemd-analyze verify failed: $out"
 [[ -z "$out" ]] || die "systemd-analyze verify warns: $out"
 log "packaging/sluice.service: systemd-analyze verify OK"
 

@@ -399,6 +399,24 @@ fn packaging_files_agree_with_the_binary() {
         );
     }
     assert!(number_after(&unit, "TimeoutStopSec=") > drain);
+    // Writable places under ProtectSystem=strict, and a reload that fails
+    // visibly on an invalid file: the check runs before the SIGHUP.
+    for line in ["LogsDirectory=sluice", "RuntimeDirectory=sluice"] {
+        assert!(
+            unit.lines().any(|l| l == line),
+            "{line} missing in the unit"
+        );
+    }
+    let reloads: Vec<&str> = unit
+        .lines()
+        .filter(|l| l.starts_with("ExecReload="))
+        .collect();
+    assert_eq!(reloads.len(), 2, "{reloads:?}");
+    assert!(
+        reloads[0].contains("--check-config /etc/sluice/sluice.toml"),
+        "{reloads:?}"
+    );
+    assert_eq!(reloads[1], "ExecReload=/bin/kill -HUP $MAINPID");
 
     let docker = repo_file("Dockerfile");
     assert!(docker.lines().any(|l| l == "STOPSIGNAL SIGTERM"));
