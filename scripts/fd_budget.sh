@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The descriptor budget (issue 14, README "Descriptor budget"): sluice under
+# The descriptor budget (docs/operations.md, "Descriptor budget"): sluice under
 # a low open-file limit with more clients than descriptors.
 #
 # Usage: scripts/fd_budget.sh [--quick] [--nofile 256] [--clients 1000]

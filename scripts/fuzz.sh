@@ -7,7 +7,7 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS]      (default 60 per target)
 # Env:   TARGETS="chunked target"   run only these targets
-# Not part of CI's default run (scripts/test.sh); see README "Fuzzing".
+# Not part of CI's default run (scripts/test.sh); see docs/testing.md, "Fuzzing".
 # Installs cargo-fuzz (cargo install) if missing; needs `rustup` with a
 # nightly toolchain (installed with `rustup toolchain install nightly` if
 # missing).

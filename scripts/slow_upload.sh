@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Slow uploads through sluice (issue 14, README "Timeouts"): a body sent at a
+# Slow uploads through sluice (docs/configuration.md, "Timeouts"): a body sent at a
 # slow steady rate for longer than the upstream read timeout must get 200,
 # and a client that stalls mid-body must get 408, not 504.
 #

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The one test command (README, CI): formatting, lints, unit + integration
-# tests, then the end-to-end check of the release binary. Stops at the first
-# failing step and names it.
+# The one test command (README, CI): formatting, the docs' drift checks,
+# lints, unit + integration tests, the end-to-end check of the release
+# binary, then the Debian package built from that binary and checked in a
+# scratch root (docs/testing.md). Stops at the first failing step and names it.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,8 +19,11 @@ step() { # step NAME COMMAND...
 }
 
 step fmt cargo fmt --all -- --check
+step docs scripts/check-docs.sh
 step clippy cargo clippy --all-targets -- -D warnings
 step test cargo test --all-targets
 step e2e scripts/e2e.sh
+# The release binary e2e.sh just built: no second build.
+step package env SLUICE_NO_BUILD=1 scripts/check_deb.sh
 
-printf '\ntest.sh: all steps passed (fmt, clippy, test, e2e)\n'
+printf '\ntest.sh: all steps passed (fmt, docs, clippy, test, e2e, package)\n'

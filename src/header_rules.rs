@@ -1,5 +1,5 @@
 //! A route's header rules (`set_request_headers`, `add_request_headers`,
-//! `remove_request_headers` and the same three for responses; README
+//! `remove_request_headers` and the same three for responses; docs/configuration.md,
 //! "Edge rules"): which names a rule may touch, and applying the rules to
 //! a head's fields. Order: remove, then set (replaces every line of the
 //! name), then add (appends one line).

@@ -4,7 +4,7 @@
 //! the one place a request is counted in the outcome table and the latency
 //! histograms, and formatted into the access log's buffer.
 //!
-//! Formats (README "Access log"): `text`, fields as `key=value`, the ones
+//! Formats (docs/observability.md, "Access log"): `text`, fields as `key=value`, the ones
 //! that may hold spaces `"`-quoted, with `"`, `\`, control bytes and bytes
 //! above 0x7e escaped as `\xHH` (nginx's `escape=default`); `json`, one
 //! object per line with the field names the issue fixed (`time`, `client`,

@@ -451,8 +451,8 @@ impl Exchange {
     }
 
     /// The earliest deadline the exchange's own timers set (the client's
-    /// send timeout is the client connection's); the README's timeout
-    /// table lists them. `client_out_paused`: the response buffer toward
+    /// send timeout is the client connection's); docs/configuration.md's
+    /// timer table lists them. `client_out_paused`: the response buffer toward
     /// the client is above its high watermark (the upstream is then not
     /// expected to send); `client_write_at`: the last write to the client.
     ///

@@ -360,7 +360,7 @@ pub(crate) fn write_request(
     ex.up_written += n as u64;
     ex.up_write_at = env.now;
     if matches!(ex.resp, Resp::AwaitHead) && ex.request_sent() {
-        // The wait for the response head starts now (README, timeouts).
+        // The wait for the response head starts now (docs/configuration.md, "Timeouts").
         ex.up_read_at = env.now;
     }
     Stats::add(&env.stats.bytes_to_upstream, n as u64);

@@ -132,7 +132,7 @@ impl Server {
 }
 
 impl Server {
-    /// Descriptors this loop reserves (README "Descriptor budget"): two
+    /// Descriptors this loop reserves (docs/operations.md, "Descriptor budget"): two
     /// per client connection, one per pooled idle upstream socket, one
     /// per health check in flight.
     pub(super) fn own_fds(&self) -> usize {

@@ -17,7 +17,7 @@
 //! [`MAX_CONNS`] are open at once (at the cap, newcomers wait in the
 //! kernel's queue, and a connection not answered within [`GRACE`] of its
 //! accept is closed to make room, see [`Admin::accept`]): they come
-//! out of the descriptors kept aside from the proxy's budget (README,
+//! out of the descriptors kept aside from the proxy's budget (docs/operations.md,
 //! "Descriptor budget"), so a flood of admin connections cannot take the
 //! proxy's. Out of descriptors (`EMFILE`), accepting pauses as the proxy
 //! listener's does (`ACCEPT_BACKOFF`) and is retried: the listener is

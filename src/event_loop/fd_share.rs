@@ -1,5 +1,5 @@
-//! The descriptor budget shared by the loops of one process (README
-//! "Descriptor budget", ARCHITECTURE.md §4, §12).
+//! The descriptor budget shared by the loops of one process (docs/operations.md,
+//! "Descriptor budget"; ARCHITECTURE.md §4, §12).
 //!
 //! `RLIMIT_NOFILE` is per process. With `--workers 1` a reload runs a new
 //! loop beside the draining old one in the same process, so each loop

@@ -154,7 +154,7 @@ pub(crate) fn has_pending(listener: &TcpListener) -> bool {
     n > 0 && fds.revents & libc::POLLIN != 0
 }
 
-/// The descriptor budget (README "Descriptor budget"): what the open-file
+/// The descriptor budget (docs/operations.md, "Descriptor budget"): what the open-file
 /// limit leaves for connections, and how many clients fit in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FdBudget {

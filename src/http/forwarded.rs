@@ -1,6 +1,6 @@
 //! The client address behind trusted proxies: the `X-Forwarded-For` walk
-//! of nginx's `real_ip_recursive on` (`trusted_proxies`, README "Edge
-//! rules").
+//! of nginx's `real_ip_recursive on` (`trusted_proxies`, docs/configuration.md,
+//! "Edge rules").
 //!
 //! When the peer is trusted, the elements of every `X-Forwarded-For` line
 //! (in arrival order, RFC 9110 §5.3: several lines are one list) are

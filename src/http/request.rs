@@ -117,7 +117,7 @@ pub struct RequestPlan {
     /// An HTTP/1.1 request with a body whose `Expect` lists `100-continue`
     /// (RFC 9110 §10.1.1): the client may wait for a `100 Continue` before
     /// it sends the body, so until a body byte or a response byte comes,
-    /// the wait is the upstream's, not the client's (README "Timeouts").
+    /// the wait is the upstream's, not the client's (docs/configuration.md, "Timeouts").
     pub expect_continue: bool,
 }
 

@@ -4,7 +4,8 @@
 //!
 //! Every series carries a `worker` label (the slot index): one scrape shows
 //! the whole process group, and `sum without (worker) (…)` gives its
-//! totals. The metric names are listed in the README ("Metrics").
+//! totals. The metric names are listed in docs/observability.md ("Metrics";
+//! scripts/check-docs.sh fails on a name missing there).
 //!
 //! What it must not know: sockets, HTTP, the loop.
 

@@ -6,8 +6,8 @@
 //! TLS (`client.rs`), and the interned TLS identity an upstream `Peer`
 //! will carry (`identity.rs`).
 //!
-//! The crypto provider is `ring` (README, "Dependencies", has the
-//! measurement against aws-lc-rs).
+//! The crypto provider is `ring` (docs/performance.md, "TLS crypto
+//! provider", has the measurement against aws-lc-rs).
 //!
 //! What it must not know: sockets, mio, the loop, connections. It hands
 //! out `Arc<ServerConfig>` / `Arc<ClientConfig>` and facts; the transport

@@ -1,4 +1,4 @@
-//! The edge rules of a request's route (README "Edge rules", issue 25):
+//! The edge rules of a request's route (docs/configuration.md, "Edge rules"):
 //! what the proxy answers itself instead of forwarding, decided after the
 //! plan and `request_filter`, once the route is known and before any
 //! server is picked or any byte goes upstream.

@@ -1,5 +1,5 @@
 //! The PROXY protocol header at the start of a client connection
-//! (`accept_proxy_protocol`, README "Edge rules"): taken out of the head
+//! (`accept_proxy_protocol`, docs/configuration.md, "Edge rules"): taken out of the head
 //! buffer before the first request head is looked at, and its source made
 //! the connection's client address — the one `X-Forwarded-For`, the
 //! access record and `hash_key = "client_ip"` use.

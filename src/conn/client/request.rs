@@ -373,8 +373,8 @@ impl ClientConn {
 }
 
 /// The client address `X-Forwarded-For` gives for a request from `peer`
-/// when `peer` is one of `trusted` (ARCHITECTURE.md §6, README "Edge
-/// rules"); `None` when it is the peer's own.
+/// when `peer` is one of `trusted` (ARCHITECTURE.md §6, docs/configuration.md,
+/// "Edge rules"); `None` when it is the peer's own.
 fn trusted_client(req: &RequestHead, peer: SocketAddr, trusted: &[Cidr]) -> Option<SocketAddr> {
     if trusted.is_empty() {
         return None;

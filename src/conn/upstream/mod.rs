@@ -65,7 +65,7 @@ pub(crate) struct Upstreams {
     slab: Slab<Slot>,
     pool: IdlePool<Peer>,
     generations: Generations,
-    /// The `EMFILE` line of `acquire`: one a second (README "Logging").
+    /// The `EMFILE` line of `acquire`: one a second (docs/observability.md, "Logs").
     emfile_warn: crate::warn_limit::WarnLimit,
 }
 

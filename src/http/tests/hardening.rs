@@ -335,7 +335,7 @@ fn tls_and_http2_bytes_are_told_from_the_first_read() {
 fn http_1_2_request_line_is_refused_by_httparse() {
     // RFC 9110 §2.5 would treat HTTP/1.2 as 1.1, but httparse refuses any
     // minor version but 0 and 1 and sluice does not hand-parse the request
-    // line (README: "HTTP/1.2"). Pinned so a change is noticed.
+    // line (docs/errors.md: "HTTP/1.2"). Pinned so a change is noticed.
     use crate::http::ParseHead;
     let r = crate::http::RequestHead::parse(b"GET / HTTP/1.2\r\nHost: h\r\n\r\n", 10);
     assert_eq!(r, Err(ParseError::Malformed("invalid HTTP version")));
