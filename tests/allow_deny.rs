@@ -1,4 +1,4 @@
-//! A route's `allow`/`deny` (issue 25, IP allow/deny; README "Edge
+//! A route's `allow`/`deny` (issue 25, IP allow/deny; docs/configuration.md, "Edge
 //! rules"): deny first, then allow, with an allow list anything else
 //! denied; on the client address after the PROXY header and
 //! `trusted_proxies`; an IPv4-mapped IPv6 client matches as IPv4; 403

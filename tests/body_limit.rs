@@ -1,5 +1,5 @@
 //! `max_body_size` (issue 25, item 5 of the issue, item 3 of the brief;
-//! README "Edge rules"): a `Content-Length` over the limit gets 413
+//! docs/configuration.md, "Edge rules"): a `Content-Length` over the limit gets 413
 //! before anything reaches the upstream; a chunked body crossing it gets
 //! 413 while no response started, else both connections close; a route's
 //! value replaces the top level's; counted.

@@ -1,4 +1,4 @@
-//! The descriptor budget (issue 14, README "Descriptor budget"): every
+//! The descriptor budget (issue 14, docs/operations.md, "Descriptor budget"): every
 //! client is budgeted two descriptors, clients beyond the budget wait in
 //! the accept queue instead of getting 502s, a request that truly finds no
 //! descriptor gets 503 with `Retry-After` (never a retry into the same
@@ -110,7 +110,7 @@ fn request_finding_no_descriptor_gets_503_with_retry_after_and_the_proxy_recover
     assert!(got.iter().filter(|(s, _)| *s == 503).all(|(_, ra)| *ra));
     // Never retried into the same EMFILE.
     assert_eq!(p.count(|l| l.contains("retry ")), 0, "{}", p.log());
-    // Each EMFILE line at most once a second (README "Logs"): a bound the
+    // Each EMFILE line at most once a second (docs/observability.md, "Logs"): a bound the
     // limiter guarantees, however slow the machine.
     let seconds = began.elapsed().as_secs() as usize + 1;
     for class in ["closing an idle pooled connection", "connect failed"] {

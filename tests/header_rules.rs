@@ -1,4 +1,4 @@
-//! A route's header rules (issue 25; README "Edge rules"): set, add and
+//! A route's header rules (issue 25; docs/configuration.md, "Edge rules"): set, add and
 //! remove on requests going upstream and on responses going to the
 //! client, values with variables; `--check-config` refuses framing and
 //! hop-by-hop names.

@@ -1,5 +1,5 @@
-//! A route's own answers (issue 25, redirects and fixed answers; README
-//! "Edge rules"): `redirect` with `redirect_status` and its variables,
+//! A route's own answers (issue 25, redirects and fixed answers;
+//! docs/configuration.md, "Edge rules"): `redirect` with `redirect_status` and its variables,
 //! `respond`, `scheme` matching; no upstream is contacted; the body of a
 //! request answered so is never parsed as a request; `--check-config`
 //! refuses bad ones (with the line when the route names an upstream).

@@ -1,4 +1,4 @@
-//! PROXY protocol in (issue 25, item 1; README "Edge rules"): a
+//! PROXY protocol in (issue 25, item 1; docs/configuration.md, "Edge rules"): a
 //! connection from a source in `accept_proxy_protocol` opens with a v1 or
 //! v2 header whose source address becomes the client's — in
 //! `X-Forwarded-For` and the access record — on every request of the

@@ -134,7 +134,7 @@ fn check_config_checks_the_access_log_and_pid_file_paths() {
     let _ = std::fs::remove_file(&log);
 }
 
-/// The README's zero-downtime swap with one `--pid-file`: the new process
+/// The zero-downtime swap (docs/operations.md) with one `--pid-file`: the new process
 /// (`--takeover`) writes its pid; the old one's exit leaves the file (it
 /// holds the new pid, which logrotate's `kill -USR1 $(cat …)` needs); the
 /// new one's exit removes it.

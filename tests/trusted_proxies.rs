@@ -1,4 +1,4 @@
-//! `trusted_proxies` (issue 25, item 2; README "Edge rules"): behind a
+//! `trusted_proxies` (issue 25, item 2; docs/configuration.md, "Edge rules"): behind a
 //! trusted peer the client address is the rightmost untrusted
 //! `X-Forwarded-For` entry (nginx `real_ip_recursive on`), in the access
 //! record; from an untrusted peer the field is appended to and never

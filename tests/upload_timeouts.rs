@@ -1,4 +1,4 @@
-//! Timers during an upload (issue 14, README "Timeouts"): the wait for the
+//! Timers during an upload (issue 14, docs/configuration.md, "Timeouts"): the wait for the
 //! response head starts when the request was completely sent; while a
 //! body flows only the gap timers apply, and a client that stalls mid-body
 //! gets 408, not 504. Timeouts are scaled down (a 3-minute upload against

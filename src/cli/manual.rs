@@ -90,8 +90,8 @@ The pid file when \fBpid_file\fR names it.
 The systemd unit: \fBsystemctl reload sluice\fR checks the file, then sends SIGHUP.
 .TP
 \fI/usr/share/doc/sluice/\fR
-The reference: configuration.md (every key and flag), operations.md, observability.md,
-errors.md, performance.md.
+The reference in docs/: configuration.md (every key and flag), operations.md,
+observability.md, errors.md, performance.md; examples/groups.toml.
 .SH "SEE ALSO"
 \fBsystemctl\fR(1), \fBjournalctl\fR(1), \fBlogrotate\fR(8), \fBnginx\fR(8), \fBhaproxy\fR(1)
 "#;
