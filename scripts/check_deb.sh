@@ -66,7 +66,7 @@ log "README.md's example config: --check-config OK"
 gzip -t "$R/usr/share/man/man8/sluice.8.gz" || die "man page: not gzip"
 zcat "$R/usr/share/man/man8/sluice.8.gz" | grep -q '^\.TH SLUICE 8' || die "man page: no .TH SLUICE 8"
 if command -v man >/dev/null 2>&1; then
-    page="$(MANWIDTH=80 man -l "$R/usr/share/man/man8/sluice.8.gz" 2>/dev/null | col -b 2>/dev/null || true)"
+    page="$(MANWIDTH=80 man -l "$R/usr/share/man/man8/sluice.8.gz" 2>/dev/null | sed "s/.\x08//g" || true)"
     for want in SYNOPSIS SIGNALS "EXIT STATUS" FILES "SEE ALSO" --keepalive-timeout; do
         grep -q -- "$want" <<<"$page" || die "man -l: no $want"
     done
