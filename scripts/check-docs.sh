@@ -9,8 +9,8 @@
 #     examples/sluice.toml;
 #   - a command-line flag (the `#[arg]`s of `Config`, the `Arg`s of
 #     src/cli/args.rs) has no row in docs/configuration.md;
-#   - a metric named in the code ("sluice_…" in src/) has no row in
-#     docs/observability.md;
+#   - a metric named in the code ("sluice_…" in src/), or an access record
+#     termination (src/conn/access.rs), has no row in docs/observability.md;
 #   - a relative link in README.md or docs/*.md points to no file, or to a
 #     heading that does not exist;
 #   - a heading in README.md or docs/ names an internal issue number.
@@ -126,6 +126,14 @@ for n in sorted(names):
         problems.append(
             f"docs/observability.md: metric `{n}` (registered in src/) has no row: "
             f"add `| `{n}` (+ `_total` for a counter) | type | labels | meaning |` to the metrics table")
+
+# --- access record terminations ---
+access_rs = read("src/conn/access.rs")
+for t in sorted(set(re.findall(r'Termination::\w+ => "([a-z_]+)"', access_rs))):
+    if not re.search(rf"^\| `{t}` \|", obs_doc, re.M):
+        problems.append(
+            f"docs/observability.md: termination `{t}` (src/conn/access.rs) has no row: "
+            f"add `| `{t}` | meaning |` to the termination table")
 
 # --- relative links and headings ---
 def slug(heading):
