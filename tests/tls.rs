@@ -59,6 +59,7 @@ struct TlsProxy {
     plain: SocketAddr,
     tls: SocketAddr,
     handle: ServerHandle,
+    stats: Arc<sluice::Stats>,
     _cert: Arc<Cert>,
 }
 
@@ -69,7 +70,12 @@ impl Drop for TlsProxy {
 }
 
 fn start(upstream: SocketAddr, cert: Arc<Cert>) -> TlsProxy {
-    let config = Config {
+    start_with(upstream, cert, |_| {})
+}
+
+/// [`start`] with the configuration changed by `tweak`.
+fn start_with(upstream: SocketAddr, cert: Arc<Cert>, tweak: impl FnOnce(&mut Config)) -> TlsProxy {
+    let mut config = Config {
         listen: vec!["127.0.0.1:0".parse().unwrap()],
         listen_tls: vec!["127.0.0.1:0".parse().unwrap()],
         certificate: vec![cert.spec()],
@@ -77,15 +83,18 @@ fn start(upstream: SocketAddr, cert: Arc<Cert>) -> TlsProxy {
         upstream: vec![GroupSpec::new(DEFAULT_GROUP, vec![upstream.into()])],
         ..Config::default()
     };
+    tweak(&mut config);
     let server = Server::bind(config, Forward::new(upstream)).expect("Server::bind");
     let plain = server.local_addr();
     let tls = server.tls_addr().expect("a TLS listener");
     let handle = server.handle();
+    let stats = server.stats();
     thread::spawn(move || server.run());
     TlsProxy {
         plain,
         tls,
         handle,
+        stats,
         _cert: cert,
     }
 }
@@ -109,7 +118,13 @@ fn client_config(cert: &Cert, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
 type TlsStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
 fn connect(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>) -> TlsStream {
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    connect_as(addr, cfg, "localhost")
+}
+
+/// [`connect`] asking for `name` (a DNS name is sent as SNI; an IP
+/// address is not).
+fn connect_as(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, name: &str) -> TlsStream {
+    let name = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
     let conn = rustls::ClientConnection::new(cfg, name).unwrap();
     let sock = TcpStream::connect(addr).unwrap();
     sock.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
@@ -277,6 +292,7 @@ fn a_silent_connection_to_the_tls_port_is_closed_at_the_handshake_timeout() {
     let server = Server::bind(config, Forward::new(upstream.addr)).unwrap();
     let tls = server.tls_addr().unwrap();
     let handle = server.handle();
+    let stats = server.stats();
     thread::spawn(move || server.run());
     // The first bytes of a ClientHello, then nothing.
     let mut c = Client::connect(tls);
@@ -286,6 +302,7 @@ fn a_silent_connection_to_the_tls_port_is_closed_at_the_handshake_timeout() {
     assert!(rest.is_empty(), "{}", preview(&rest));
     // Well before the 10 s head timeout that would otherwise apply.
     assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(stats.snapshot().tls_handshakes_timeout, 1);
     handle.shutdown();
 }
 
@@ -366,5 +383,94 @@ fn a_lower_case_request_line_on_the_tls_port_gets_the_400_too() {
     assert!(
         text.starts_with("HTTP/1.1 400 ") && text.contains("HTTPS"),
         "{text}"
+    );
+}
+
+/// The error a client gets for its first request on `s` (the handshake's).
+fn first_error(s: &mut TlsStream) -> String {
+    let r = s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let mut buf = [0u8; 64];
+    let read = s.read(&mut buf);
+    let err = r.err().or(read.err()).expect("the handshake fails");
+    err.to_string()
+}
+
+#[test]
+fn with_reject_an_unknown_name_or_none_gets_unrecognized_name_and_a_known_one_is_served() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = Arc::new(Cert::new("reject"));
+    let proxy = start_with(upstream.addr, cert.clone(), |c| {
+        c.tls_unknown_sni = sluice::UnknownSni::Reject;
+    });
+    let cfg = client_config(&cert, &[b"http/1.1"]);
+    let err = first_error(&mut connect_as(proxy.tls, cfg.clone(), "other.test"));
+    assert!(err.contains("UnrecognisedName"), "{err}");
+    // An IP address: the ClientHello carries no SNI at all.
+    let err = first_error(&mut connect_as(proxy.tls, cfg.clone(), "127.0.0.1"));
+    assert!(err.contains("UnrecognisedName"), "{err}");
+    // The name the certificate covers, in another case.
+    let mut s = connect_as(proxy.tls, cfg, "LOCALHOST");
+    s.write_all(b"GET /known HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let (status, _, body) = read_response(&mut s);
+    assert_eq!((status, body.as_slice()), (200, &b"/known"[..]));
+    let st = proxy.stats.snapshot();
+    assert_eq!((st.tls_handshakes, st.tls_handshakes_failed), (1, 2), "{st:?}");
+}
+
+#[test]
+fn access_records_carry_the_tls_fields_and_a_second_session_is_resumed() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = Arc::new(Cert::new("record"));
+    let log = TempFile::new("");
+    let path = log.path().to_string();
+    let proxy = start_with(upstream.addr, cert.clone(), move |c| {
+        c.access_log = sluice::AccessLogTarget::File(path.into());
+        c.access_log_format = sluice::AccessLogFormat::Json;
+    });
+    // One client configuration: its session cache keeps the ticket.
+    let cfg = client_config(&cert, &[b"http/1.1"]);
+    for i in 0..2 {
+        let mut s = connect(proxy.tls, cfg.clone());
+        s.write_all(format!("GET /{i} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+            .unwrap();
+        assert_eq!(read_response(&mut s).0, 200);
+        s.conn.send_close_notify();
+        let _ = s.flush();
+        if i == 1 {
+            assert_eq!(
+                s.conn.handshake_kind(),
+                Some(rustls::HandshakeKind::Resumed)
+            );
+        }
+    }
+    let mut c = Client::connect(proxy.plain);
+    assert_eq!(c.round_trip(get("/plain")).status, 200);
+    let records: Vec<serde_json::Value> = wait_access_lines(log.path(), 3)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_target = |t: &str| {
+        records
+            .iter()
+            .find(|r| r["target"] == t)
+            .unwrap_or_else(|| panic!("{t}: {records:#?}"))
+    };
+    for (target, resumed) in [("/0", false), ("/1", true)] {
+        let r = by_target(target);
+        assert_eq!(r["tls_version"], "TLSv1.3", "{r}");
+        assert!(r["tls_cipher"].as_str().unwrap().starts_with("TLS13_"), "{r}");
+        assert_eq!(r["sni"], "localhost", "{r}");
+        assert_eq!(r["tls_resumed"], resumed, "{r}");
+    }
+    let plain = by_target("/plain");
+    for field in ["tls_version", "tls_cipher", "sni", "tls_resumed"] {
+        assert!(plain[field].is_null(), "{field}: {plain}");
+    }
+    let st = proxy.stats.snapshot();
+    assert_eq!(
+        (st.tls_handshakes, st.tls_handshakes_resumed, st.tls_handshakes_failed),
+        (1, 1, 0),
+        "{st:?}"
     );
 }

@@ -167,10 +167,21 @@ impl Drop for Proxy {
 }
 
 fn proxy_to(up: SocketAddr, ca: PathBuf, server_name: &str) -> Proxy {
+    proxy_to_group(up, ca, server_name, |_| {})
+}
+
+/// [`proxy_to`] with the group changed by `tweak`.
+fn proxy_to_group(
+    up: SocketAddr,
+    ca: PathBuf,
+    server_name: &str,
+    tweak: impl FnOnce(&mut GroupSpec),
+) -> Proxy {
     let mut group = GroupSpec::new(DEFAULT_GROUP, vec![up.into()]);
     group.tls = true;
     group.tls_ca = Some(ca);
     group.tls_server_name = Some(server_name.to_string());
+    tweak(&mut group);
     let config = Config {
         listen: vec!["127.0.0.1:0".parse().unwrap()],
         access_log: sluice::AccessLogTarget::Off,
@@ -258,4 +269,28 @@ fn close_notify_while_idle_evicts_the_connection_before_any_request_takes_it() {
     let s = proxy.stats.snapshot();
     assert_eq!((s.retries, s.status_502), (0, 0), "{s:?}");
     assert_eq!(up.accepted.load(Ordering::SeqCst), 2, "a new session");
+}
+
+#[test]
+fn health_checks_of_a_tls_group_speak_its_tls() {
+    let cert = Cert::new("check", "api.internal");
+    let up = tls_upstream(&cert);
+    let proxy = proxy_to_group(up.addr, cert.ca(), "api.internal", checked(50, 1000));
+    assert_eventually("two checks", || proxy.stats.snapshot().health_checks >= 2);
+    let s = proxy.stats.snapshot();
+    assert_eq!(s.health_checks_failed, 0, "{s:?}");
+    assert!(up.accepted.load(Ordering::SeqCst) >= 2, "each check a TLS session");
+}
+
+#[test]
+fn a_health_check_against_a_certificate_for_another_name_fails() {
+    let cert = Cert::new("checkname", "other.internal");
+    let up = tls_upstream(&cert);
+    let proxy = proxy_to_group(up.addr, cert.ca(), "api.internal", checked(50, 1000));
+    assert_eventually("two failed checks", || {
+        proxy.stats.snapshot().health_checks_failed >= 2
+    });
+    let s = proxy.stats.snapshot();
+    assert_eq!(s.health_checks, s.health_checks_failed, "{s:?}");
+    assert_eq!(s.servers_marked_down, 1, "{s:?}");
 }

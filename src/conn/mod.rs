@@ -95,7 +95,7 @@ pub(crate) struct Shared {
     /// The TLS identities of this loop's upstream peers (`Peer::tls`).
     pub tls_ids: TlsIdentities,
     /// Each group's TLS identity (by group index), `None` for plain.
-    group_tls: Vec<Option<crate::tls::identity::TlsId>>,
+    pub(crate) group_tls: Vec<Option<crate::tls::identity::TlsId>>,
     /// The fewest spares held since the last trim: that many were never
     /// needed, and [`Shared::trim_spare`] drops them.
     spare_low: usize,

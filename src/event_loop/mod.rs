@@ -94,7 +94,7 @@ pub struct Server {
     /// The TLS listener (`--listen-tls`) and the server configuration of
     /// its connections, shared with the handle like `listener`.
     tls_listener: Option<Arc<TcpListener>>,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    tls: Option<crate::tls::ServerTls>,
     local_addr: SocketAddr,
     clients: Slab<Entry>,
     generations: Generations,
@@ -445,9 +445,18 @@ impl Server {
             let sh = &mut self.sh;
             sh.ups.expire(now, &sh.stats);
             if sh.checks.next_deadline().is_some_and(|t| t <= now) {
-                let out = sh
-                    .checks
-                    .on_time(now, &mut sh.groups, &sh.registry, &sh.stats, room);
+                let (ids, group_tls) = (&sh.tls_ids, &sh.group_tls);
+                let tls_of = |g: usize| {
+                    let id = group_tls.get(g).copied().flatten()?;
+                    ids.get(id).cloned()
+                };
+                let out = sh.checks.on_time(
+                    now,
+                    &mut sh.groups,
+                    &sh.registry,
+                    &sh.stats,
+                    (room, &tls_of),
+                );
                 for addr in out {
                     sh.server_out(addr);
                 }

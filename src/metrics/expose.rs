@@ -36,6 +36,17 @@ type Plain = (
 
 const PLAIN: &[Plain] = &[
     (
+        "sluice_tls_handshakes",
+        "TLS handshakes with clients, by result (ok: full, resumed: a ticket or cached session, failed: an alert or a refused name, timeout: not done within tls_handshake_timeout).",
+        MetricType::Counter,
+        &[
+            ("tls_handshakes", Some(("result", "ok"))),
+            ("tls_handshakes_resumed", Some(("result", "resumed"))),
+            ("tls_handshakes_failed", Some(("result", "failed"))),
+            ("tls_handshakes_timeout", Some(("result", "timeout"))),
+        ],
+    ),
+    (
         "sluice_health_checks",
         "Active health checks, by result (skipped: not started for want of local descriptors, no result).",
         MetricType::Counter,

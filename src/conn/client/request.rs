@@ -13,7 +13,7 @@ use super::choose::{self, Dest};
 use super::{ClientConn, OwnReply, Result, State};
 use crate::cidr::{self, Cidr};
 use crate::conn::Shared;
-use crate::conn::access::{Access, Termination, sniff_request_line};
+use crate::conn::access::{Access, Downstream, Termination, sniff_request_line};
 use crate::conn::exchange::Exchange;
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Reply;
@@ -413,9 +413,10 @@ impl OwnReply {
         }
     }
 
-    pub(super) fn log(&self, client: SocketAddr, sh: &mut Shared) {
+    pub(super) fn log(&self, client: Downstream<'_>, sh: &mut Shared) {
         Access {
-            client,
+            client: client.addr,
+            tls: client.tls,
             method: &self.method,
             target: &self.target,
             version: self.version,
