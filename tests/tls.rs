@@ -474,3 +474,98 @@ fn access_records_carry_the_tls_fields_and_a_second_session_is_resumed() {
         "{st:?}"
     );
 }
+
+/// A CA and a client certificate it signed (CN `client one`, DNS
+/// `client.test`), with the CA's PEM file written into `dir`.
+struct ClientPki {
+    ca_file: PathBuf,
+    chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+}
+
+fn client_pki(dir: &std::path::Path) -> ClientPki {
+    let ca_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "client CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let ca_file = dir.join("client-ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["client.test".to_string()]).unwrap();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "client one");
+    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    ClientPki {
+        ca_file,
+        chain: vec![cert.der().clone()],
+        key: rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    }
+}
+
+#[test]
+fn a_verified_client_certificate_goes_upstream_and_a_forged_field_never_does() {
+    // The upstream answers with every X-Forwarded-Client-Cert it got.
+    let upstream = Upstream::start(serve(|req| {
+        ok_response(&req.header_all("x-forwarded-client-cert").join("|"))
+    }));
+    let cert = Arc::new(Cert::new("mtls"));
+    let pki = client_pki(&cert.dir);
+    let ca_file = pki.ca_file.clone();
+    let proxy = start_with(upstream.addr, cert.clone(), move |c| {
+        c.tls_client_auth = sluice::ClientAuth::Optional;
+        c.tls_client_ca = Some(ca_file);
+    });
+    let forged = "GET / HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-Client-Cert: Hash=forged\r\n\r\n";
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(cert.der.clone()))
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let with_cert = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(pki.chain.clone(), pki.key.clone_key())
+        .unwrap();
+    let mut s = connect(proxy.tls, Arc::new(with_cert));
+    s.write_all(forged.as_bytes()).unwrap();
+    let (status, _, body) = read_response(&mut s);
+    assert_eq!(status, 200);
+    let digest = ring::digest::digest(&ring::digest::SHA256, pki.chain[0].as_ref());
+    let hash: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        format!("Hash={hash};Subject=\"CN=client one\";DNS=client.test"),
+        "one field, the proxy's"
+    );
+    // Optional: a client without a certificate is served, without the
+    // field, and so is one on the plain port.
+    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
+    s.write_all(forged.as_bytes()).unwrap();
+    let (status, _, body) = read_response(&mut s);
+    assert_eq!((status, body.as_slice()), (200, &b""[..]));
+    let mut c = Client::connect(proxy.plain);
+    let r = c.round_trip(forged.as_bytes().to_vec());
+    assert_eq!((r.status, r.body.as_slice()), (200, &b""[..]));
+}
+
+#[test]
+fn with_client_auth_required_a_client_without_a_certificate_is_refused() {
+    let upstream = Upstream::start(never_answer());
+    let cert = Arc::new(Cert::new("mtls-req"));
+    let pki = client_pki(&cert.dir);
+    let ca_file = pki.ca_file.clone();
+    let proxy = start_with(upstream.addr, cert.clone(), move |c| {
+        c.tls_client_auth = sluice::ClientAuth::Required;
+        c.tls_client_ca = Some(ca_file);
+    });
+    let err = first_error(&mut connect(proxy.tls, client_config(&cert, &[b"http/1.1"])));
+    assert!(err.contains("CertificateRequired"), "{err}");
+    assert_eq!(proxy.stats.snapshot().tls_handshakes_failed, 1);
+}

@@ -107,6 +107,7 @@ impl ClientConn {
             x_forwarded_for: sh.cfg.add_x_forwarded_for,
             x_forwarded_proto: sh.cfg.add_x_forwarded_proto,
             tls: self.side.stream.is_tls(),
+            client_cert: self.side.stream.client_cert_field(),
         };
         self.client = trusted_client(&ex.req, self.side.addr, &sh.cfg.trusted_proxies);
         let req = &mut ex.req;

@@ -98,10 +98,10 @@ impl Transport {
         self.tls.as_ref().and_then(|t| t.facts())
     }
 
-    /// The DER of the peer's verified certificate (a client certificate
-    /// under `tls_client_auth`), if one was presented.
-    pub(crate) fn peer_leaf(&self) -> Option<&[u8]> {
-        self.tls.as_ref().and_then(|t| t.peer_leaf())
+    /// The `X-Forwarded-Client-Cert` value for the client's verified
+    /// certificate (`tls_client_auth`), if it presented one.
+    pub(crate) fn client_cert_field(&self) -> Option<&str> {
+        self.tls.as_ref().and_then(|t| t.client_cert_field())
     }
 
     /// A read may give something now: the socket reported readable, or a

@@ -72,6 +72,10 @@ pub(crate) struct Tls {
     /// a listener with `tls_unknown_sni = "reject"`, until its ClientHello
     /// is whole).
     sni_check: Option<Box<SniCheck>>,
+    /// The `X-Forwarded-Client-Cert` value of the client's verified
+    /// certificate, made once when the handshake ends (a server session
+    /// under `tls_client_auth`).
+    client_cert: Option<Box<str>>,
 }
 
 /// A client connection's TLS facts, for its access records (issue 23,
@@ -163,6 +167,7 @@ impl Tls {
             peer_closed: false,
             sniff: Sniff::Unknown,
             sni_check: sni_check.map(|s| Box::new(SniCheck::new(s))),
+            client_cert: None,
         }
     }
 
@@ -174,6 +179,7 @@ impl Tls {
             peer_closed: false,
             sniff: Sniff::Tls,
             sni_check: None,
+            client_cert: None,
         }
     }
 
@@ -384,6 +390,10 @@ impl Tls {
                         &stats.tls_handshakes
                     };
                     Stats::add(counter, 1);
+                    self.client_cert = self
+                        .peer_leaf()
+                        .and_then(crate::tls::client_cert::forwarded_value)
+                        .map(String::into_boxed_str);
                 }
                 self.peer_closed |= state.peer_has_closed();
                 self.plain = state.plaintext_bytes_to_read() > 0 || self.peer_closed;
@@ -554,10 +564,16 @@ impl Tls {
         })
     }
 
+    /// The `X-Forwarded-Client-Cert` value of the client's verified
+    /// certificate, if it presented one.
+    pub(crate) fn client_cert_field(&self) -> Option<&str> {
+        self.client_cert.as_deref()
+    }
+
     /// The DER of the certificate the peer presented and rustls verified
     /// (the leaf, first of the chain), if any: a client's under
     /// `tls_client_auth`.
-    pub(crate) fn peer_leaf(&self) -> Option<&[u8]> {
+    fn peer_leaf(&self) -> Option<&[u8]> {
         self.conn
             .peer_certificates()
             .and_then(|c| c.first())
