@@ -180,8 +180,9 @@ impl Checks {
 
     /// Starts the checks due at `now` and times out the probes past their
     /// deadline. `room`: descriptors left in the loop's budget; a check
-    /// due with none left is skipped (no result). `tls_of`: a group's TLS
-    /// identity (`None`: plain). Returns the servers that went out (their
+    /// due with none left is skipped (no result). `tls_of`: a server's
+    /// TLS identity by group and the server's index in it
+    /// (`conn::server_tls`; `None`: plain). Returns the servers that went out (their
     /// idle pooled connections are closed by the caller).
     pub(crate) fn on_time(
         &mut self,
@@ -189,7 +190,7 @@ impl Checks {
         groups: &mut Groups,
         registry: &Registry,
         stats: &Stats,
-        (mut room, tls_of): (usize, &dyn Fn(usize) -> Option<TlsIdentity>),
+        (mut room, tls_of): (usize, &dyn Fn(usize, Option<usize>) -> Option<TlsIdentity>),
     ) -> Vec<SocketAddr> {
         let mut out = Vec::new();
         let late: Vec<usize> = self
@@ -234,7 +235,7 @@ impl Checks {
             if let Some(s) = self.schedule.get_mut(i) {
                 s.busy = true;
             }
-            let probe = (d.group, d.addr, request, expect_body, tls_of(d.group));
+            let probe = (d.group, d.addr, request, expect_body, tls_of(d.group, groups.origin_of(d.group, d.addr)));
             match self.start(probe, now + timeout, timeout, registry) {
                 Ok(()) => room -= 1,
                 Err(e) if local_shortage(&e) => {

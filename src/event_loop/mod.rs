@@ -446,8 +446,8 @@ impl Server {
             sh.ups.expire(now, &sh.stats);
             if sh.checks.next_deadline().is_some_and(|t| t <= now) {
                 let (ids, group_tls) = (&sh.tls_ids, &sh.group_tls);
-                let tls_of = |g: usize| {
-                    let id = group_tls.get(g).copied().flatten()?;
+                let tls_of = |g: usize, origin: Option<usize>| {
+                    let id = crate::conn::server_tls(group_tls, g, origin)?;
                     ids.get(id).cloned()
                 };
                 let out = sh.checks.on_time(
