@@ -193,3 +193,55 @@ fn sighup_serves_the_new_certificate_to_new_handshakes_and_keeps_open_sessions()
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn tls_alone_on_port_0_is_one_port_for_every_worker_and_their_tickets_resume_on_any() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("sluice-tlsonly-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cert = write_cert(&dir);
+    let config = dir.join("sluice.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen_tls = \"127.0.0.1:0\"\nupstream = \"{}\"\n\
+             [[certificate]]\ncert = \"{}\"\nkey = \"{}\"\n",
+            upstream.addr,
+            dir.join("cert.pem").display(),
+            dir.join("key.pem").display()
+        ),
+    )
+    .unwrap();
+    let mut p = start_ready(&config, "2");
+    let line = p.wait_line(STARTUP, |l| l.contains("all workers ready on"));
+    let port: u16 = line
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(line.contains("on TLS 127.0.0.1:"), "TLS only: {line}");
+    // One client configuration, so one ticket store: every connection
+    // after the first offers a ticket, and whichever worker the kernel
+    // gives it to takes it.
+    let cfg = trusting(&[&cert]);
+    let mut resumed = 0;
+    for i in 0..12 {
+        let mut s = connect(port, &cfg);
+        assert_eq!(get_on(&mut s, &format!("/{i}")).0, 200);
+        s.conn.send_close_notify();
+        let _ = s.flush();
+        if s.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+            resumed += 1;
+        }
+    }
+    assert_eq!(resumed, 11, "every attempt after the first resumed");
+    // Both workers served: each logged its TLS listener on the one port.
+    let bound = p.count(|l| l.contains(&format!("listening for TLS on 127.0.0.1:{port}")));
+    assert_eq!(bound, 2, "{}", p.log());
+    p.signal(libc::SIGTERM);
+    let status = p.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "{status:?}\n{}", p.log());
+    let _ = std::fs::remove_dir_all(&dir);
+}
