@@ -415,7 +415,11 @@ fn with_reject_an_unknown_name_or_none_gets_unrecognized_name_and_a_known_one_is
     let (status, _, body) = read_response(&mut s);
     assert_eq!((status, body.as_slice()), (200, &b"/known"[..]));
     let st = proxy.stats.snapshot();
-    assert_eq!((st.tls_handshakes, st.tls_handshakes_failed), (1, 2), "{st:?}");
+    assert_eq!(
+        (st.tls_handshakes, st.tls_handshakes_failed),
+        (1, 2),
+        "{st:?}"
+    );
 }
 
 #[test]
@@ -459,7 +463,10 @@ fn access_records_carry_the_tls_fields_and_a_second_session_is_resumed() {
     for (target, resumed) in [("/0", false), ("/1", true)] {
         let r = by_target(target);
         assert_eq!(r["tls_version"], "TLSv1.3", "{r}");
-        assert!(r["tls_cipher"].as_str().unwrap().starts_with("TLS13_"), "{r}");
+        assert!(
+            r["tls_cipher"].as_str().unwrap().starts_with("TLS13_"),
+            "{r}"
+        );
         assert_eq!(r["sni"], "localhost", "{r}");
         assert_eq!(r["tls_resumed"], resumed, "{r}");
     }
@@ -469,7 +476,11 @@ fn access_records_carry_the_tls_fields_and_a_second_session_is_resumed() {
     }
     let st = proxy.stats.snapshot();
     assert_eq!(
-        (st.tls_handshakes, st.tls_handshakes_resumed, st.tls_handshakes_failed),
+        (
+            st.tls_handshakes,
+            st.tls_handshakes_resumed,
+            st.tls_handshakes_failed
+        ),
         (1, 1, 0),
         "{st:?}"
     );
@@ -521,7 +532,8 @@ fn a_verified_client_certificate_goes_upstream_and_a_forged_field_never_does() {
         c.tls_client_auth = sluice::ClientAuth::Optional;
         c.tls_client_ca = Some(ca_file);
     });
-    let forged = "GET / HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-Client-Cert: Hash=forged\r\n\r\n";
+    let forged =
+        "GET / HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-Client-Cert: Hash=forged\r\n\r\n";
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(rustls::pki_types::CertificateDer::from(cert.der.clone()))
@@ -551,7 +563,7 @@ fn a_verified_client_certificate_goes_upstream_and_a_forged_field_never_does() {
     let (status, _, body) = read_response(&mut s);
     assert_eq!((status, body.as_slice()), (200, &b""[..]));
     let mut c = Client::connect(proxy.plain);
-    let r = c.round_trip(forged.as_bytes().to_vec());
+    let r = c.round_trip(forged.as_bytes());
     assert_eq!((r.status, r.body.as_slice()), (200, &b""[..]));
 }
 
@@ -565,7 +577,10 @@ fn with_client_auth_required_a_client_without_a_certificate_is_refused() {
         c.tls_client_auth = sluice::ClientAuth::Required;
         c.tls_client_ca = Some(ca_file);
     });
-    let err = first_error(&mut connect(proxy.tls, client_config(&cert, &[b"http/1.1"])));
+    let err = first_error(&mut connect(
+        proxy.tls,
+        client_config(&cert, &[b"http/1.1"]),
+    ));
     assert!(err.contains("CertificateRequired"), "{err}");
     assert_eq!(proxy.stats.snapshot().tls_handshakes_failed, 1);
 }

@@ -160,7 +160,11 @@ fn sighup_serves_the_new_certificate_to_new_handshakes_and_keeps_open_sessions()
             .unwrap();
         p.signal(libc::SIGHUP);
         p.wait_line(STARTUP, |l| l.contains("SIGHUP: reloaded"));
-        assert_eq!(read_answer(&mut open), (200, b"/slow".to_vec()), "--workers {workers}");
+        assert_eq!(
+            read_answer(&mut open),
+            (200, b"/slow".to_vec()),
+            "--workers {workers}"
+        );
         assert_eq!(served(&open), old, "the open session keeps its certificate");
         // Old loops keep their listener a moment into their drain (for
         // connections the kernel held under TCP_DEFER_ACCEPT): wait for
@@ -197,8 +201,7 @@ fn sighup_serves_the_new_certificate_to_new_handshakes_and_keeps_open_sessions()
 #[test]
 fn tls_alone_on_port_0_is_one_port_for_every_worker_and_their_tickets_resume_on_any() {
     let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("sluice-tlsonly-{}", std::process::id()));
+    let dir: PathBuf = std::env::temp_dir().join(format!("sluice-tlsonly-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let cert = write_cert(&dir);

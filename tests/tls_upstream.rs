@@ -284,7 +284,10 @@ fn health_checks_of_a_tls_group_speak_its_tls() {
     assert_eventually("two checks", || proxy.stats.snapshot().health_checks >= 2);
     let s = proxy.stats.snapshot();
     assert_eq!(s.health_checks_failed, 0, "{s:?}");
-    assert!(up.accepted.load(Ordering::SeqCst) >= 2, "each check a TLS session");
+    assert!(
+        up.accepted.load(Ordering::SeqCst) >= 2,
+        "each check a TLS session"
+    );
 }
 
 #[test]
@@ -303,7 +306,10 @@ fn a_health_check_against_a_certificate_for_another_name_fails() {
 #[test]
 fn each_server_of_a_tls_group_is_verified_by_its_own_name() {
     // Two servers, each with a certificate for its own address only.
-    let (one, two) = (Cert::new("srv1", "127.0.0.1"), Cert::new("srv2", "127.0.0.2"));
+    let (one, two) = (
+        Cert::new("srv1", "127.0.0.1"),
+        Cert::new("srv2", "127.0.0.2"),
+    );
     let (up1, up2) = (tls_upstream(&one), tls_upstream_on("127.0.0.2:0", &two));
     let both = one.dir.join("both.pem");
     let pem = |c: &Cert| std::fs::read_to_string(c.ca()).unwrap();

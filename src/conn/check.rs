@@ -235,7 +235,13 @@ impl Checks {
             if let Some(s) = self.schedule.get_mut(i) {
                 s.busy = true;
             }
-            let probe = (d.group, d.addr, request, expect_body, tls_of(d.group, groups.origin_of(d.group, d.addr)));
+            let probe = (
+                d.group,
+                d.addr,
+                request,
+                expect_body,
+                tls_of(d.group, groups.origin_of(d.group, d.addr)),
+            );
             match self.start(probe, now + timeout, timeout, registry) {
                 Ok(()) => room -= 1,
                 Err(e) if local_shortage(&e) => {
@@ -276,9 +282,7 @@ impl Checks {
         timeout: Duration,
         registry: &Registry,
     ) -> io::Result<()> {
-        let tls = tls
-            .map(|id| CheckTls::new(&id).map(Box::new))
-            .transpose()?;
+        let tls = tls.map(|id| CheckTls::new(&id).map(Box::new)).transpose()?;
         let mut stream = TcpStream::connect(addr)?;
         let generation = self.generations.next();
         let entry = self.probes.vacant_entry();

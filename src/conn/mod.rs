@@ -338,7 +338,11 @@ impl KeepAlive {
 /// `None`: no declared server has the address now, and the first one's
 /// is taken) of group `g`, from each group's identities `group_tls`;
 /// `None` for a plain group.
-pub(crate) fn server_tls(group_tls: &[Vec<TlsId>], g: usize, origin: Option<usize>) -> Option<TlsId> {
+pub(crate) fn server_tls(
+    group_tls: &[Vec<TlsId>],
+    g: usize,
+    origin: Option<usize>,
+) -> Option<TlsId> {
     let ids = group_tls.get(g)?;
     ids.get(origin.unwrap_or(0)).or(ids.first()).copied()
 }

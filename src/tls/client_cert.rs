@@ -44,8 +44,7 @@ pub fn forwarded_value(der: &[u8]) -> Option<String> {
         for name in &san.value.general_names {
             if let GeneralName::DNSName(n) = name
                 && !n.is_empty()
-                && n
-                    .bytes()
+                && n.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b".*_-".contains(&b))
             {
                 out.push_str(";DNS=");

@@ -160,7 +160,10 @@ impl Tls {
     /// bytes are sniffed.
     /// With `sni_check`, the ClientHello's name is looked at against that
     /// store before rustls answers it (`sni_check.rs`).
-    pub(crate) fn server(conn: rustls::ServerConnection, sni_check: Option<Arc<CertStore>>) -> Self {
+    pub(crate) fn server(
+        conn: rustls::ServerConnection,
+        sni_check: Option<Arc<CertStore>>,
+    ) -> Self {
         Tls {
             conn: conn.into(),
             plain: false,
