@@ -230,7 +230,7 @@ pub(crate) const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "other
 
 /// How many termination states the outcome table has a column for (see
 /// `conn::access::Termination`).
-pub(crate) const TERMINATIONS: usize = 13;
+pub(crate) const TERMINATIONS: usize = 14;
 
 /// Requests by status class (row, [`CLASSES`]) and termination state
 /// (column).

@@ -339,3 +339,34 @@ fn each_server_of_a_tls_group_is_verified_by_its_own_name() {
     assert!(up1.accepted.load(Ordering::SeqCst) >= 1);
     assert!(up2.accepted.load(Ordering::SeqCst) >= 1);
 }
+
+#[test]
+fn a_failed_upstream_handshake_is_logged_as_upstream_tls_error() {
+    let cert = Cert::new("tlserr", "other.internal");
+    let up = tls_upstream(&cert);
+    let log = TempFile::new("");
+    let mut group = GroupSpec::new(DEFAULT_GROUP, vec![up.addr.into()]);
+    group.tls = true;
+    group.tls_ca = Some(cert.ca());
+    group.tls_server_name = Some("api.internal".to_string());
+    let config = Config {
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
+        access_log: sluice::AccessLogTarget::File(log.path().into()),
+        access_log_format: sluice::AccessLogFormat::Json,
+        upstream: vec![group],
+        ..Config::default()
+    };
+    let server = Server::bind(config, sluice::ByRoutes).expect("Server::bind");
+    let proxy = Proxy {
+        addr: server.local_addr(),
+        stats: server.stats(),
+        handle: server.handle(),
+    };
+    thread::spawn(move || server.run());
+    let r = Client::connect(proxy.addr).round_trip(get_close("/"));
+    assert_eq!(r.status, 502);
+    let line = &wait_access_lines(log.path(), 1)[0];
+    let record: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(record["termination"], "upstream_tls_error", "{record}");
+    assert_eq!(record["upstreams"][0]["outcome"], "tls_error", "{record}");
+}

@@ -47,6 +47,9 @@ pub(crate) enum Termination {
     UpstreamTimeout,
     /// The upstream connect failed (refused, unreachable).
     UpstreamRefused,
+    /// The TLS handshake with the upstream failed (verification, an
+    /// alert, closed during it).
+    UpstreamTlsError,
     /// The drain deadline (or a stop) closed the connection mid-request.
     DrainCut,
     /// `request_filter` answered instead of an upstream, or the proxy as
@@ -82,6 +85,7 @@ impl Termination {
         Termination::Denied,
         Termination::Redirect,
         Termination::FixedAnswer,
+        Termination::UpstreamTlsError,
     ];
 
     /// The name written in the access log and the metrics' label.
@@ -100,6 +104,7 @@ impl Termination {
             Termination::Denied => "denied",
             Termination::Redirect => "redirect",
             Termination::FixedAnswer => "fixed_answer",
+            Termination::UpstreamTlsError => "upstream_tls_error",
         }
     }
 

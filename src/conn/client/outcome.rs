@@ -476,6 +476,7 @@ fn termination(err: &ProxyError) -> Termination {
         (Side::Downstream, K::Parse(_) | K::NotImplemented) => Termination::ProxyError,
         (Side::Downstream, K::Timeout(_)) => Termination::ClientTimeout,
         (Side::Downstream, _) => Termination::ClientAborted,
+        (Side::Upstream, k) if k.is_upstream_tls() => Termination::UpstreamTlsError,
         (Side::Upstream, K::ConnectFailed(_)) => Termination::UpstreamRefused,
         (Side::Upstream, K::Timeout(_)) => Termination::UpstreamTimeout,
         (Side::Upstream, K::Closed | K::Io(_)) => Termination::UpstreamClosedEarly,
