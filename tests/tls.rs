@@ -584,3 +584,36 @@ fn with_client_auth_required_a_client_without_a_certificate_is_refused() {
     assert!(err.contains("CertificateRequired"), "{err}");
     assert_eq!(proxy.stats.snapshot().tls_handshakes_failed, 1);
 }
+
+#[test]
+fn status_lists_the_certificates_and_metrics_have_their_expiry_and_the_handshakes() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = Arc::new(Cert::new("status"));
+    let admin = loopback(free_port());
+    let proxy = start_with(upstream.addr, cert.clone(), move |c| c.admin = Some(admin));
+    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
+    s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s).0, 200);
+    let (code, body) = http_get(admin, "/status");
+    assert_eq!(code, 200);
+    let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let certs = status["certificates"].as_array().expect("certificates");
+    assert_eq!(certs.len(), 1, "{status}");
+    assert_eq!(certs[0]["names"], serde_json::json!(["localhost"]));
+    assert!(certs[0]["file"].as_str().unwrap().ends_with("cert.pem"));
+    assert!(certs[0]["not_after"].is_string());
+    // rcgen's default validity ends in 4096: no warning.
+    assert!(certs[0]["seconds_left"].as_i64().unwrap() > 14 * 86_400);
+    assert!(certs[0].get("warning").is_none(), "{status}");
+    let (_, metrics) = http_get(admin, "/metrics");
+    let metrics = String::from_utf8_lossy(&metrics);
+    assert!(
+        metrics.contains("sluice_tls_certificate_expiry_seconds{worker=\"0\",file="),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sluice_tls_handshakes_total{worker=\"0\",result=\"ok\"} 1"),
+        "{metrics}"
+    );
+}

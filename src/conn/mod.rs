@@ -94,6 +94,8 @@ pub(crate) struct Shared {
     spare: Vec<Box<Exchange>>,
     /// The TLS identities of this loop's upstream peers (`Peer::tls`).
     pub tls_ids: TlsIdentities,
+    /// The TLS listener's certificates, for `/status` and `/metrics`.
+    pub(crate) cert_store: Option<std::sync::Arc<crate::tls::sni::CertStore>>,
     /// Each group's TLS identities (by group index), one per server as
     /// declared (by its index in `servers`); empty for a plain group.
     pub(crate) group_tls: Vec<Vec<TlsId>>,
@@ -150,6 +152,7 @@ impl Shared {
             spare: Vec::new(),
             spare_low: 0,
             tls_ids: TlsIdentities::new(),
+            cert_store: None,
             group_tls: Vec::new(),
         }
     }

@@ -301,6 +301,7 @@ impl Server {
         let mut sh = Shared::new(config, Box::new(filter), registry, pool, groups, access);
         sh.intern_tls_groups()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        sh.cert_store = tls.as_ref().map(|t| t.store.clone());
         sh.via_name = crate::conn::via_pseudonym(&sh.cfg.via_name, local_addr);
         // Room for every client up front: the slab and the timer heap never
         // grow by copying (the old storage would stay as a hole in the
