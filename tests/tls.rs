@@ -617,3 +617,34 @@ fn status_lists_the_certificates_and_metrics_have_their_expiry_and_the_handshake
         "{metrics}"
     );
 }
+
+#[test]
+fn a_client_hello_larger_than_the_head_buffer_completes() {
+    // Post-quantum key shares make a browser's ClientHello about 1.8 KB;
+    // this one carries 4 KiB of ALPN names, more than the 1 KiB head
+    // buffer a new connection is read into, so it takes several reads
+    // with no new readiness event between them.
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    for reject in [false, true] {
+        let cert = Arc::new(Cert::new(&format!("bighello-{reject}")));
+        let proxy = start_with(upstream.addr, cert.clone(), |c| {
+            if reject {
+                c.tls_unknown_sni = sluice::UnknownSni::Reject;
+            }
+        });
+        let names: Vec<Vec<u8>> = (0..64)
+            .map(|i| format!("x-padding-{i:02}-{}", "p".repeat(48)).into_bytes())
+            .chain([b"http/1.1".to_vec()])
+            .collect();
+        let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+        let mut s = connect(proxy.tls, client_config(&cert, &names));
+        s.write_all(b"GET /big-hello HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        let (status, _, body) = read_response(&mut s);
+        assert_eq!(
+            (status, body.as_slice()),
+            (200, &b"/big-hello"[..]),
+            "reject {reject}"
+        );
+    }
+}

@@ -265,7 +265,14 @@ impl Tls {
                 return Ok(Read1::Idle);
             }
             if self.sniff == Sniff::Unknown || self.sni_check.is_some() {
-                return self.sniff_first(stream, io, buf, max, stats);
+                match self.sniff_first(stream, io, buf, max, stats)? {
+                    // The bytes went to rustls (a ClientHello longer than
+                    // `buf`'s room: a browser's with post-quantum key
+                    // shares is 1.8 KB): read on, no event will say more
+                    // is there.
+                    Read1::Idle if self.sniff == Sniff::Tls => continue,
+                    r => return Ok(r),
+                }
             }
             let Some(eof) = self.read_socket(stream, io, stats)? else {
                 return Ok(Read1::Idle);
