@@ -96,7 +96,17 @@ pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> E
     };
     // The TLS address is held as the plain one is: checked, and port 0
     // made one real port for every worker.
-    let first_tls = config.listen_tls.first().copied();
+    let first_tls = match config.listen_tls.as_slice() {
+        [] => None,
+        [one] => Some(*one),
+        _ => {
+            eprintln!(
+                "sluice: cannot start: listen_tls: several TLS listen addresses are not \
+                 served by this build yet (the loop accepts TLS on one)"
+            );
+            return ExitCode::from(2);
+        }
+    };
     let held = first
         .map(|a| hold(a, config.takeover))
         .transpose()
