@@ -218,9 +218,9 @@ check_line() { # check_line NAME REGEX
     if grep -Eq "$2" "$ALOG"; then pass "access line: $1"
     else fail "access line: $1" "no line matches: $2"; fi
 }
-check_line "GET /big.bin" "^[0-9T:.-]+Z $A \"GET /big\.bin HTTP/1\.1\" $H status=200 bytes_in=0 bytes_out=10485760 duration_ms=$MS $U upstream_connect_ms=$MS upstream_first_byte_ms=$MS upstream_conn=new retries=0 upstream_addr=\"$UPA\" upstream_status=\"200\" termination=complete$"
-check_line "POST CL+TE answered by the proxy" "$A \"POST /smuggle-cl-te HTTP/1\.1\" $H status=400 bytes_in=0 bytes_out=[0-9]+ duration_ms=$MS upstream=- upstream_connect_ms=- upstream_first_byte_ms=- upstream_conn=- retries=0 upstream_addr=- upstream_status=- termination=proxy_error$"
-check_line "HEAD /big.bin" "$A \"HEAD /big\.bin\?head=1 HTTP/1\.1\" $H status=200 bytes_in=0 bytes_out=0 duration_ms=$MS $U .* upstream_conn=(new|reused) retries=0 upstream_addr=\"$UPA\" upstream_status=\"200\" termination=complete$"
+check_line "GET /big.bin" "^[0-9T:.-]+Z $A \"GET /big\.bin HTTP/1\.1\" $H status=200 bytes_in=0 bytes_out=10485760 duration_ms=$MS $U upstream_connect_ms=$MS upstream_first_byte_ms=$MS upstream_conn=new retries=0 upstream_addr=\"$UPA\" upstream_status=\"200\" tls=- tls_cipher=- sni=- tls_resumed=- termination=complete$"
+check_line "POST CL+TE answered by the proxy" "$A \"POST /smuggle-cl-te HTTP/1\.1\" $H status=400 bytes_in=0 bytes_out=[0-9]+ duration_ms=$MS upstream=- upstream_connect_ms=- upstream_first_byte_ms=- upstream_conn=- retries=0 upstream_addr=- upstream_status=- tls=- tls_cipher=- sni=- tls_resumed=- termination=proxy_error$"
+check_line "HEAD /big.bin" "$A \"HEAD /big\.bin\?head=1 HTTP/1\.1\" $H status=200 bytes_in=0 bytes_out=0 duration_ms=$MS $U .* upstream_conn=(new|reused) retries=0 upstream_addr=\"$UPA\" upstream_status=\"200\" tls=- tls_cipher=- sni=- tls_resumed=- termination=complete$"
 # the four keep-alive requests share one client port
 ports="$(grep -E "\"GET /small\.txt\?ka=[1-4] HTTP/1\.1\" $H status=200" "$ALOG" | grep -oE 'client=127\.0\.0\.1:[0-9]+' | sort -u)"
 if [[ "$(grep -c . <<<"$ports" || true)" -eq 1 ]] && \

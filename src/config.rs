@@ -503,19 +503,19 @@ settings! {
 }
 
 impl Config {
-    /// The one plain listener the event loop serves today.
+    /// The one plain listener the event loop serves today; `None` when
+    /// only a TLS listener is configured (`listen_tls` without `listen`).
     ///
-    /// Errors: none is configured (only TLS listeners, which this build
-    /// validates but does not serve yet), or several are (the loop accepts
-    /// on one address so far; `--check-config` accepts several).
-    pub fn plain_listener(&self) -> Result<SocketAddr, ConfigError> {
+    /// Errors: no listener at all is configured, or several plain ones are
+    /// (the loop accepts on one address so far; `--check-config` accepts
+    /// several).
+    pub fn plain_listener(&self) -> Result<Option<SocketAddr>, ConfigError> {
         match self.listen.as_slice() {
-            [one] => Ok(*one),
+            [one] => Ok(Some(*one)),
+            [] if !self.listen_tls.is_empty() => Ok(None),
             [] => Err(ConfigError {
                 key: "listen",
-                reason: "no plain listener is configured, and TLS listeners are not \
-                         served by this build yet"
-                    .into(),
+                reason: "no listener is configured (listen or listen_tls)".into(),
                 span: None,
             }),
             _ => Err(ConfigError {

@@ -55,7 +55,10 @@ pub enum ErrorKind {
     Parse(ParseError),
     /// The peer closed its side while more was expected.
     Closed,
-    /// The connect to the upstream failed (refused, unreachable).
+    /// The connect to the upstream failed (refused, unreachable), or for
+    /// a TLS upstream its handshake did (`InvalidData`: a certificate
+    /// that does not verify, an alert; `UnexpectedEof`: closed during the
+    /// handshake; [`ErrorKind::is_upstream_tls`]).
     ConnectFailed(io::ErrorKind),
     /// A read or write failed (reset, broken pipe).
     Io(io::ErrorKind),
@@ -84,6 +87,18 @@ pub enum ErrorKind {
     /// after closing an idle pooled one: 503 with `Retry-After` (the
     /// upstream is fine; the proxy is full), never retried.
     NoDescriptor,
+}
+
+impl ErrorKind {
+    /// A connect that failed in its TLS handshake: no TCP connect fails
+    /// with these kinds, the transport's handshake does (issue 23: the
+    /// termination state `upstream_tls_error`).
+    pub(crate) fn is_upstream_tls(&self) -> bool {
+        matches!(
+            self,
+            ErrorKind::ConnectFailed(io::ErrorKind::InvalidData | io::ErrorKind::UnexpectedEof)
+        )
+    }
 }
 
 /// An error that ends one exchange (never the loop).

@@ -187,6 +187,18 @@ stats! {
     health_checks_skipped,
     /// Servers marked down by active checks (counter).
     servers_marked_down,
+    /// Full TLS handshakes with clients completed (not resumed)
+    /// (counter).
+    tls_handshakes,
+    /// TLS handshakes with clients that resumed a session (a ticket or
+    /// the session cache) (counter).
+    tls_handshakes_resumed,
+    /// TLS handshakes with clients that failed: an alert sent or
+    /// received, an unknown SNI refused (counter).
+    tls_handshakes_failed,
+    /// TLS handshakes with clients not finished within
+    /// `tls_handshake_timeout` (counter).
+    tls_handshakes_timeout,
     /// Access records dropped: the log's reader (a pipe or socket) took
     /// no bytes while 4 MiB waited, or none before the stop, or had
     /// closed its end (counter).
@@ -218,7 +230,7 @@ pub(crate) const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "other
 
 /// How many termination states the outcome table has a column for (see
 /// `conn::access::Termination`).
-pub(crate) const TERMINATIONS: usize = 13;
+pub(crate) const TERMINATIONS: usize = 14;
 
 /// Requests by status class (row, [`CLASSES`]) and termination state
 /// (column).

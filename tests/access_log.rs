@@ -136,6 +136,10 @@ fn json_records_have_every_field_named_in_the_issue() {
         "upstream_first_byte_ms",
         "upstream_conn",
         "retries",
+        "tls_version",
+        "tls_cipher",
+        "sni",
+        "tls_resumed",
         "termination",
         "upstreams",
     ];

@@ -59,6 +59,7 @@ struct TlsProxy {
     plain: SocketAddr,
     tls: SocketAddr,
     handle: ServerHandle,
+    stats: Arc<sluice::Stats>,
     _cert: Arc<Cert>,
 }
 
@@ -69,7 +70,12 @@ impl Drop for TlsProxy {
 }
 
 fn start(upstream: SocketAddr, cert: Arc<Cert>) -> TlsProxy {
-    let config = Config {
+    start_with(upstream, cert, |_| {})
+}
+
+/// [`start`] with the configuration changed by `tweak`.
+fn start_with(upstream: SocketAddr, cert: Arc<Cert>, tweak: impl FnOnce(&mut Config)) -> TlsProxy {
+    let mut config = Config {
         listen: vec!["127.0.0.1:0".parse().unwrap()],
         listen_tls: vec!["127.0.0.1:0".parse().unwrap()],
         certificate: vec![cert.spec()],
@@ -77,15 +83,18 @@ fn start(upstream: SocketAddr, cert: Arc<Cert>) -> TlsProxy {
         upstream: vec![GroupSpec::new(DEFAULT_GROUP, vec![upstream.into()])],
         ..Config::default()
     };
+    tweak(&mut config);
     let server = Server::bind(config, Forward::new(upstream)).expect("Server::bind");
     let plain = server.local_addr();
     let tls = server.tls_addr().expect("a TLS listener");
     let handle = server.handle();
+    let stats = server.stats();
     thread::spawn(move || server.run());
     TlsProxy {
         plain,
         tls,
         handle,
+        stats,
         _cert: cert,
     }
 }
@@ -109,7 +118,13 @@ fn client_config(cert: &Cert, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
 type TlsStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
 fn connect(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>) -> TlsStream {
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    connect_as(addr, cfg, "localhost")
+}
+
+/// [`connect`] asking for `name` (a DNS name is sent as SNI; an IP
+/// address is not).
+fn connect_as(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, name: &str) -> TlsStream {
+    let name = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
     let conn = rustls::ClientConnection::new(cfg, name).unwrap();
     let sock = TcpStream::connect(addr).unwrap();
     sock.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
@@ -277,6 +292,7 @@ fn a_silent_connection_to_the_tls_port_is_closed_at_the_handshake_timeout() {
     let server = Server::bind(config, Forward::new(upstream.addr)).unwrap();
     let tls = server.tls_addr().unwrap();
     let handle = server.handle();
+    let stats = server.stats();
     thread::spawn(move || server.run());
     // The first bytes of a ClientHello, then nothing.
     let mut c = Client::connect(tls);
@@ -286,6 +302,7 @@ fn a_silent_connection_to_the_tls_port_is_closed_at_the_handshake_timeout() {
     assert!(rest.is_empty(), "{}", preview(&rest));
     // Well before the 10 s head timeout that would otherwise apply.
     assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(stats.snapshot().tls_handshakes_timeout, 1);
     handle.shutdown();
 }
 
@@ -367,4 +384,267 @@ fn a_lower_case_request_line_on_the_tls_port_gets_the_400_too() {
         text.starts_with("HTTP/1.1 400 ") && text.contains("HTTPS"),
         "{text}"
     );
+}
+
+/// The error a client gets for its first request on `s` (the handshake's).
+fn first_error(s: &mut TlsStream) -> String {
+    let r = s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let mut buf = [0u8; 64];
+    let read = s.read(&mut buf);
+    let err = r.err().or(read.err()).expect("the handshake fails");
+    err.to_string()
+}
+
+#[test]
+fn with_reject_an_unknown_name_or_none_gets_unrecognized_name_and_a_known_one_is_served() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = Arc::new(Cert::new("reject"));
+    let proxy = start_with(upstream.addr, cert.clone(), |c| {
+        c.tls_unknown_sni = sluice::UnknownSni::Reject;
+    });
+    let cfg = client_config(&cert, &[b"http/1.1"]);
+    let err = first_error(&mut connect_as(proxy.tls, cfg.clone(), "other.test"));
+    assert!(err.contains("UnrecognisedName"), "{err}");
+    // An IP address: the ClientHello carries no SNI at all.
+    let err = first_error(&mut connect_as(proxy.tls, cfg.clone(), "127.0.0.1"));
+    assert!(err.contains("UnrecognisedName"), "{err}");
+    // The name the certificate covers, in another case.
+    let mut s = connect_as(proxy.tls, cfg, "LOCALHOST");
+    s.write_all(b"GET /known HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let (status, _, body) = read_response(&mut s);
+    assert_eq!((status, body.as_slice()), (200, &b"/known"[..]));
+    let st = proxy.stats.snapshot();
+    assert_eq!(
+        (st.tls_handshakes, st.tls_handshakes_failed),
+        (1, 2),
+        "{st:?}"
+    );
+}
+
+#[test]
+fn access_records_carry_the_tls_fields_and_a_second_session_is_resumed() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = Arc::new(Cert::new("record"));
+    let log = TempFile::new("");
+    let path = log.path().to_string();
+    let proxy = start_with(upstream.addr, cert.clone(), move |c| {
+        c.access_log = sluice::AccessLogTarget::File(path.into());
+        c.access_log_format = sluice::AccessLogFormat::Json;
+    });
+    // One client configuration: its session cache keeps the ticket.
+    let cfg = client_config(&cert, &[b"http/1.1"]);
+    for i in 0..2 {
+        let mut s = connect(proxy.tls, cfg.clone());
+        s.write_all(format!("GET /{i} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+            .unwrap();
+        assert_eq!(read_response(&mut s).0, 200);
+        s.conn.send_close_notify();
+        let _ = s.flush();
+        if i == 1 {
+            assert_eq!(
+                s.conn.handshake_kind(),
+                Some(rustls::HandshakeKind::Resumed)
+            );
+        }
+    }
+    let mut c = Client::connect(proxy.plain);
+    assert_eq!(c.round_trip(get("/plain")).status, 200);
+    let records: Vec<serde_json::Value> = wait_access_lines(log.path(), 3)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_target = |t: &str| {
+        records
+            .iter()
+            .find(|r| r["target"] == t)
+            .unwrap_or_else(|| panic!("{t}: {records:#?}"))
+    };
+    for (target, resumed) in [("/0", false), ("/1", true)] {
+        let r = by_target(target);
+        assert_eq!(r["tls_version"], "TLSv1.3", "{r}");
+        assert!(
+            r["tls_cipher"].as_str().unwrap().starts_with("TLS13_"),
+            "{r}"
+        );
+        assert_eq!(r["sni"], "localhost", "{r}");
+        assert_eq!(r["tls_resumed"], resumed, "{r}");
+    }
+    let plain = by_target("/plain");
+    for field in ["tls_version", "tls_cipher", "sni", "tls_resumed"] {
+        assert!(plain[field].is_null(), "{field}: {plain}");
+    }
+    let st = proxy.stats.snapshot();
+    assert_eq!(
+        (
+            st.tls_handshakes,
+            st.tls_handshakes_resumed,
+            st.tls_handshakes_failed
+        ),
+        (1, 1, 0),
+        "{st:?}"
+    );
+}
+
+/// A CA and a client certificate it signed (CN `client one`, DNS
+/// `client.test`), with the CA's PEM file written into `dir`.
+struct ClientPki {
+    ca_file: PathBuf,
+    chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+}
+
+fn client_pki(dir: &std::path::Path) -> ClientPki {
+    let ca_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "client CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let ca_file = dir.join("client-ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["client.test".to_string()]).unwrap();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "client one");
+    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    ClientPki {
+        ca_file,
+        chain: vec![cert.der().clone()],
+        key: rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    }
+}
+
+#[test]
+fn a_verified_client_certificate_goes_upstream_and_a_forged_field_never_does() {
+    // The upstream answers with every X-Forwarded-Client-Cert it got.
+    let upstream = Upstream::start(serve(|req| {
+        ok_response(&req.header_all("x-forwarded-client-cert").join("|"))
+    }));
+    let cert = Arc::new(Cert::new("mtls"));
+    let pki = client_pki(&cert.dir);
+    let ca_file = pki.ca_file.clone();
+    let proxy = start_with(upstream.addr, cert.clone(), move |c| {
+        c.tls_client_auth = sluice::ClientAuth::Optional;
+        c.tls_client_ca = Some(ca_file);
+    });
+    let forged =
+        "GET / HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-Client-Cert: Hash=forged\r\n\r\n";
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(cert.der.clone()))
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let with_cert = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(pki.chain.clone(), pki.key.clone_key())
+        .unwrap();
+    let mut s = connect(proxy.tls, Arc::new(with_cert));
+    s.write_all(forged.as_bytes()).unwrap();
+    let (status, _, body) = read_response(&mut s);
+    assert_eq!(status, 200);
+    let digest = ring::digest::digest(&ring::digest::SHA256, pki.chain[0].as_ref());
+    let hash: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        format!("Hash={hash};Subject=\"CN=client one\";DNS=client.test"),
+        "one field, the proxy's"
+    );
+    // Optional: a client without a certificate is served, without the
+    // field, and so is one on the plain port.
+    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
+    s.write_all(forged.as_bytes()).unwrap();
+    let (status, _, body) = read_response(&mut s);
+    assert_eq!((status, body.as_slice()), (200, &b""[..]));
+    let mut c = Client::connect(proxy.plain);
+    let r = c.round_trip(forged.as_bytes());
+    assert_eq!((r.status, r.body.as_slice()), (200, &b""[..]));
+}
+
+#[test]
+fn with_client_auth_required_a_client_without_a_certificate_is_refused() {
+    let upstream = Upstream::start(never_answer());
+    let cert = Arc::new(Cert::new("mtls-req"));
+    let pki = client_pki(&cert.dir);
+    let ca_file = pki.ca_file.clone();
+    let proxy = start_with(upstream.addr, cert.clone(), move |c| {
+        c.tls_client_auth = sluice::ClientAuth::Required;
+        c.tls_client_ca = Some(ca_file);
+    });
+    let err = first_error(&mut connect(
+        proxy.tls,
+        client_config(&cert, &[b"http/1.1"]),
+    ));
+    assert!(err.contains("CertificateRequired"), "{err}");
+    assert_eq!(proxy.stats.snapshot().tls_handshakes_failed, 1);
+}
+
+#[test]
+fn status_lists_the_certificates_and_metrics_have_their_expiry_and_the_handshakes() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = Arc::new(Cert::new("status"));
+    let admin = loopback(free_port());
+    let proxy = start_with(upstream.addr, cert.clone(), move |c| c.admin = Some(admin));
+    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
+    s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s).0, 200);
+    let (code, body) = http_get(admin, "/status");
+    assert_eq!(code, 200);
+    let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let certs = status["certificates"].as_array().expect("certificates");
+    assert_eq!(certs.len(), 1, "{status}");
+    assert_eq!(certs[0]["names"], serde_json::json!(["localhost"]));
+    assert!(certs[0]["file"].as_str().unwrap().ends_with("cert.pem"));
+    assert!(certs[0]["not_after"].is_string());
+    // rcgen's default validity ends in 4096: no warning.
+    assert!(certs[0]["seconds_left"].as_i64().unwrap() > 14 * 86_400);
+    assert!(certs[0].get("warning").is_none(), "{status}");
+    let (_, metrics) = http_get(admin, "/metrics");
+    let metrics = String::from_utf8_lossy(&metrics);
+    assert!(
+        metrics.contains("sluice_tls_certificate_expiry_seconds{worker=\"0\",file="),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sluice_tls_handshakes_total{worker=\"0\",result=\"ok\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn a_client_hello_larger_than_the_head_buffer_completes() {
+    // Post-quantum key shares make a browser's ClientHello about 1.8 KB;
+    // this one carries 4 KiB of ALPN names, more than the 1 KiB head
+    // buffer a new connection is read into, so it takes several reads
+    // with no new readiness event between them.
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    for reject in [false, true] {
+        let cert = Arc::new(Cert::new(&format!("bighello-{reject}")));
+        let proxy = start_with(upstream.addr, cert.clone(), |c| {
+            if reject {
+                c.tls_unknown_sni = sluice::UnknownSni::Reject;
+            }
+        });
+        let names: Vec<Vec<u8>> = (0..64)
+            .map(|i| format!("x-padding-{i:02}-{}", "p".repeat(48)).into_bytes())
+            .chain([b"http/1.1".to_vec()])
+            .collect();
+        let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+        let mut s = connect(proxy.tls, client_config(&cert, &names));
+        s.write_all(b"GET /big-hello HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        let (status, _, body) = read_response(&mut s);
+        assert_eq!(
+            (status, body.as_slice()),
+            (200, &b"/big-hello"[..]),
+            "reject {reject}"
+        );
+    }
 }

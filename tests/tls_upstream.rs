@@ -76,6 +76,11 @@ struct TlsUpstream {
 }
 
 fn tls_upstream(cert: &Cert) -> TlsUpstream {
+    tls_upstream_on("127.0.0.1:0", cert)
+}
+
+/// [`tls_upstream`] listening on `bind`.
+fn tls_upstream_on(bind: &str, cert: &Cert) -> TlsUpstream {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -84,7 +89,7 @@ fn tls_upstream(cert: &Cert) -> TlsUpstream {
         .with_single_cert(cert.chain.clone(), cert.key.clone_key())
         .unwrap();
     let cfg = Arc::new(cfg);
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = TcpListener::bind(bind).unwrap();
     let addr = listener.local_addr().unwrap();
     let accepted = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = mpsc::channel::<Poke>();
@@ -167,10 +172,21 @@ impl Drop for Proxy {
 }
 
 fn proxy_to(up: SocketAddr, ca: PathBuf, server_name: &str) -> Proxy {
+    proxy_to_group(up, ca, server_name, |_| {})
+}
+
+/// [`proxy_to`] with the group changed by `tweak`.
+fn proxy_to_group(
+    up: SocketAddr,
+    ca: PathBuf,
+    server_name: &str,
+    tweak: impl FnOnce(&mut GroupSpec),
+) -> Proxy {
     let mut group = GroupSpec::new(DEFAULT_GROUP, vec![up.into()]);
     group.tls = true;
     group.tls_ca = Some(ca);
     group.tls_server_name = Some(server_name.to_string());
+    tweak(&mut group);
     let config = Config {
         listen: vec!["127.0.0.1:0".parse().unwrap()],
         access_log: sluice::AccessLogTarget::Off,
@@ -258,4 +274,99 @@ fn close_notify_while_idle_evicts_the_connection_before_any_request_takes_it() {
     let s = proxy.stats.snapshot();
     assert_eq!((s.retries, s.status_502), (0, 0), "{s:?}");
     assert_eq!(up.accepted.load(Ordering::SeqCst), 2, "a new session");
+}
+
+#[test]
+fn health_checks_of_a_tls_group_speak_its_tls() {
+    let cert = Cert::new("check", "api.internal");
+    let up = tls_upstream(&cert);
+    let proxy = proxy_to_group(up.addr, cert.ca(), "api.internal", checked(50, 1000));
+    assert_eventually("two checks", || proxy.stats.snapshot().health_checks >= 2);
+    let s = proxy.stats.snapshot();
+    assert_eq!(s.health_checks_failed, 0, "{s:?}");
+    assert!(
+        up.accepted.load(Ordering::SeqCst) >= 2,
+        "each check a TLS session"
+    );
+}
+
+#[test]
+fn a_health_check_against_a_certificate_for_another_name_fails() {
+    let cert = Cert::new("checkname", "other.internal");
+    let up = tls_upstream(&cert);
+    let proxy = proxy_to_group(up.addr, cert.ca(), "api.internal", checked(50, 1000));
+    assert_eventually("two failed checks", || {
+        proxy.stats.snapshot().health_checks_failed >= 2
+    });
+    let s = proxy.stats.snapshot();
+    assert_eq!(s.health_checks, s.health_checks_failed, "{s:?}");
+    assert_eq!(s.servers_marked_down, 1, "{s:?}");
+}
+
+#[test]
+fn each_server_of_a_tls_group_is_verified_by_its_own_name() {
+    // Two servers, each with a certificate for its own address only.
+    let (one, two) = (
+        Cert::new("srv1", "127.0.0.1"),
+        Cert::new("srv2", "127.0.0.2"),
+    );
+    let (up1, up2) = (tls_upstream(&one), tls_upstream_on("127.0.0.2:0", &two));
+    let both = one.dir.join("both.pem");
+    let pem = |c: &Cert| std::fs::read_to_string(c.ca()).unwrap();
+    std::fs::write(&both, pem(&one) + &pem(&two)).unwrap();
+    let mut group = GroupSpec::new(DEFAULT_GROUP, vec![up1.addr.into(), up2.addr.into()]);
+    group.tls = true;
+    group.tls_ca = Some(both);
+    let config = Config {
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
+        access_log: sluice::AccessLogTarget::Off,
+        upstream: vec![group],
+        ..Config::default()
+    };
+    let server = Server::bind(config, sluice::ByRoutes).expect("Server::bind");
+    let proxy = Proxy {
+        addr: server.local_addr(),
+        stats: server.stats(),
+        handle: server.handle(),
+    };
+    thread::spawn(move || server.run());
+    for i in 0..4 {
+        let r = Client::connect(proxy.addr).round_trip(get_close(&format!("/{i}")));
+        assert_eq!(r.status, 200, "{}", preview(&r.head));
+    }
+    let s = proxy.stats.snapshot();
+    assert_eq!((s.retries, s.status_502), (0, 0), "{s:?}");
+    assert!(up1.accepted.load(Ordering::SeqCst) >= 1);
+    assert!(up2.accepted.load(Ordering::SeqCst) >= 1);
+}
+
+#[test]
+fn a_failed_upstream_handshake_is_logged_as_upstream_tls_error() {
+    let cert = Cert::new("tlserr", "other.internal");
+    let up = tls_upstream(&cert);
+    let log = TempFile::new("");
+    let mut group = GroupSpec::new(DEFAULT_GROUP, vec![up.addr.into()]);
+    group.tls = true;
+    group.tls_ca = Some(cert.ca());
+    group.tls_server_name = Some("api.internal".to_string());
+    let config = Config {
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
+        access_log: sluice::AccessLogTarget::File(log.path().into()),
+        access_log_format: sluice::AccessLogFormat::Json,
+        upstream: vec![group],
+        ..Config::default()
+    };
+    let server = Server::bind(config, sluice::ByRoutes).expect("Server::bind");
+    let proxy = Proxy {
+        addr: server.local_addr(),
+        stats: server.stats(),
+        handle: server.handle(),
+    };
+    thread::spawn(move || server.run());
+    let r = Client::connect(proxy.addr).round_trip(get_close("/"));
+    assert_eq!(r.status, 502);
+    let line = &wait_access_lines(log.path(), 1)[0];
+    let record: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(record["termination"], "upstream_tls_error", "{record}");
+    assert_eq!(record["upstreams"][0]["outcome"], "tls_error", "{record}");
 }

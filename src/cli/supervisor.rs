@@ -54,7 +54,7 @@ use super::notify::{self, Inbox};
 use super::pidfile::PidFile;
 use super::signals::{Action, Signals, action, log_ignored, signal_name};
 use super::source::Source;
-use super::workers::{Handoff, Slot, describe, for_workers};
+use super::workers::{Handoff, Listens, Slot, describe, for_workers};
 
 /// How often the supervisor looks at signals, readiness and children.
 const TICK: Duration = Duration::from_millis(20);
@@ -70,7 +70,7 @@ struct Pending {
 
 /// The supervisor's state between ticks.
 struct Supervisor {
-    listen: SocketAddr,
+    listen: Listens,
     config: Config,
     slots: Vec<Slot>,
     generation: u64,
@@ -94,8 +94,31 @@ pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> E
             return ExitCode::from(2);
         }
     };
-    let (held, listen) = match hold(first, config.takeover) {
-        Ok(h) => h,
+    // The TLS address is held as the plain one is: checked, and port 0
+    // made one real port for every worker.
+    let first_tls = match config.listen_tls.as_slice() {
+        [] => None,
+        [one] => Some(*one),
+        _ => {
+            eprintln!(
+                "sluice: cannot start: listen_tls: several TLS listen addresses are not \
+                 served by this build yet (the loop accepts TLS on one)"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let held = first
+        .map(|a| hold(a, config.takeover))
+        .transpose()
+        .and_then(|p| Ok((p, first_tls.map(|a| hold(a, config.takeover)).transpose()?)));
+    let (held, listen) = match held {
+        Ok((plain, tls)) => {
+            let listen = Listens {
+                plain: plain.as_ref().map(|h| h.1),
+                tls: tls.as_ref().map(|h| h.1),
+            };
+            ((plain, tls), listen)
+        }
         Err(e) => {
             eprintln!("sluice: cannot start: {e}");
             return ExitCode::from(1);
@@ -115,7 +138,7 @@ pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> E
             return ExitCode::from(1);
         }
     };
-    let worker_config = match for_workers(&config, listen) {
+    let worker_config = match for_workers(&config, &listen) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("sluice: cannot start: {e}");
@@ -264,14 +287,14 @@ impl Supervisor {
     fn reload(&mut self, source: &Source) {
         notify::reloading();
         let started = source.load().and_then(|new| {
-            if new.listen != self.config.listen {
+            if new.listen != self.config.listen || new.listen_tls != self.config.listen_tls {
                 return Err(format!(
-                    "listen cannot change on reload ({:?} → {:?}): restart instead",
-                    self.config.listen, new.listen
+                    "listen cannot change on reload ({:?} {:?} → {:?} {:?}): restart instead",
+                    self.config.listen, self.config.listen_tls, new.listen, new.listen_tls
                 ));
             }
             let new = super::signals::keep_admin(&self.config, new);
-            let worker_config = for_workers(&new, self.listen)?;
+            let worker_config = for_workers(&new, &self.listen)?;
             if let Some(old) = self.pending.take() {
                 warn!("SIGHUP: replaces the reload still starting");
                 self.retire_generation(old.generation);

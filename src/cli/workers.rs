@@ -57,12 +57,36 @@ pub fn worker_config() -> Option<Result<(usize, Config), String>> {
     })())
 }
 
+/// The addresses the supervisor holds for its workers (port 0 resolved
+/// to the one real port all of them share): the plain listener's and the
+/// TLS listener's, each if configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listens {
+    /// `listen`.
+    pub plain: Option<std::net::SocketAddr>,
+    /// `listen_tls`.
+    pub tls: Option<std::net::SocketAddr>,
+}
+
+impl std::fmt::Display for Listens {
+    /// `127.0.0.1:8080`, `TLS 127.0.0.1:8443`, or both joined by ` and `.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.plain, self.tls) {
+            (Some(p), Some(t)) => write!(f, "{p} and TLS {t}"),
+            (Some(p), None) => write!(f, "{p}"),
+            (None, Some(t)) => write!(f, "TLS {t}"),
+            (None, None) => write!(f, "-"),
+        }
+    }
+}
+
 /// The configuration handed to the workers of one generation: `config`
-/// on the resolved address, shared (`takeover`), one loop each, no pid
+/// on the resolved addresses, shared (`takeover`), one loop each, no pid
 /// file of their own.
-pub fn for_workers(config: &Config, listen: std::net::SocketAddr) -> Result<Arc<String>, String> {
+pub fn for_workers(config: &Config, listen: &Listens) -> Result<Arc<String>, String> {
     let worker = Config {
-        listen: vec![listen],
+        listen: listen.plain.into_iter().collect(),
+        listen_tls: listen.tls.into_iter().collect(),
         takeover: true,
         workers: 1,
         pid_file: None,

@@ -26,6 +26,7 @@ use serde::Serialize;
 
 use crate::access_log::AccessLog;
 use crate::config::AccessLogFormat;
+use crate::conn::transport::TlsFacts;
 use crate::stats::Stats;
 use crate::text;
 
@@ -46,6 +47,9 @@ pub(crate) enum Termination {
     UpstreamTimeout,
     /// The upstream connect failed (refused, unreachable).
     UpstreamRefused,
+    /// The TLS handshake with the upstream failed (verification, an
+    /// alert, closed during it).
+    UpstreamTlsError,
     /// The drain deadline (or a stop) closed the connection mid-request.
     DrainCut,
     /// `request_filter` answered instead of an upstream, or the proxy as
@@ -81,6 +85,7 @@ impl Termination {
         Termination::Denied,
         Termination::Redirect,
         Termination::FixedAnswer,
+        Termination::UpstreamTlsError,
     ];
 
     /// The name written in the access log and the metrics' label.
@@ -99,6 +104,7 @@ impl Termination {
             Termination::Denied => "denied",
             Termination::Redirect => "redirect",
             Termination::FixedAnswer => "fixed_answer",
+            Termination::UpstreamTlsError => "upstream_tls_error",
         }
     }
 
@@ -140,10 +146,23 @@ struct JsonAttempt {
     outcome: &'static str,
 }
 
+/// Whom a record is about: the client's address and its connection's TLS
+/// facts (`None`: plain, or no handshake done).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Downstream<'a> {
+    /// The client's address (after a PROXY header or trusted
+    /// `X-Forwarded-For`).
+    pub addr: SocketAddr,
+    /// The TLS facts of the client connection.
+    pub tls: Option<TlsFacts<'a>>,
+}
+
 /// What one access record says.
 pub(crate) struct Access<'a> {
     /// The client's address.
     pub client: SocketAddr,
+    /// The client connection's TLS facts (`None`: plain).
+    pub tls: Option<TlsFacts<'a>>,
     /// Request method (`-` if the head could not be read).
     pub method: &'a str,
     /// Request target as received (possibly cut short for an unreadable
@@ -219,6 +238,10 @@ struct Json<'a> {
     upstream_first_byte_ms: Option<f64>,
     upstream_conn: Option<&'static str>,
     retries: u32,
+    tls_version: Option<&'static str>,
+    tls_cipher: Option<&'static str>,
+    sni: Option<&'a str>,
+    tls_resumed: Option<bool>,
     termination: &'static str,
     upstreams: Vec<JsonAttempt>,
 }
@@ -337,9 +360,34 @@ impl Access<'_> {
             0 => buf.push(b'-'),
             s => text::push_uint(buf, s),
         });
+        self.push_tls(buf);
         buf.extend_from_slice(b" termination=");
         buf.extend_from_slice(self.termination.name().as_bytes());
         buf.push(b'\n');
+    }
+
+    /// The TLS fields of the text record: ` tls=TLSv1.3
+    /// tls_cipher=TLS13_AES_128_GCM_SHA256 sni="a.example.com"
+    /// tls_resumed=false`, each `-` for a plain connection (and `sni=-`
+    /// when the client sent none).
+    fn push_tls(&self, buf: &mut Vec<u8>) {
+        let t = self.tls;
+        buf.extend_from_slice(b" tls=");
+        buf.extend_from_slice(t.map_or("-", |t| t.version).as_bytes());
+        buf.extend_from_slice(b" tls_cipher=");
+        buf.extend_from_slice(t.map_or("-", |t| t.cipher).as_bytes());
+        buf.extend_from_slice(b" sni=");
+        match t.and_then(|t| t.sni) {
+            Some(n) => {
+                buf.push(b'"');
+                escape_text(buf, n.as_bytes());
+                buf.push(b'"');
+            }
+            None => buf.push(b'-'),
+        }
+        buf.extend_from_slice(b" tls_resumed=");
+        let resumed = t.map(|t| if t.resumed { "true" } else { "false" });
+        buf.extend_from_slice(resumed.unwrap_or("-").as_bytes());
     }
 
     /// The tries as `"a, b"` (`-` when none), each written by `item`.
@@ -375,6 +423,10 @@ impl Access<'_> {
             upstream_first_byte_ms: self.first_byte.map(|d| round3(ms(d))),
             upstream_conn: conn_name(self.reused),
             retries: self.retries,
+            tls_version: self.tls.map(|t| t.version),
+            tls_cipher: self.tls.map(|t| t.cipher),
+            sni: self.tls.and_then(|t| t.sni),
+            tls_resumed: self.tls.map(|t| t.resumed),
             termination: self.termination.name(),
             upstreams: self
                 .attempts

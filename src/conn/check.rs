@@ -10,6 +10,10 @@
 //! in lockstep. A result goes to `Groups::check_result` (rise/fall) with
 //! what it saw (`status 404`, `timeout after 500ms`, `connect refused`).
 //!
+//! A server of a TLS group is checked over TLS, with the group's client
+//! configuration and server name (`check/tls.rs`): a certificate that
+//! would fail a request fails the check.
+//!
 //! A check socket counts in the loop's descriptor budget while it is in
 //! flight, and a check the proxy could not start for want of local
 //! resources (no descriptor left in the budget, `EMFILE`, `ENFILE`,
@@ -30,15 +34,34 @@ use slab::Slab;
 
 use crate::event_loop::token::{ConnId, Generations, Kind};
 use crate::stats::Stats;
+use crate::tls::identity::TlsIdentity;
 use crate::upstreams::Groups;
 use crate::upstreams::health::Change;
 use crate::upstreams::spec::{HealthCheck, MAX_CHECK_BODY};
+
+mod tls;
+
+use tls::{CheckTls, Pumped};
 
 /// Most bytes of an answer read to find its status line.
 const MAX_STATUS_LINE: usize = 1024;
 
 /// Most bytes of a response head a check reads before its body.
 const MAX_CHECK_HEAD: usize = 8 * 1024;
+
+/// Most session steps of one TLS check event (each moves records or
+/// plaintext; the answer's limits end it well before).
+const MAX_TLS_STEPS: usize = 64;
+
+/// What one check is sent with: group, server, request bytes, the
+/// `expect_body` text, and the group's TLS identity for a TLS group.
+type ProbeSpec = (
+    usize,
+    SocketAddr,
+    Vec<u8>,
+    Option<Vec<u8>>,
+    Option<TlsIdentity>,
+);
 
 /// One check in flight.
 #[derive(Debug)]
@@ -56,6 +79,8 @@ struct Probe {
     answer: Vec<u8>,
     /// A substring the body must hold, if the check says so.
     expect_body: Option<Vec<u8>>,
+    /// The session of a TLS group's check.
+    tls: Option<Box<CheckTls>>,
 }
 
 /// What one check saw.
@@ -155,15 +180,17 @@ impl Checks {
 
     /// Starts the checks due at `now` and times out the probes past their
     /// deadline. `room`: descriptors left in the loop's budget; a check
-    /// due with none left is skipped (no result). Returns the servers that
-    /// went out (their idle pooled connections are closed by the caller).
+    /// due with none left is skipped (no result). `tls_of`: a server's
+    /// TLS identity by group and the server's index in it
+    /// (`conn::server_tls`; `None`: plain). Returns the servers that went out (their
+    /// idle pooled connections are closed by the caller).
     pub(crate) fn on_time(
         &mut self,
         now: Instant,
         groups: &mut Groups,
         registry: &Registry,
         stats: &Stats,
-        mut room: usize,
+        (mut room, tls_of): (usize, &dyn Fn(usize, Option<usize>) -> Option<TlsIdentity>),
     ) -> Vec<SocketAddr> {
         let mut out = Vec::new();
         let late: Vec<usize> = self
@@ -208,7 +235,13 @@ impl Checks {
             if let Some(s) = self.schedule.get_mut(i) {
                 s.busy = true;
             }
-            let probe = (d.group, d.addr, request, expect_body);
+            let probe = (
+                d.group,
+                d.addr,
+                request,
+                expect_body,
+                tls_of(d.group, groups.origin_of(d.group, d.addr)),
+            );
             match self.start(probe, now + timeout, timeout, registry) {
                 Ok(()) => room -= 1,
                 Err(e) if local_shortage(&e) => {
@@ -244,11 +277,12 @@ impl Checks {
 
     fn start(
         &mut self,
-        (group, addr, request, expect_body): (usize, SocketAddr, Vec<u8>, Option<Vec<u8>>),
+        (group, addr, request, expect_body, tls): ProbeSpec,
         deadline: Instant,
         timeout: Duration,
         registry: &Registry,
     ) -> io::Result<()> {
+        let tls = tls.map(|id| CheckTls::new(&id).map(Box::new)).transpose()?;
         let mut stream = TcpStream::connect(addr)?;
         let generation = self.generations.next();
         let entry = self.probes.vacant_entry();
@@ -266,6 +300,7 @@ impl Checks {
             written: 0,
             answer: Vec::with_capacity(128),
             expect_body,
+            tls,
         });
         Ok(())
     }
@@ -395,6 +430,9 @@ fn advance(p: &mut Probe) -> io::Result<Option<Seen>> {
             Err(e) => return Err(e),
         }
     }
+    if p.tls.is_some() {
+        return advance_tls(p);
+    }
     while p.written < p.request.len() {
         match p.stream.write(p.request.get(p.written..).unwrap_or(&[])) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -427,6 +465,32 @@ fn advance(p: &mut Probe) -> io::Result<Option<Seen>> {
             Err(e) => return Err(e),
         }
     }
+}
+
+/// [`advance`] through the probe's TLS session: the handshake, the
+/// request, the answer's plaintext, until the socket blocks or the answer
+/// decides.
+///
+/// Errors: as [`CheckTls::pump`].
+fn advance_tls(p: &mut Probe) -> io::Result<Option<Seen>> {
+    for _ in 0..MAX_TLS_STEPS {
+        let Some(t) = p.tls.as_mut() else {
+            return Ok(None);
+        };
+        match t.pump(&mut p.stream, &p.request, &mut p.written, &mut p.answer)? {
+            Pumped::Blocked => return Ok(None),
+            Pumped::Progress => {}
+            Pumped::Ended => return Ok(Some(judge(p, true))),
+            Pumped::Data => {
+                if let Some(seen) = decided(p) {
+                    return Ok(Some(seen));
+                }
+            }
+        }
+    }
+    // A server that keeps the session busy past every step: judged on
+    // what came.
+    Ok(Some(judge(p, false)))
 }
 
 /// The result once the bytes so far decide it: a status line without
@@ -519,6 +583,9 @@ fn connect_words(e: &io::Error) -> String {
 fn io_words(e: &io::Error) -> String {
     match e.kind() {
         io::ErrorKind::ConnectionReset => "reset".into(),
+        // A TLS failure says why (`TLS handshake: invalid peer
+        // certificate: …`).
+        io::ErrorKind::InvalidData if e.get_ref().is_some() => e.to_string(),
         k => k.to_string(),
     }
 }

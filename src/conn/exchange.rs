@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::Shared;
-use super::access::{Access, Termination};
+use super::access::{Access, Downstream, Termination};
 use super::upstream::{UpKey, UpstreamConn};
 use crate::buffer::WatermarkBuffer;
 use crate::config::Config;
@@ -557,7 +557,7 @@ impl Exchange {
     /// for reuse.
     pub(crate) fn end(
         mut self: Box<Self>,
-        client: SocketAddr,
+        client: Downstream<'_>,
         status: Option<u16>,
         extra_out: u64,
         termination: Termination,
@@ -595,7 +595,8 @@ impl Exchange {
         }
         let status = status.unwrap_or(self.status);
         Access {
-            client,
+            client: client.addr,
+            tls: client.tls,
             method: &self.req.method,
             target: self.req.target.as_bytes(),
             version: Some(self.req.version),

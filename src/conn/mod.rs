@@ -42,7 +42,7 @@ use crate::filter::{Filter, Peer};
 use crate::http::date::HttpDate;
 use crate::pool::IdlePool;
 use crate::stats::Stats;
-use crate::tls::identity::TlsIdentities;
+use crate::tls::identity::{TlsId, TlsIdentities};
 use crate::upstreams::Groups;
 use crate::upstreams::health::{Change, Verdict};
 use crate::warn_limit::WarnLimit;
@@ -94,8 +94,11 @@ pub(crate) struct Shared {
     spare: Vec<Box<Exchange>>,
     /// The TLS identities of this loop's upstream peers (`Peer::tls`).
     pub tls_ids: TlsIdentities,
-    /// Each group's TLS identity (by group index), `None` for plain.
-    group_tls: Vec<Option<crate::tls::identity::TlsId>>,
+    /// The TLS listener's certificates, for `/status` and `/metrics`.
+    pub(crate) cert_store: Option<std::sync::Arc<crate::tls::sni::CertStore>>,
+    /// Each group's TLS identities (by group index), one per server as
+    /// declared (by its index in `servers`); empty for a plain group.
+    pub(crate) group_tls: Vec<Vec<TlsId>>,
     /// The fewest spares held since the last trim: that many were never
     /// needed, and [`Shared::trim_spare`] drops them.
     spare_low: usize,
@@ -149,44 +152,49 @@ impl Shared {
             spare: Vec::new(),
             spare_low: 0,
             tls_ids: TlsIdentities::new(),
+            cert_store: None,
             group_tls: Vec::new(),
         }
     }
 
-    /// Interns the TLS identity of every TLS group (issue 23, item 7): its
-    /// client configuration (trust, client certificate, ALPN `http/1.1`,
-    /// session resumption) and its server name, `tls_server_name` or else
-    /// the host of its first server (an IP literal is verified as an IP).
-    /// Peers picked from a group carry it ([`Shared::peer_in`]).
+    /// Interns the TLS identities of every TLS group (issue 23, item 7):
+    /// its client configuration (trust, client certificate, ALPN
+    /// `http/1.1`, session resumption) with, for each server, its server
+    /// name: `tls_server_name`, or else the host that server was declared
+    /// with (an IP literal is verified as an IP). Peers picked from a
+    /// group carry their server's ([`Shared::peer_in`]).
     ///
     /// Errors: a CA or client certificate file that cannot be loaded, a
     /// server name that is not one.
     pub(crate) fn intern_tls_groups(&mut self) -> Result<(), crate::tls::TlsError> {
         self.group_tls.clear();
         for g in &self.cfg.upstream {
-            let id = match crate::tls::client::UpstreamTls::of_group(g) {
-                Some(profile) => {
-                    let host = g
-                        .tls_server_name
-                        .clone()
-                        .or_else(|| g.servers.get_ref().first().map(|s| s.host.clone()))
-                        .unwrap_or_default();
-                    Some(self.tls_ids.intern(&profile, &host)?)
+            let mut ids = Vec::new();
+            if let Some(profile) = crate::tls::client::UpstreamTls::of_group(g) {
+                for s in g.servers.get_ref() {
+                    let host = g.tls_server_name.as_deref().unwrap_or(&s.host);
+                    ids.push(self.tls_ids.intern(&profile, host)?);
                 }
-                None => None,
-            };
-            self.group_tls.push(id);
+            }
+            self.group_tls.push(ids);
         }
         Ok(())
     }
 
-    /// The peer for server `addr` of group `g`: with the group's TLS
-    /// identity if it speaks TLS.
+    /// The peer for server `addr` of group `g`: with that server's TLS
+    /// identity if the group speaks TLS.
     pub(crate) fn peer_in(&self, g: usize, addr: std::net::SocketAddr) -> Peer {
         Peer {
             addr,
-            tls: self.group_tls.get(g).copied().flatten(),
+            tls: self.tls_of(g, addr),
         }
+    }
+
+    /// The TLS identity of server `addr` of group `g` (`None`: a plain
+    /// group). An address no declared server has now (a DNS change in
+    /// flight) gets the first server's.
+    pub(crate) fn tls_of(&self, g: usize, addr: std::net::SocketAddr) -> Option<TlsId> {
+        server_tls(&self.group_tls, g, self.groups.origin_of(g, addr))
     }
 
     /// A request to server `addr` of group `g` ended with `verdict`
@@ -327,4 +335,17 @@ impl KeepAlive {
             self.0 = false;
         }
     }
+}
+
+/// The TLS identity of server number `origin` (its index in `servers`;
+/// `None`: no declared server has the address now, and the first one's
+/// is taken) of group `g`, from each group's identities `group_tls`;
+/// `None` for a plain group.
+pub(crate) fn server_tls(
+    group_tls: &[Vec<TlsId>],
+    g: usize,
+    origin: Option<usize>,
+) -> Option<TlsId> {
+    let ids = group_tls.get(g)?;
+    ids.get(origin.unwrap_or(0)).or(ids.first()).copied()
 }

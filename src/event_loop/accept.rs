@@ -77,13 +77,15 @@ impl Server {
                     let entry = self.clients.vacant_entry();
                     let id = ConnId::new(entry.key(), generation);
                     let transport = match (tls, self.tls.as_ref()) {
-                        (true, Some(cfg)) => match rustls::ServerConnection::new(cfg.clone()) {
-                            Ok(c) => Transport::tls(stream, Tls::server(c)),
-                            Err(e) => {
-                                debug!("TLS session for {addr}: {e}");
-                                continue;
+                        (true, Some(cfg)) => {
+                            match rustls::ServerConnection::new(cfg.config.clone()) {
+                                Ok(c) => Transport::tls(stream, Tls::server(c, cfg.sni_check())),
+                                Err(e) => {
+                                    debug!("TLS session for {addr}: {e}");
+                                    continue;
+                                }
                             }
-                        },
+                        }
                         _ => Transport::plain(stream),
                     };
                     match ClientConn::new(id, transport, addr, &mut self.sh) {

@@ -32,9 +32,28 @@ pub(crate) trait Tier {
     /// Sets server `addr` of group `group` to `mode`: its old mode, or
     /// `None` if there is no such server.
     fn set_mode(&mut self, group: &str, addr: SocketAddr, mode: Mode) -> Option<Mode>;
+    /// The TLS listeners' certificates (none without TLS).
+    fn certificates(&self) -> Vec<crate::metrics::certs::CertView> {
+        Vec::new()
+    }
 }
 
 impl Tier for Shared {
+    fn certificates(&self) -> Vec<crate::metrics::certs::CertView> {
+        let now = crate::tls::now_unix();
+        let certs = self.cert_store.as_ref().map_or(&[][..], |s| s.certs());
+        certs
+            .iter()
+            .map(|c| crate::metrics::certs::CertView {
+                file: c.cert_file.display().to_string(),
+                names: c.names.clone(),
+                not_after: c.not_after_text.clone(),
+                seconds_left: c.seconds_left(now),
+                warning: c.expiry_warning(now),
+            })
+            .collect()
+    }
+
     fn states(&self) -> Vec<ServerState> {
         let mut all = self.groups.server_states(self.now);
         for s in &mut all {

@@ -36,11 +36,12 @@ impl Server {
             // stays open until every one of them was handed over (their
             // bytes, or the SYN-ACK retransmission at 1 s, release them);
             // what arrives meanwhile is served here, drained.
-            let deferred = self.sh.cfg.defer_accept
-                && self
-                    .listener
-                    .as_ref()
-                    .is_some_and(|l| listen::set_defer_accept(l, 0).is_ok());
+            let mut deferred = false;
+            if self.sh.cfg.defer_accept {
+                for l in [&self.listener, &self.tls_listener].into_iter().flatten() {
+                    deferred |= listen::set_defer_accept(l, 0).is_ok();
+                }
+            }
             if deferred {
                 self.listener_close_at = Some(now + DEFERRED_GRACE);
             } else {
@@ -64,7 +65,7 @@ impl Server {
         let sh = &mut self.sh;
         sh.ups.close_idle(&sh.stats);
         sh.checks.close_all();
-        if self.clients.is_empty() && self.listener.is_none() {
+        if self.clients.is_empty() && self.listener.is_none() && self.tls_listener.is_none() {
             // The admin endpoints last: stop accepting, answer what was
             // accepted (each within its 5 s, and never past the drain
             // deadline), then end — an admin connection is not dropped

@@ -232,7 +232,7 @@ pub(crate) fn fit_to_fd_limit(max_connections: usize) -> FdBudget {
 }
 
 /// A TLS listener and the server configuration of its connections.
-pub(super) type TlsListener = (Option<Arc<TcpListener>>, Option<Arc<rustls::ServerConfig>>);
+pub(super) type TlsListener = (Option<Arc<TcpListener>>, Option<crate::tls::ServerTls>);
 
 /// The TLS listener of `config` (its first `listen_tls` address; a
 /// predecessor's copy when inherited) registered under
@@ -270,5 +270,5 @@ pub(super) fn tls_listener(
         Interest::READABLE,
     )?;
     info!("listening for TLS on {}", listener.local_addr()?);
-    Ok((Some(Arc::new(listener)), Some(tls.config)))
+    Ok((Some(Arc::new(listener)), Some(tls)))
 }

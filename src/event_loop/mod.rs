@@ -94,7 +94,7 @@ pub struct Server {
     /// The TLS listener (`--listen-tls`) and the server configuration of
     /// its connections, shared with the handle like `listener`.
     tls_listener: Option<Arc<TcpListener>>,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    tls: Option<crate::tls::ServerTls>,
     local_addr: SocketAddr,
     clients: Slab<Entry>,
     generations: Generations,
@@ -254,19 +254,30 @@ impl Server {
         config.max_connections = budget.max_connections;
         let poll = Poll::new()?;
         let inherits = inherited.is_some();
-        let mut listener = match inherited {
-            Some(l) => listen::inherit(l)?,
-            None => {
-                let addr = config
-                    .plain_listener()
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-                bind_listener(addr, config.takeover, config.defer_accept)?
+        let plain = config
+            .plain_listener()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let mut listener = match (inherited, plain) {
+            (Some(l), _) => Some(listen::inherit(l)?),
+            (None, Some(addr)) => Some(bind_listener(addr, config.takeover, config.defer_accept)?),
+            // `listen_tls` alone: no plain listener.
+            (None, None) => None,
+        };
+        if let Some(l) = listener.as_mut() {
+            poll.registry()
+                .register(l, token::LISTENER, Interest::READABLE)?;
+        }
+        let (tls_listener, tls) = listen::tls_listener(&config, inherited_tls, poll.registry())?;
+        let local_addr = match (&listener, &tls_listener) {
+            (Some(l), _) => l.local_addr()?,
+            (None, Some(t)) => t.local_addr()?,
+            (None, None) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "no listener is configured (listen or listen_tls)",
+                ));
             }
         };
-        let local_addr = listener.local_addr()?;
-        poll.registry()
-            .register(&mut listener, token::LISTENER, Interest::READABLE)?;
-        let (tls_listener, tls) = listen::tls_listener(&config, inherited_tls, poll.registry())?;
         let waker = Arc::new(Waker::new(poll.registry(), token::WAKER)?);
         let write = admin_write::WriteAccess::from_config(&config)?;
         let (admin, obs) = Admin::new(obs, poll.registry(), write)?;
@@ -283,13 +294,14 @@ impl Server {
             config.pool_idle_timeout,
         );
         let access = AccessLog::open(&config.access_log, config.access_log_format)?;
-        if inherits {
+        if inherits && let Some(l) = &listener {
             // Last: a reload that fails leaves the shared socket as it was.
-            listen::set_defer(&listener, config.defer_accept)?;
+            listen::set_defer(l, config.defer_accept)?;
         }
         let mut sh = Shared::new(config, Box::new(filter), registry, pool, groups, access);
         sh.intern_tls_groups()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        sh.cert_store = tls.as_ref().map(|t| t.store.clone());
         sh.via_name = crate::conn::via_pseudonym(&sh.cfg.via_name, local_addr);
         // Room for every client up front: the slab and the timer heap never
         // grow by copying (the old storage would stay as a hole in the
@@ -297,7 +309,7 @@ impl Server {
         let cap = sh.cfg.max_connections;
         Ok(Server {
             poll,
-            listener: Some(Arc::new(listener)),
+            listener: listener.map(Arc::new),
             tls_listener,
             tls,
             local_addr,
@@ -372,7 +384,9 @@ impl Server {
     /// `poll` itself fails; a connection's error ends that connection.
     pub fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
-        info!("listening on {}", self.local_addr);
+        if self.listener.is_some() {
+            info!("listening on {}", self.local_addr);
+        }
         if let Some(o) = self.obs.as_mut() {
             o.publish(&self.sh.stats, false);
         }
@@ -445,9 +459,18 @@ impl Server {
             let sh = &mut self.sh;
             sh.ups.expire(now, &sh.stats);
             if sh.checks.next_deadline().is_some_and(|t| t <= now) {
-                let out = sh
-                    .checks
-                    .on_time(now, &mut sh.groups, &sh.registry, &sh.stats, room);
+                let (ids, group_tls) = (&sh.tls_ids, &sh.group_tls);
+                let tls_of = |g: usize, origin: Option<usize>| {
+                    let id = crate::conn::server_tls(group_tls, g, origin)?;
+                    ids.get(id).cloned()
+                };
+                let out = sh.checks.on_time(
+                    now,
+                    &mut sh.groups,
+                    &sh.registry,
+                    &sh.stats,
+                    (room, &tls_of),
+                );
                 for addr in out {
                     sh.server_out(addr);
                 }

@@ -52,6 +52,9 @@ pub(crate) enum Known {
     XForwardedFor,
     /// `X-Forwarded-Proto` (de facto).
     XForwardedProto,
+    /// `X-Forwarded-Client-Cert` (Envoy's): always removed from what
+    /// clients send.
+    XForwardedClientCert,
 }
 
 impl Known {
@@ -76,6 +79,7 @@ impl Known {
                 (Known::TransferEncoding, "transfer-encoding"),
                 (Known::XForwardedProto, "x-forwarded-proto"),
             ],
+            23 => &[(Known::XForwardedClientCert, "x-forwarded-client-cert")],
             _ => return Known::Other,
         };
         candidates
@@ -103,6 +107,7 @@ impl Known {
             Known::Via => "Via",
             Known::XForwardedFor => "X-Forwarded-For",
             Known::XForwardedProto => "X-Forwarded-Proto",
+            Known::XForwardedClientCert => "X-Forwarded-Client-Cert",
         }
     }
 
@@ -129,7 +134,7 @@ fn is_lower_case_of(name: &[u8], lower: &[u8]) -> bool {
 
 /// Every known name but [`Known::Other`], lower case, by tag.
 #[cfg(test)]
-pub(crate) const ALL: [(Known, &str); 14] = [
+pub(crate) const ALL: [(Known, &str); 15] = [
     (Known::ContentLength, "content-length"),
     (Known::TransferEncoding, "transfer-encoding"),
     (Known::Connection, "connection"),
@@ -144,6 +149,7 @@ pub(crate) const ALL: [(Known, &str); 14] = [
     (Known::Via, "via"),
     (Known::XForwardedFor, "x-forwarded-for"),
     (Known::XForwardedProto, "x-forwarded-proto"),
+    (Known::XForwardedClientCert, "x-forwarded-client-cert"),
 ];
 
 #[cfg(test)]

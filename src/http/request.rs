@@ -41,6 +41,11 @@ pub struct Forwarding<'a> {
     pub x_forwarded_proto: bool,
     /// The client came over TLS: the scheme is `https`, else `http`.
     pub tls: bool,
+    /// The `X-Forwarded-Client-Cert` value for the client's verified
+    /// certificate (`tls::client_cert`), if it presented one. The field
+    /// is removed from every request whatever this says, so a client
+    /// cannot forge it.
+    pub client_cert: Option<&'a str>,
 }
 
 impl Default for Forwarding<'_> {
@@ -52,6 +57,7 @@ impl Default for Forwarding<'_> {
             x_forwarded_for: true,
             x_forwarded_proto: true,
             tls: false,
+            client_cert: None,
         }
     }
 }
@@ -178,6 +184,12 @@ pub fn plan_request(
         fwd.x_forwarded_proto
             .then_some(if fwd.tls { &b"https"[..] } else { &b"http"[..] }),
     );
+    // One bit test when absent (`Known`).
+    req.headers.remove_known(Known::XForwardedClientCert);
+    if let Some(value) = fwd.client_cert {
+        req.headers
+            .append_known(Known::XForwardedClientCert, value.as_bytes());
+    }
     let plan = RequestPlan {
         framing,
         keep_alive,

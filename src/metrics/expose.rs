@@ -18,6 +18,7 @@ use prometheus_client::registry::Registry;
 use serde::Serialize;
 
 use super::Observer;
+use super::certs::CertView;
 use super::region::LoopView;
 use crate::conn::access::{Termination, rfc3339_ms};
 use crate::stats::{BUCKETS, CLASSES, FIELD_NAMES, HISTOGRAM_CELLS, TERMINATIONS};
@@ -36,6 +37,17 @@ type Plain = (
 );
 
 const PLAIN: &[Plain] = &[
+    (
+        "sluice_tls_handshakes",
+        "TLS handshakes with clients, by result (ok: full, resumed: a ticket or cached session, failed: an alert or a refused name, timeout: not done within tls_handshake_timeout).",
+        MetricType::Counter,
+        &[
+            ("tls_handshakes", Some(("result", "ok"))),
+            ("tls_handshakes_resumed", Some(("result", "resumed"))),
+            ("tls_handshakes_failed", Some(("result", "failed"))),
+            ("tls_handshakes_timeout", Some(("result", "timeout"))),
+        ],
+    ),
     (
         "sluice_health_checks",
         "Active health checks, by result (skipped: not started for want of local descriptors, no result).",
@@ -502,12 +514,16 @@ impl Collector for Servers {
 
 /// The `/metrics` body for the group's slots, and the upstream servers'
 /// health as this worker sees it (`servers`).
-pub(crate) fn metrics_text(obs: &Observer, servers: &[ServerState]) -> String {
+pub(crate) fn metrics_text(obs: &Observer, servers: &[ServerState], certs: &[CertView]) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(Slots(worker_views(&obs.region))));
     registry.register_collector(Box::new(Servers {
         worker: obs.slot,
         states: servers.to_vec(),
+    }));
+    registry.register_collector(Box::new(super::certs::Certs {
+        worker: obs.slot,
+        certs: certs.to_vec(),
     }));
     let mut out = String::new();
     if prometheus_client::encoding::prometheus_text::encode(&mut out, &registry).is_err() {
@@ -526,6 +542,8 @@ struct Status {
     /// The upstream groups as the answering worker sees them.
     answered_by_worker: usize,
     groups: Vec<super::tier::GroupView>,
+    /// The TLS listeners' certificates as the answering worker loaded them.
+    certificates: Vec<CertView>,
 }
 
 #[derive(Serialize)]
@@ -542,7 +560,7 @@ struct WorkerStatus {
 /// The `/status` body: version, this process's config digest, the group's
 /// uptime, one entry per worker, and the upstream groups with each
 /// server's state (`servers`, as this worker sees them).
-pub(crate) fn status_json(obs: &Observer, servers: &[ServerState]) -> String {
+pub(crate) fn status_json(obs: &Observer, servers: &[ServerState], certs: &[CertView]) -> String {
     let now = super::region::now_ms();
     let at = |ms: u64| std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms));
     let status = Status {
@@ -566,6 +584,7 @@ pub(crate) fn status_json(obs: &Observer, servers: &[ServerState]) -> String {
             .collect(),
         answered_by_worker: obs.slot,
         groups: super::tier::groups(servers),
+        certificates: certs.to_vec(),
     };
     let mut text = serde_json::to_string_pretty(&status).unwrap_or_default();
     text.push('\n');

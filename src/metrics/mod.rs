@@ -17,6 +17,7 @@
 //!
 //! What it must not know: HTTP, the loop's internals.
 
+pub(crate) mod certs;
 pub(crate) mod expose;
 mod region;
 mod tier;

@@ -21,6 +21,7 @@ use rustls::crypto::CryptoProvider;
 
 pub mod certs;
 pub mod client;
+pub mod client_cert;
 mod error;
 pub mod identity;
 pub mod secret_fd;

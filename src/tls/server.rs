@@ -74,6 +74,14 @@ pub fn load_certificates(config: &Config) -> Result<Vec<LoadedCert>, TlsError> {
 }
 
 impl ServerTls {
+    /// The store a new session must check the ClientHello's name against
+    /// before rustls answers it (`tls_unknown_sni = "reject"`: a name no
+    /// certificate covers gets `unrecognized_name`, `sni.rs`); `None`
+    /// when every ClientHello gets a certificate.
+    pub fn sni_check(&self) -> Option<Arc<CertStore>> {
+        self.store.rejects_unknown().then(|| self.store.clone())
+    }
+
     /// Builds the server configuration of `config`'s TLS listeners with
     /// ticket keys from `secret` and the ALPN protocols `alpn` (most
     /// preferred first).

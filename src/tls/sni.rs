@@ -109,6 +109,13 @@ impl CertStore {
         self.choose(sni).is_some()
     }
 
+    /// Whether some ClientHello gets no certificate
+    /// (`tls_unknown_sni = "reject"`), so that the transport must look at
+    /// the name first ([`UNRECOGNIZED_NAME_ALERT`]).
+    pub fn rejects_unknown(&self) -> bool {
+        self.unknown == UnknownSni::Reject
+    }
+
     /// The certificate a ClientHello naming `sni` gets.
     fn choose(&self, sni: Option<&str>) -> Option<&LoadedCert> {
         let found = sni.and_then(|n| self.lookup(n));

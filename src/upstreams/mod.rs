@@ -652,6 +652,13 @@ impl Groups {
         }
     }
 
+    /// The index in group `g`'s `servers` of the server `addr` is an
+    /// address of, if it is one now.
+    pub(crate) fn origin_of(&self, g: usize, addr: SocketAddr) -> Option<usize> {
+        let group = self.groups.get(g)?;
+        group.index(addr).and_then(|i| group.origin.get(i)).copied()
+    }
+
     /// The health check of group `g`, if it has one.
     pub(crate) fn health_check(&self, g: usize) -> Option<&HealthCheck> {
         self.groups.get(g)?.spec.health_check.as_ref()

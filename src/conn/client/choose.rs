@@ -91,6 +91,7 @@ pub(super) fn outcome(err: &ProxyError) -> &'static str {
     use crate::error::Timeout as T;
     match &err.kind {
         ErrorKind::ConnectFailed(std::io::ErrorKind::ConnectionRefused) => "refused",
+        k if k.is_upstream_tls() => "tls_error",
         ErrorKind::ConnectFailed(_) => "connect_error",
         ErrorKind::Timeout(T::Connect) => "connect_timeout",
         ErrorKind::Timeout(T::UpstreamRead) => "read_timeout",
@@ -118,6 +119,7 @@ fn reason(err: &ProxyError, before_response: bool) -> String {
         ErrorKind::ConnectFailed(std::io::ErrorKind::ConnectionRefused) => {
             "traffic: connect refused".into()
         }
+        k if k.is_upstream_tls() => "traffic: TLS handshake failed".into(),
         ErrorKind::ConnectFailed(k) => format!("traffic: connect failed: {k}"),
         ErrorKind::Timeout(T::Connect) => "traffic: connect timeout".into(),
         ErrorKind::Timeout(T::UpstreamRead) => format!("traffic: read timeout{when}"),

@@ -55,6 +55,10 @@ impl ClientConn {
             }
             Timeout::Head => {
                 Stats::add(&stats.timeouts_head, 1);
+                if self.side.stream.is_handshaking() {
+                    // `tls_handshake_timeout` (the deadline below).
+                    Stats::add(&stats.tls_handshakes_timeout, 1);
+                }
                 if self.head_bytes_seen() {
                     self.fail(
                         ProxyError::downstream(ErrorKind::Timeout(Timeout::Head)),

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use log::{debug, trace};
 
-use super::access::Termination;
+use super::access::{Downstream, Termination};
 use super::exchange::Exchange;
 use super::io::{Io, Read1};
 use super::relay;
@@ -287,10 +287,10 @@ impl ClientConn {
         };
         if let Some(ex) = self.exchange.take() {
             let status = (!ex.resp_head_sent).then_some(499);
-            ex.end(self.client_addr(), status, 0, how, sh);
+            ex.end(self.downstream(), status, 0, how, sh);
         } else if let Some(mut r) = self.own_reply.take() {
             r.termination = how;
-            r.log(self.client_addr(), sh);
+            r.log(self.downstream(), sh);
         }
         self.release(sh, true);
         self.set_idle(false, &sh.stats);
@@ -437,6 +437,15 @@ impl ClientConn {
     /// found in `X-Forwarded-For`, else the peer's.
     fn client_addr(&self) -> SocketAddr {
         self.client.unwrap_or(self.side.addr)
+    }
+
+    /// Whom an access record is about: the client's address and its
+    /// connection's TLS facts.
+    fn downstream(&self) -> Downstream<'_> {
+        Downstream {
+            addr: self.client_addr(),
+            tls: self.side.stream.tls_facts(),
+        }
     }
 
     fn head_bytes_seen(&self) -> bool {

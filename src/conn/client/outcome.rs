@@ -111,9 +111,9 @@ impl ClientConn {
         }
         self.pipelined = false;
         if let Some(ex) = self.exchange.take() {
-            ex.end(self.client_addr(), None, 0, Termination::Complete, sh);
+            ex.end(self.downstream(), None, 0, Termination::Complete, sh);
         } else if let Some(r) = self.own_reply.take() {
-            r.log(self.client_addr(), sh);
+            r.log(self.downstream(), sh);
         }
         self.client = None;
         if !self.closes_after_response() {
@@ -330,7 +330,7 @@ impl ClientConn {
         }
         let how = termination(&err);
         if let Some(ex) = self.exchange.take() {
-            ex.end(self.client_addr(), status, reply_len, how, sh);
+            ex.end(self.downstream(), status, reply_len, how, sh);
         } else if let Some(mut r) = self.own_reply.take() {
             if let Some(code) = status {
                 r.status = code;
@@ -339,7 +339,7 @@ impl ClientConn {
             if r.termination != Termination::ProxyError {
                 r.termination = how;
             }
-            r.log(self.client_addr(), sh);
+            r.log(self.downstream(), sh);
         } else if let (Some(code @ (400..=498 | 500..=599)), Some(head)) =
             (status, self.side.inbuf.as_ref().filter(|b| !b.is_empty()))
         {
@@ -350,7 +350,7 @@ impl ClientConn {
             let mut r = OwnReply::unreadable(head.as_slice(), code, started);
             r.termination = how;
             r.bytes = reply_len;
-            r.log(self.client_addr(), sh);
+            r.log(self.downstream(), sh);
         }
     }
 
@@ -476,6 +476,7 @@ fn termination(err: &ProxyError) -> Termination {
         (Side::Downstream, K::Parse(_) | K::NotImplemented) => Termination::ProxyError,
         (Side::Downstream, K::Timeout(_)) => Termination::ClientTimeout,
         (Side::Downstream, _) => Termination::ClientAborted,
+        (Side::Upstream, k) if k.is_upstream_tls() => Termination::UpstreamTlsError,
         (Side::Upstream, K::ConnectFailed(_)) => Termination::UpstreamRefused,
         (Side::Upstream, K::Timeout(_)) => Termination::UpstreamTimeout,
         (Side::Upstream, K::Closed | K::Io(_)) => Termination::UpstreamClosedEarly,

@@ -13,7 +13,7 @@ use super::choose::{self, Dest};
 use super::{ClientConn, OwnReply, Result, State};
 use crate::cidr::{self, Cidr};
 use crate::conn::Shared;
-use crate::conn::access::{Access, Termination, sniff_request_line};
+use crate::conn::access::{Access, Downstream, Termination, sniff_request_line};
 use crate::conn::exchange::Exchange;
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Reply;
@@ -107,6 +107,7 @@ impl ClientConn {
             x_forwarded_for: sh.cfg.add_x_forwarded_for,
             x_forwarded_proto: sh.cfg.add_x_forwarded_proto,
             tls: self.side.stream.is_tls(),
+            client_cert: self.side.stream.client_cert_field(),
         };
         self.client = trusted_client(&ex.req, self.side.addr, &sh.cfg.trusted_proxies);
         let req = &mut ex.req;
@@ -413,9 +414,10 @@ impl OwnReply {
         }
     }
 
-    pub(super) fn log(&self, client: SocketAddr, sh: &mut Shared) {
+    pub(super) fn log(&self, client: Downstream<'_>, sh: &mut Shared) {
         Access {
-            client,
+            client: client.addr,
+            tls: client.tls,
             method: &self.method,
             target: &self.target,
             version: self.version,

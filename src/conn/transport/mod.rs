@@ -26,10 +26,11 @@ use super::io::{self as sockio, Io, Read1, interest};
 use crate::buffer::WatermarkBuffer;
 use crate::stats::Stats;
 
+mod sni_check;
 mod tls;
 
 use tls::Sniff;
-pub(crate) use tls::Tls;
+pub(crate) use tls::{Tls, TlsFacts};
 
 /// What a look at a quiet connection found ([`Transport::peek`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,11 +91,17 @@ impl Transport {
         self.tls.as_ref().is_some_and(|t| t.is_handshaking())
     }
 
-    /// The negotiated TLS version and cipher suite (`None` for plain),
-    /// for the access record's TLS fields (issue 23, to come).
-    #[allow(dead_code)]
-    pub(crate) fn tls_facts(&self) -> Option<(&'static str, &'static str)> {
+    /// The negotiated TLS version, cipher suite, SNI and resumption
+    /// (`None` for plain, or before the handshake settled them), for the
+    /// access record's TLS fields.
+    pub(crate) fn tls_facts(&self) -> Option<TlsFacts<'_>> {
         self.tls.as_ref().and_then(|t| t.facts())
+    }
+
+    /// The `X-Forwarded-Client-Cert` value for the client's verified
+    /// certificate (`tls_client_auth`), if it presented one.
+    pub(crate) fn client_cert_field(&self) -> Option<&str> {
+        self.tls.as_ref().and_then(|t| t.client_cert_field())
     }
 
     /// A read may give something now: the socket reported readable, or a

@@ -28,12 +28,15 @@
 //! What it must not know: HTTP, the watermarks' meaning.
 
 use std::io::{self, IoSlice, Read, Write};
+use std::sync::Arc;
 
 use mio::net::TcpStream;
 
 use super::super::io::{Io, Read1};
+use super::sni_check::{SniCheck, Verdict};
 use crate::buffer::WatermarkBuffer;
 use crate::stats::Stats;
+use crate::tls::sni::{CertStore, UNRECOGNIZED_NAME_ALERT};
 
 /// The first byte of a TLS handshake record (RFC 8446 §5.1, `handshake`).
 const HANDSHAKE_RECORD: u8 = 22;
@@ -65,6 +68,28 @@ pub(crate) struct Tls {
     /// What the first bytes were (server sessions; client ones start at
     /// `Tls`).
     pub(super) sniff: Sniff,
+    /// The SNI look still to decide (`sni_check.rs`; a server session of
+    /// a listener with `tls_unknown_sni = "reject"`, until its ClientHello
+    /// is whole).
+    sni_check: Option<Box<SniCheck>>,
+    /// The `X-Forwarded-Client-Cert` value of the client's verified
+    /// certificate, made once when the handshake ends (a server session
+    /// under `tls_client_auth`).
+    client_cert: Option<Box<str>>,
+}
+
+/// A client connection's TLS facts, for its access records (issue 23,
+/// "Observability").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TlsFacts<'a> {
+    /// `"TLSv1.3"` or `"TLSv1.2"`.
+    pub version: &'static str,
+    /// The cipher suite's IANA name (`"TLS13_AES_128_GCM_SHA256"`).
+    pub cipher: &'static str,
+    /// The name the ClientHello asked for (a server session), if any.
+    pub sni: Option<&'a str>,
+    /// The session was resumed (a ticket or a cached session).
+    pub resumed: bool,
 }
 
 impl std::fmt::Debug for Tls {
@@ -133,12 +158,19 @@ fn tls_error(e: rustls::Error) -> io::Error {
 impl Tls {
     /// A server session (a TLS listener's accepted connection): its first
     /// bytes are sniffed.
-    pub(crate) fn server(conn: rustls::ServerConnection) -> Self {
+    /// With `sni_check`, the ClientHello's name is looked at against that
+    /// store before rustls answers it (`sni_check.rs`).
+    pub(crate) fn server(
+        conn: rustls::ServerConnection,
+        sni_check: Option<Arc<CertStore>>,
+    ) -> Self {
         Tls {
             conn: conn.into(),
             plain: false,
             peer_closed: false,
             sniff: Sniff::Unknown,
+            sni_check: sni_check.map(|s| Box::new(SniCheck::new(s))),
+            client_cert: None,
         }
     }
 
@@ -149,6 +181,8 @@ impl Tls {
             plain: false,
             peer_closed: false,
             sniff: Sniff::Tls,
+            sni_check: None,
+            client_cert: None,
         }
     }
 
@@ -230,8 +264,15 @@ impl Tls {
             if !io.readable {
                 return Ok(Read1::Idle);
             }
-            if self.sniff == Sniff::Unknown {
-                return self.sniff_first(stream, io, buf, max, stats);
+            if self.sniff == Sniff::Unknown || self.sni_check.is_some() {
+                match self.sniff_first(stream, io, buf, max, stats)? {
+                    // The bytes went to rustls (a ClientHello longer than
+                    // `buf`'s room: a browser's with post-quantum key
+                    // shares is 1.8 KB): read on, no event will say more
+                    // is there.
+                    Read1::Idle if self.sniff == Sniff::Tls => continue,
+                    r => return Ok(r),
+                }
             }
             let Some(eof) = self.read_socket(stream, io, stats)? else {
                 return Ok(Read1::Idle);
@@ -248,9 +289,13 @@ impl Tls {
         Ok(Read1::Idle)
     }
 
-    /// The first read of a server session: the socket's bytes land in
-    /// `buf` and are looked at. A TLS record is handed to rustls (and
+    /// The first read of a server session (and, while the SNI look lasts,
+    /// the next ones): the socket's bytes land in `buf` and are looked at.
+    /// A TLS record is handed to the SNI look if any, then to rustls (and
     /// taken back out of `buf`); a request line stays in `buf`.
+    ///
+    /// Errors: as [`Self::read_into`]; a name no certificate covers
+    /// (`unrecognized_name` written, counted as a failed handshake).
     fn sniff_first(
         &mut self,
         stream: &mut TcpStream,
@@ -265,29 +310,42 @@ impl Tls {
             return Ok(r);
         };
         let fresh = buf.as_slice().get(before..).unwrap_or(&[]);
-        match fresh.first() {
-            Some(&HANDSHAKE_RECORD) => {
-                self.sniff = Sniff::Tls;
-                let mut bytes = fresh;
-                while !bytes.is_empty() {
-                    match self.conn.read_tls(&mut bytes) {
-                        Ok(0) => break,
-                        Ok(_) => self.process(stream, io, stats)?,
-                        Err(e) => return Err(e),
-                    }
+        if self.sniff == Sniff::Unknown {
+            match fresh.first() {
+                Some(&HANDSHAKE_RECORD) => self.sniff = Sniff::Tls,
+                Some(b) if b.is_ascii_alphabetic() => {
+                    self.sniff = Sniff::PlainHttp;
+                    return Ok(Read1::Data(n));
                 }
-                buf.unfill(n);
-                Ok(Read1::Idle)
+                _ => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "neither TLS nor HTTP on a TLS port",
+                    ));
+                }
             }
-            Some(b) if b.is_ascii_alphabetic() => {
-                self.sniff = Sniff::PlainHttp;
-                Ok(Read1::Data(n))
-            }
-            _ => Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "neither TLS nor HTTP on a TLS port",
-            )),
         }
+        if let Some(check) = self.sni_check.as_mut() {
+            match check.feed(fresh) {
+                Verdict::Undecided => {}
+                Verdict::Served => self.sni_check = None,
+                Verdict::Refused(name) => {
+                    self.sni_check = None;
+                    buf.unfill(n);
+                    return Err(refuse(stream, stats, name));
+                }
+            }
+        }
+        let mut bytes = fresh;
+        while !bytes.is_empty() {
+            match self.conn.read_tls(&mut bytes) {
+                Ok(0) => break,
+                Ok(_) => self.process(stream, io, stats)?,
+                Err(e) => return Err(e),
+            }
+        }
+        buf.unfill(n);
+        Ok(Read1::Idle)
     }
 
     /// One `read_tls` from the socket (`Interrupted` retried). Returns
@@ -329,8 +387,24 @@ impl Tls {
     /// Decrypts what rustls read; a handshake's answer (or an alert) is
     /// flushed at once, so it never waits for a WRITABLE event.
     fn process(&mut self, stream: &TcpStream, io: &mut Io, stats: &Stats) -> io::Result<()> {
+        let handshaking = self.conn.is_handshaking();
+        let server = matches!(self.conn, rustls::Connection::Server(_));
         match self.conn.process_new_packets() {
             Ok(state) => {
+                if handshaking && server && !self.conn.is_handshaking() {
+                    let resumed =
+                        self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+                    let counter = if resumed {
+                        &stats.tls_handshakes_resumed
+                    } else {
+                        &stats.tls_handshakes
+                    };
+                    Stats::add(counter, 1);
+                    self.client_cert = self
+                        .peer_leaf()
+                        .and_then(crate::tls::client_cert::forwarded_value)
+                        .map(String::into_boxed_str);
+                }
                 self.peer_closed |= state.peer_has_closed();
                 self.plain = state.plaintext_bytes_to_read() > 0 || self.peer_closed;
                 if self.conn.wants_write() {
@@ -339,6 +413,10 @@ impl Tls {
                 Ok(())
             }
             Err(e) => {
+                if handshaking && server {
+                    Stats::add(&stats.tls_handshakes_failed, 1);
+                    log::debug!("TLS handshake with a client failed: {e}");
+                }
                 // rustls queued the alert that says why: one try to send it.
                 let _ = self.flush(stream, io, false, stats);
                 Err(tls_error(e))
@@ -475,16 +553,57 @@ impl Tls {
         if self.conn.wants_write() { 1 } else { 0 }
     }
 
-    /// The negotiated protocol version and cipher suite, once known, for
-    /// the access record (`"TLSv1.3"`, `"TLS13_AES_128_GCM_SHA256"`).
-    #[allow(dead_code)]
-    pub(crate) fn facts(&self) -> Option<(&'static str, &'static str)> {
+    /// The negotiated version, cipher suite, SNI and resumption, once the
+    /// handshake settled them, for the access record.
+    pub(crate) fn facts(&self) -> Option<TlsFacts<'_>> {
         let version = match self.conn.protocol_version()? {
             rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3",
             rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2",
             _ => "TLS",
         };
-        let suite = self.conn.negotiated_cipher_suite()?.suite().as_str()?;
-        Some((version, suite))
+        let cipher = self.conn.negotiated_cipher_suite()?.suite().as_str()?;
+        let sni = match &self.conn {
+            rustls::Connection::Server(s) => s.server_name(),
+            rustls::Connection::Client(_) => None,
+        };
+        Some(TlsFacts {
+            version,
+            cipher,
+            sni,
+            resumed: self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+        })
     }
+
+    /// The `X-Forwarded-Client-Cert` value of the client's verified
+    /// certificate, if it presented one.
+    pub(crate) fn client_cert_field(&self) -> Option<&str> {
+        self.client_cert.as_deref()
+    }
+
+    /// The DER of the certificate the peer presented and rustls verified
+    /// (the leaf, first of the chain), if any: a client's under
+    /// `tls_client_auth`.
+    fn peer_leaf(&self) -> Option<&[u8]> {
+        self.conn
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| c.as_ref())
+    }
+}
+
+/// Refuses a ClientHello whose name no certificate covers: one write of
+/// the fatal `unrecognized_name` alert (7 bytes on a fresh socket: the
+/// send buffer is empty), counted as a failed handshake; the error the
+/// machine closes on.
+fn refuse(stream: &TcpStream, stats: &Stats, name: Option<String>) -> io::Error {
+    Stats::add(&stats.socket_writes, 1);
+    Stats::add(&stats.tls_handshakes_failed, 1);
+    let _ = socket2::SockRef::from(stream)
+        .send_with_flags(&UNRECOGNIZED_NAME_ALERT, libc::MSG_NOSIGNAL);
+    let why = match name {
+        Some(n) => format!("no certificate for the SNI name {n:?}"),
+        None => "a ClientHello without SNI".to_string(),
+    };
+    log::debug!("TLS: {why} (tls_unknown_sni = \"reject\"): alert unrecognized_name");
+    io::Error::new(io::ErrorKind::InvalidData, why)
 }
