@@ -214,13 +214,14 @@ H="host=\"[^\"]*\""
 U="upstream=127\.0\.0\.1:$UP_PORT"
 UPA="127\.0\.0\.1:$UP_PORT"
 MS="[0-9]+\.[0-9]+"
+RID="request_id=[0-9a-f]{32}" # request_id (on by default): a new id, 32 hex digits
 check_line() { # check_line NAME REGEX
     if grep -Eq "$2" "$ALOG"; then pass "access line: $1"
     else fail "access line: $1" "no line matches: $2"; fi
 }
-check_line "GET /big.bin" "^[0-9T:.-]+Z $A \"GET /big\.bin HTTP/1\.1\" $H status=200 bytes_in=0 bytes_out=10485760 duration_ms=$MS $U upstream_connect_ms=$MS upstream_first_byte_ms=$MS upstream_conn=new retries=0 upstream_addr=\"$UPA\" upstream_status=\"200\" tls=- tls_cipher=- sni=- tls_resumed=- termination=complete$"
-check_line "POST CL+TE answered by the proxy" "$A \"POST /smuggle-cl-te HTTP/1\.1\" $H status=400 bytes_in=0 bytes_out=[0-9]+ duration_ms=$MS upstream=- upstream_connect_ms=- upstream_first_byte_ms=- upstream_conn=- retries=0 upstream_addr=- upstream_status=- tls=- tls_cipher=- sni=- tls_resumed=- termination=proxy_error$"
-check_line "HEAD /big.bin" "$A \"HEAD /big\.bin\?head=1 HTTP/1\.1\" $H status=200 bytes_in=0 bytes_out=0 duration_ms=$MS $U .* upstream_conn=(new|reused) retries=0 upstream_addr=\"$UPA\" upstream_status=\"200\" tls=- tls_cipher=- sni=- tls_resumed=- termination=complete$"
+check_line "GET /big.bin" "^[0-9T:.-]+Z $A \"GET /big\.bin HTTP/1\.1\" $H status=200 bytes_in=0 bytes_out=10485760 duration_ms=$MS $U upstream_connect_ms=$MS upstream_first_byte_ms=$MS upstream_conn=new retries=0 upstream_addr=\"$UPA\" upstream_status=\"200\" tls=- tls_cipher=- sni=- tls_resumed=- $RID termination=complete$"
+check_line "POST CL+TE answered by the proxy" "$A \"POST /smuggle-cl-te HTTP/1\.1\" $H status=400 bytes_in=0 bytes_out=[0-9]+ duration_ms=$MS upstream=- upstream_connect_ms=- upstream_first_byte_ms=- upstream_conn=- retries=0 upstream_addr=- upstream_status=- tls=- tls_cipher=- sni=- tls_resumed=- $RID termination=proxy_error$"
+check_line "HEAD /big.bin" "$A \"HEAD /big\.bin\?head=1 HTTP/1\.1\" $H status=200 bytes_in=0 bytes_out=0 duration_ms=$MS $U .* upstream_conn=(new|reused) retries=0 upstream_addr=\"$UPA\" upstream_status=\"200\" tls=- tls_cipher=- sni=- tls_resumed=- $RID termination=complete$"
 # the four keep-alive requests share one client port
 ports="$(grep -E "\"GET /small\.txt\?ka=[1-4] HTTP/1\.1\" $H status=200" "$ALOG" | grep -oE 'client=127\.0\.0\.1:[0-9]+' | sort -u)"
 if [[ "$(grep -c . <<<"$ports" || true)" -eq 1 ]] && \
@@ -342,8 +343,68 @@ else
     fail "HTTPS" "no openssl to make a test certificate (apt-get install openssl)"
 fi
 
+# --- 7c. PROXY protocol with a real HAProxy on both sides (when installed) ------
+# curl from 127.0.0.2 -> HAProxy (mode tcp, send-proxy-v2) -> sluice
+# (accept_proxy_protocol 127.0.0.1; its group send_proxy_protocol = "v2")
+# -> HAProxy (accept-proxy, answers with the source it was given). Both
+# hops must carry the client's 127.0.0.2, not the proxy's 127.0.0.1.
+SLOGP="$TMP/sluice-pp.log"
+: >"$SLOGP"
+if ! command -v haproxy >/dev/null 2>&1 && [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    lib_apt haproxy || true
+fi
+if command -v haproxy >/dev/null 2>&1; then
+    HA_IN="$(free_port)"
+    HA_OUT="$(free_port)"
+    PP_PORT="$(free_port)"
+    cat >"$TMP/haproxy-pp.cfg" <<EOF
+defaults
+    timeout connect 2s
+    timeout client 10s
+    timeout server 10s
+frontend balancer
+    mode tcp
+    bind 127.0.0.1:$HA_IN
+    default_backend to_sluice
+backend to_sluice
+    mode tcp
+    server s 127.0.0.1:$PP_PORT send-proxy-v2
+frontend origin
+    mode http
+    bind 127.0.0.1:$HA_OUT accept-proxy
+    http-request return status 200 content-type text/plain lf-string "src=%[src]"
+EOF
+    cat >"$TMP/sluice-pp.toml" <<EOF
+listen = "127.0.0.1:$PP_PORT"
+accept_proxy_protocol = ["127.0.0.1/32"]
+access_log = "$SLOGP.access"
+[[upstream]]
+name = "origin"
+servers = ["127.0.0.1:$HA_OUT"]
+send_proxy_protocol = "v2"
+EOF
+    lib_bg haproxy -db -f "$TMP/haproxy-pp.cfg" </dev/null >"$TMP/haproxy-pp.log" 2>&1
+    HA_PID=$BG_PID
+    lib_bg env RUST_LOG=info "$BIN" --config "$TMP/sluice-pp.toml" </dev/null >/dev/null 2>"$SLOGP"
+    PP_PID=$BG_PID
+    wait_port "$PP_PID" "$PP_PORT" "sluice (PROXY protocol)" "$SLOGP"
+    wait_port "$HA_PID" "$HA_IN" "haproxy" "$TMP/haproxy-pp.log"
+    set +e
+    out="$(curl -sS --max-time 5 --interface 127.0.0.2 "http://127.0.0.1:$HA_IN/who" 2>&1)"
+    set -e
+    if [[ "$out" == "src=127.0.0.2" ]] && wait_access "$SLOGP" 1 \
+        && grep -q 'client=127\.0\.0\.2:' "$SLOGP.access"; then
+        pass "PROXY v2 in from HAProxy and out to HAProxy: both see the client 127.0.0.2"
+    else
+        fail "PROXY protocol through HAProxy" "origin answered: $out" \
+            "access: $(cat "$SLOGP.access" 2>/dev/null || echo '(none)')" "$(tail -n 5 "$SLOGP")"
+    fi
+else
+    fail "PROXY protocol through HAProxy" "haproxy is not installed (apt-get install haproxy)"
+fi
+
 # --- 8. the proxies are still up and did not panic -----------------------------
-for f in "$SLOG" "$SLOG11" "$SLOGD" "$SLOGT"; do
+for f in "$SLOG" "$SLOG11" "$SLOGD" "$SLOGT" "$SLOGP"; do
     if grep -q 'panicked' "$f"; then fail "no panic in $(basename "$f")" "$(grep -m3 -A2 'panicked' "$f")"; fi
 done
 if kill -0 "$MAIN_PID" 2>/dev/null; then pass "sluice still running after all checks"

@@ -58,8 +58,8 @@ use crate::upstreams::spec::{DEFAULT_GROUP, GroupSpec, RouteSpec, ServerSpec};
 mod validate;
 mod values;
 pub use validate::ConfigError;
-pub(crate) use values::duration;
 use values::{addrs, parse_addr, parse_duration, parse_workers, whole, workers};
+pub(crate) use values::{duration, opt_duration};
 
 /// Smallest `high_watermark` accepted, bytes.
 pub const MIN_WATERMARK: usize = 1024;
@@ -457,6 +457,17 @@ settings! {
               help = "Do not add X-Forwarded-For")]
         pub add_x_forwarded_for: bool = true,
 
+        /// Give each request an `X-Request-Id` (kept from trusted proxies).
+        ///
+        /// A request from a peer in `trusted_proxies` keeps the id it
+        /// came with (1 to 64 token characters); any other gets a new one,
+        /// 32 hex digits (128 random bits, nginx's `$request_id` form),
+        /// replacing what the client sent. The id goes upstream, into the
+        /// access record (`request_id`) and into `$request_id`.
+        #[arg(help_heading = "Forwarding", long = "no-request-id", action = ArgAction::SetFalse,
+              help = "Do not add X-Request-Id")]
+        pub request_id: bool = true,
+
         /// Set `X-Forwarded-Proto: http` on requests going upstream.
         #[arg(help_heading = "Forwarding", long = "no-x-forwarded-proto", action = ArgAction::SetFalse,
               help = "Do not set X-Forwarded-Proto")]
@@ -499,6 +510,17 @@ settings! {
         /// uploads that passed before).
         #[arg(help_heading = "Limits", long, value_name = "BYTES", value_parser = whole::<u64>)]
         pub max_body_size: u64 = 0,
+
+        /// Per-client connection cap; 0 = none.
+        ///
+        /// A client address (after the PROXY header) that already holds
+        /// this many connections has its new one closed at once, before
+        /// any byte is read from it (counted in
+        /// `sluice_downstream_refused_per_client`). Per worker: each
+        /// worker counts its own connections (nginx `limit_conn`, HAProxy
+        /// `src_conn_cur` in a stick table without peers).
+        #[arg(help_heading = "Limits", long, value_name = "N", value_parser = whole::<usize>)]
+        pub max_connections_per_client: usize = 0,
     }
 }
 

@@ -56,6 +56,23 @@ pub struct Rules<'a> {
     pub remove: &'a [String],
 }
 
+/// The variables of `req` (`tls`: it came over TLS; `client`: its client
+/// address, written into `addr`).
+pub(crate) fn request_vars<'a>(
+    req: &'a RequestHead,
+    tls: bool,
+    client: IpAddr,
+    addr: &'a mut [u8; 64],
+) -> Vars<'a> {
+    Vars {
+        host: crate::upstreams::route::request_host(req),
+        request_uri: req.target.as_bytes(),
+        scheme: if tls { b"https" } else { b"http" },
+        remote_addr: crate::text::ip_text(client.to_canonical(), addr).as_bytes(),
+        request_id: req.headers.get(crate::request_id::FIELD).unwrap_or(b""),
+    }
+}
+
 impl Rules<'_> {
     /// No rule at all.
     pub fn is_empty(&self) -> bool {
@@ -66,12 +83,7 @@ impl Rules<'_> {
     /// it came over TLS; `client`: its client address).
     pub fn apply_for(&self, headers: &mut Headers, req: &RequestHead, tls: bool, client: IpAddr) {
         let mut addr = [0u8; 64];
-        let vars = Vars {
-            host: crate::upstreams::route::request_host(req),
-            request_uri: req.target.as_bytes(),
-            scheme: if tls { b"https" } else { b"http" },
-            remote_addr: crate::text::ip_text(client.to_canonical(), &mut addr).as_bytes(),
-        };
+        let vars = request_vars(req, tls, client, &mut addr);
         self.apply(headers, &vars);
     }
 
@@ -83,12 +95,18 @@ impl Rules<'_> {
         }
         let host = crate::upstreams::route::request_host(req).to_vec();
         let uri = req.target.clone().into_bytes();
+        let id = req
+            .headers
+            .get(crate::request_id::FIELD)
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
         let mut addr = [0u8; 64];
         let vars = Vars {
             host: &host,
             request_uri: &uri,
             scheme: if tls { b"https" } else { b"http" },
             remote_addr: crate::text::ip_text(client.to_canonical(), &mut addr).as_bytes(),
+            request_id: &id,
         };
         self.apply(&mut req.headers, &vars);
     }
@@ -155,6 +173,7 @@ mod tests {
             request_uri: b"/",
             scheme: b"http",
             remote_addr: b"1.2.3.4",
+            request_id: b"",
         };
         rules.apply(&mut h, &vars);
         assert!(!h.contains("Server"));

@@ -26,6 +26,7 @@ mod buffer;
 mod cidr;
 mod config;
 mod conn;
+mod conn_limit;
 mod error;
 mod event_loop;
 mod filter;
@@ -35,6 +36,8 @@ mod idle_limit;
 mod metrics;
 mod pool;
 mod proxy_protocol;
+mod rate_limit;
+mod request_id;
 mod stats;
 mod template;
 mod text;
@@ -56,8 +59,8 @@ pub use metrics::{
 pub use stats::{Stats, StatsSnapshot};
 pub use upstreams::dns::{Resolver, SystemResolver};
 pub use upstreams::spec::{
-    Balance, CheckMethod, DEFAULT_GROUP, GroupSpec, HashKey, HealthCheck, Resolve, RespondSpec,
-    RouteSpec, Scheme, ServerSpec, StatusRange,
+    Balance, CheckMethod, DEFAULT_GROUP, GroupSpec, HashKey, HealthCheck, ProxyVersion,
+    RateLimitSpec, Resolve, RespondSpec, RouteSpec, Scheme, ServerSpec, StatusRange,
 };
 
 /// Standard error as a writer that never blocks on a stalled reader, for

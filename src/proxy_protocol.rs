@@ -14,9 +14,13 @@
 //! hundred bytes). TLVs are walked only to check that each fits, then
 //! skipped.
 //!
+//! Writing one (a group's `send_proxy_protocol`) is `write.rs`.
+//!
 //! What it must not know: sockets, who sent the bytes, HTTP.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+pub mod write;
 
 /// Longest v1 header, `PROXY` through CRLF (spec §2.1).
 pub const V1_MAX: usize = 107;

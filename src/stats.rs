@@ -75,6 +75,9 @@ stats! {
     /// Connections closed for a bad PROXY header, or for one from a
     /// source not in `accept_proxy_protocol` (counter).
     proxy_headers_refused,
+    /// New connections closed because their client address already held
+    /// `max_connections_per_client` (counter).
+    downstream_refused_per_client,
     /// Upstream connections opened (counter).
     upstream_connects,
     /// Requests sent on a pooled upstream connection (counter).
@@ -230,7 +233,7 @@ pub(crate) const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "other
 
 /// How many termination states the outcome table has a column for (see
 /// `conn::access::Termination`).
-pub(crate) const TERMINATIONS: usize = 14;
+pub(crate) const TERMINATIONS: usize = 15;
 
 /// Requests by status class (row, [`CLASSES`]) and termination state
 /// (column).

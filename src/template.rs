@@ -6,7 +6,8 @@
 //! Variables (nginx's names): `$host` (the `Host` field without its
 //! port), `$request_uri` (the request target, query included), `$scheme`
 //! (`http` or `https`), `$remote_addr` (the client address after the
-//! PROXY header and `trusted_proxies`). Any other `$` is refused by
+//! PROXY header and `trusted_proxies`), `$request_id` (the request's
+//! `X-Request-Id`, `request_id`; empty without one). Any other `$` is refused by
 //! [`check`]; [`expand`] copies it as it is.
 //!
 //! What it must not know: sockets, where the values come from.
@@ -21,10 +22,12 @@ pub struct Vars<'a> {
     pub scheme: &'a [u8],
     /// `$remote_addr`.
     pub remote_addr: &'a [u8],
+    /// `$request_id`.
+    pub request_id: &'a [u8],
 }
 
 /// The variable names, longest first where one is a prefix of another.
-const NAMES: [&str; 4] = ["request_uri", "remote_addr", "scheme", "host"];
+const NAMES: [&str; 5] = ["request_uri", "request_id", "remote_addr", "scheme", "host"];
 
 impl Vars<'_> {
     fn get(&self, name: &str) -> &[u8] {
@@ -32,6 +35,7 @@ impl Vars<'_> {
             "host" => self.host,
             "request_uri" => self.request_uri,
             "scheme" => self.scheme,
+            "request_id" => self.request_id,
             _ => self.remote_addr,
         }
     }
@@ -57,7 +61,7 @@ pub fn check(template: &str) -> Result<(), String> {
         let Some(name) = name_at(after) else {
             return Err(format!(
                 "{template:?}: unknown variable at {:?} (known: $host, $request_uri, \
-                 $scheme, $remote_addr)",
+                 $scheme, $remote_addr, $request_id)",
                 rest.get(at..).unwrap_or("")
             ));
         };
@@ -97,6 +101,7 @@ mod tests {
             request_uri: b"/a/b?x=1&y=2",
             scheme: b"http",
             remote_addr: b"192.0.2.7",
+            request_id: b"4f1c",
         }
     }
 
@@ -106,15 +111,20 @@ mod tests {
         expand("https://$host$request_uri", &vars(), &mut out);
         assert_eq!(out, b"https://example.com/a/b?x=1&y=2");
         out.clear();
-        expand("$scheme|$remote_addr|$hostname|$ x", &vars(), &mut out);
-        assert_eq!(out, b"http|192.0.2.7|example.comname|$ x");
+        expand(
+            "$scheme|$remote_addr|$hostname|$ x|$request_id",
+            &vars(),
+            &mut out,
+        );
+        assert_eq!(out, b"http|192.0.2.7|example.comname|$ x|4f1c");
     }
 
     #[test]
     fn check_refuses_unknown_variables_and_controls() {
         assert!(check("https://$host$request_uri").is_ok());
         assert!(check("plain").is_ok());
-        assert!(check("$request_id").is_err());
+        assert!(check("$request_id").is_ok());
+        assert!(check("$request").is_err());
         assert!(check("cost: 5$").is_err());
         assert!(check("a\r\nSet-Cookie: x").is_err());
     }

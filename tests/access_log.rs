@@ -142,6 +142,7 @@ fn json_records_have_every_field_named_in_the_issue() {
         "tls_resumed",
         "termination",
         "upstreams",
+        "request_id",
     ];
     let mut keys_sorted = keys.clone();
     keys_sorted.sort_unstable();

@@ -67,7 +67,7 @@ fn check_config_refuses_framing_and_hop_by_hop_names() {
         "remove_request_headers = [\"Connection\"]",
         "remove_response_headers = [\"Keep-Alive\"]",
         "set_response_headers = { \"Upgrade\" = \"h2c\" }",
-        "set_request_headers = { \"X-A\" = \"$request_id\" }",
+        "set_request_headers = { \"X-A\" = \"$request\" }",
         "add_request_headers = { \"bad name\" = \"x\" }",
     ];
     for keys in rows {

@@ -1,6 +1,6 @@
 //! Operating the built binary (issue 13): safe binds (a busy address is
 //! refused, naming it; `--takeover` shares it on purpose), signals that
-//! never kill it (SIGUSR1, SIGUSR2, others), reload on SIGHUP (single
+//! never kill it (SIGUSR1, SIGUSR2 turning /readyz 503, others), reload on SIGHUP (single
 //! process and supervisor), `--pid-file`, the `sd_notify` readiness and
 //! stop messages the systemd unit relies on, and the packaging files'
 //! assumptions (`packaging/`, `deploy/kubernetes/`).
@@ -146,7 +146,7 @@ fn an_address_that_cannot_be_bound_is_named_with_the_os_error() {
 // --- signals (seen problem 3) ------------------------------------------------------
 
 #[test]
-fn usr1_usr2_and_other_signals_are_logged_and_never_fatal() {
+fn usr1_and_other_signals_are_logged_and_never_fatal() {
     let up = answering("a");
     for workers in ["1", "2"] {
         let port = free_port();
@@ -159,7 +159,6 @@ fn usr1_usr2_and_other_signals_are_logged_and_never_fatal() {
         p.signal(libc::SIGUSR1);
         p.wait_line(WAIT, |l| l.contains("SIGUSR1: ") && l.contains("reopen"));
         for (sig, name) in [
-            (libc::SIGUSR2, "SIGUSR2"),
             (libc::SIGALRM, "SIGALRM"),
             (libc::SIGVTALRM, "SIGVTALRM"),
             (libc::SIGPROF, "SIGPROF"),
@@ -173,6 +172,50 @@ fn usr1_usr2_and_other_signals_are_logged_and_never_fatal() {
             assert_eq!(body_via(port), "a", "--workers {workers}");
         }
         assert!(alive(p.pid()));
+        stop_cleanly(p);
+    }
+}
+
+/// SIGUSR2 (the Kubernetes `preStop`'s first step, docs/edge.md): `/readyz`
+/// turns 503 while the proxy goes on serving, new connections included;
+/// a SIGTERM then drains as usual.
+#[test]
+fn usr2_turns_readyz_503_and_serving_goes_on() {
+    let up = answering("a");
+    for workers in ["1", "2"] {
+        let port = free_port();
+        let admin_port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let admin = format!("127.0.0.1:{admin_port}");
+        let p = start_ready(
+            &[
+                "--listen",
+                &listen,
+                "--upstream",
+                &up.addr.to_string(),
+                "--admin",
+                &admin,
+            ],
+            workers,
+            &[],
+        );
+        let admin_addr = loopback(admin_port);
+        assert_eq!(
+            http_get(admin_addr, "/readyz").0,
+            200,
+            "--workers {workers}"
+        );
+        p.signal(libc::SIGUSR2);
+        p.wait_line(WAIT, |l| {
+            l.contains("SIGUSR2") && l.contains("still serving")
+        });
+        assert_eventually("readyz says 503", || {
+            http_get(admin_addr, "/readyz").0 == 503
+        });
+        for _ in 0..5 {
+            assert_eq!(body_via(port), "a", "--workers {workers}: still serving");
+        }
+        assert_eq!(http_get(admin_addr, "/healthz").0, 200);
         stop_cleanly(p);
     }
 }
@@ -437,6 +480,10 @@ fn packaging_files_agree_with_the_binary() {
     for probe in ["path: /healthz", "path: /readyz"] {
         assert!(deploy.contains(probe), "{probe} missing");
     }
+    // The preStop turns /readyz 503 (SIGUSR2) before it starts the drain.
+    let usr2 = deploy.find("kill -USR2 1").expect("preStop sends SIGUSR2");
+    let term = deploy.find("kill -TERM 1").expect("preStop sends SIGTERM");
+    assert!(usr2 < term, "SIGUSR2 before SIGTERM");
     // The ConfigMap's TOML is a valid configuration.
     let toml_text: String = config
         .lines()

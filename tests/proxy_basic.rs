@@ -9,7 +9,13 @@ use std::time::Duration;
 use util::*;
 
 /// Fields the proxy itself sets on requests going upstream.
-const PROXY_FIELDS: [&str; 4] = ["connection", "via", "x-forwarded-for", "x-forwarded-proto"];
+const PROXY_FIELDS: [&str; 5] = [
+    "connection",
+    "via",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-request-id",
+];
 
 /// The request's fields minus those the proxy sets itself.
 fn client_fields(req: &Request) -> Vec<(String, String)> {
@@ -187,7 +193,12 @@ fn proxy_appends_via_forwarded_for_and_proto_after_client_fields() {
     appended.sort();
     assert_eq!(
         appended,
-        ["via", "x-forwarded-for", "x-forwarded-proto"],
+        [
+            "via",
+            "x-forwarded-for",
+            "x-forwarded-proto",
+            "x-request-id"
+        ],
         "{head:?}"
     );
 }

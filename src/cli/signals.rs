@@ -7,7 +7,8 @@
 //! | SIGTERM, SIGINT, SIGQUIT | graceful drain; again: stop now | TERM/INT fast stop, QUIT graceful | TERM hard stop, USR1 soft stop |
 //! | SIGHUP | reload the config file | reload | (master) reload |
 //! | SIGUSR1 | reopen logs | reopen logs | soft stop |
-//! | SIGUSR2 and others caught | logged, ignored | USR2 binary upgrade | (master) reload |
+//! | SIGUSR2 | `/readyz` 503, serving goes on (before a drain) | USR2 binary upgrade | (master) reload |
+//! | others caught | logged, ignored | | |
 //!
 //! Design choice: the signals are caught with `signal-hook`'s [`Signals`]
 //! iterator on a small dedicated thread, not inside the loop. That thread
@@ -62,6 +63,8 @@ pub enum Action {
     Reload,
     /// Reopen the log files (logrotate).
     ReopenLogs,
+    /// Say not ready on `/readyz`, go on serving (a balancer's cue).
+    Unready,
     /// Log it and carry on.
     Ignore,
 }
@@ -72,6 +75,7 @@ pub fn action(sig: i32) -> Action {
         libc::SIGTERM | libc::SIGINT | libc::SIGQUIT => Action::Stop,
         libc::SIGHUP => Action::Reload,
         libc::SIGUSR1 => Action::ReopenLogs,
+        libc::SIGUSR2 => Action::Unready,
         _ => Action::Ignore,
     }
 }
@@ -139,7 +143,7 @@ pub fn signal_name(sig: i32) -> String {
 /// The log line of a signal that changes nothing.
 pub fn log_ignored(sig: i32) {
     log::warn!(
-        "{} ignored (SIGHUP reloads, SIGUSR1 reopens logs, SIGTERM drains)",
+        "{} ignored (SIGHUP reloads, SIGUSR1 reopens logs, SIGUSR2 turns /readyz 503, SIGTERM drains)",
         signal_name(sig)
     );
 }
@@ -217,6 +221,10 @@ pub fn spawn(
                         log::info!("{name}: reopening logs");
                         // The access log's reopen (issue 13, deliverable 1).
                         loops.handles.iter().for_each(ServerHandle::reopen_logs);
+                    }
+                    Action::Unready => {
+                        log::info!("{name}: /readyz says 503 from now on; still serving");
+                        loops.handles.iter().for_each(ServerHandle::set_unready);
                     }
                     Action::Ignore => log_ignored(sig),
                 }

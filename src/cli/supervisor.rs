@@ -30,8 +30,9 @@
 //!   drain on the supervisor's SIGTERM; from then on nothing is started, and the supervisor
 //!   exits when the last worker is gone, with status 0 if every worker
 //!   exited 0 and 1 otherwise. A second signal is forwarded too (the
-//!   workers stop at once); a third one sends SIGKILL. SIGUSR1 is forwarded
-//!   (reopen logs); other caught signals are logged.
+//!   workers stop at once); a third one sends SIGKILL. SIGUSR1 (reopen
+//!   logs) and SIGUSR2 (`/readyz` 503, serving goes on) are forwarded to
+//!   the ready workers; other caught signals are logged.
 //! - Workers are in their own process group, so a terminal's Ctrl-C reaches
 //!   only the supervisor (which forwards it once), and on Linux they get
 //!   SIGTERM if the supervisor dies (`PR_SET_PDEATHSIG`).
@@ -236,7 +237,8 @@ fn hold(addr: SocketAddr, takeover: bool) -> std::io::Result<(socket2::Socket, S
 impl Supervisor {
     fn on_signal(&mut self, sig: i32, source: &Source) {
         let name = signal_name(sig);
-        match action(sig) {
+        let action = action(sig);
+        match action {
             Action::Stop => {
                 self.stops += 1;
                 let forward = match self.stops {
@@ -269,8 +271,12 @@ impl Supervisor {
             }
             Action::Reload if self.draining => warn!("{name} ignored: draining"),
             Action::Reload => self.reload(source),
-            Action::ReopenLogs => {
-                info!("{name}: workers reopen their logs");
+            Action::ReopenLogs | Action::Unready => {
+                if action == Action::ReopenLogs {
+                    info!("{name}: workers reopen their logs");
+                } else {
+                    info!("{name}: workers say not ready on /readyz; still serving");
+                }
                 // A worker not ready yet may not have its handlers yet (and
                 // opens its logs fresh anyway).
                 self.slots

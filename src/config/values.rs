@@ -139,6 +139,26 @@ pub(crate) mod duration {
     }
 }
 
+/// An optional duration in the file (a route's own timeouts): absent, or
+/// a string with a unit as [`duration`].
+pub(crate) mod opt_duration {
+    use std::time::Duration;
+
+    use serde::de::Deserializer;
+    use serde::ser::Serializer;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => super::duration::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        super::duration::deserialize(d).map(Some)
+    }
+}
+
 /// A worker count in the file: an integer, or `"auto"` (stored as 0).
 pub(super) mod workers {
     use std::fmt;

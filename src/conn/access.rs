@@ -67,6 +67,8 @@ pub(crate) enum Termination {
     Redirect,
     /// A route's `respond` answered with its fixed response.
     FixedAnswer,
+    /// A route's `rate_limit` refused the client (429).
+    RateLimited,
 }
 
 impl Termination {
@@ -86,6 +88,7 @@ impl Termination {
         Termination::Redirect,
         Termination::FixedAnswer,
         Termination::UpstreamTlsError,
+        Termination::RateLimited,
     ];
 
     /// The name written in the access log and the metrics' label.
@@ -105,6 +108,7 @@ impl Termination {
             Termination::Redirect => "redirect",
             Termination::FixedAnswer => "fixed_answer",
             Termination::UpstreamTlsError => "upstream_tls_error",
+            Termination::RateLimited => "rate_limited",
         }
     }
 
@@ -172,6 +176,8 @@ pub(crate) struct Access<'a> {
     pub version: Option<u8>,
     /// The `Host` field's value, if any.
     pub host: Option<&'a [u8]>,
+    /// The request's `X-Request-Id` (`request_id`), if any.
+    pub request_id: Option<&'a [u8]>,
     /// Status the client got (499: it left before any answer).
     pub status: u16,
     /// Request body bytes taken from the client (chunk framing excluded).
@@ -244,6 +250,7 @@ struct Json<'a> {
     tls_resumed: Option<bool>,
     termination: &'static str,
     upstreams: Vec<JsonAttempt>,
+    request_id: Option<std::borrow::Cow<'a, str>>,
 }
 
 impl Access<'_> {
@@ -281,10 +288,14 @@ impl Access<'_> {
             let method = shorten(self.method.as_bytes(), SHORT_METHOD);
             let target = shorten(self.target, SHORT_TARGET);
             let host = self.host.map(|h| shorten(h, SHORT_HOST));
+            let id = self
+                .request_id
+                .map(|h| shorten(h, crate::request_id::MAX_KEPT));
             let short = Access {
                 method: std::str::from_utf8(&method).unwrap_or("-"),
                 target: &target,
                 host: host.as_deref(),
+                request_id: id.as_deref(),
                 ..*self
             };
             short.write(format, buf, time, duration);
@@ -361,6 +372,11 @@ impl Access<'_> {
             s => text::push_uint(buf, s),
         });
         self.push_tls(buf);
+        buf.extend_from_slice(b" request_id=");
+        match self.request_id {
+            Some(id) => escape_text(buf, id),
+            None => buf.push(b'-'),
+        }
         buf.extend_from_slice(b" termination=");
         buf.extend_from_slice(self.termination.name().as_bytes());
         buf.push(b'\n');
@@ -438,6 +454,7 @@ impl Access<'_> {
                     outcome: a.outcome,
                 })
                 .collect(),
+            request_id: self.request_id.map(String::from_utf8_lossy),
         };
         if serde_json::to_writer(&mut *buf, &record).is_ok() {
             buf.push(b'\n');

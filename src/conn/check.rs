@@ -37,7 +37,7 @@ use crate::stats::Stats;
 use crate::tls::identity::TlsIdentity;
 use crate::upstreams::Groups;
 use crate::upstreams::health::Change;
-use crate::upstreams::spec::{HealthCheck, MAX_CHECK_BODY};
+use crate::upstreams::spec::{HealthCheck, MAX_CHECK_BODY, ProxyVersion};
 
 mod tls;
 
@@ -220,7 +220,13 @@ impl Checks {
             };
             let timeout = hc.timeout;
             let expect_body = hc.expect_body.clone().map(String::into_bytes);
-            let request = request_bytes(hc, &groups.check_host(d.group, d.addr));
+            let mut request = Vec::new();
+            if let Some(v) = groups.get(d.group).and_then(|g| g.spec.send_proxy_protocol) {
+                // HAProxy sends the PROXY header on checks of a server
+                // that gets it on traffic; a check has no client: LOCAL.
+                crate::proxy_protocol::write::local(v == ProxyVersion::V2, &mut request);
+            }
+            request.extend_from_slice(&request_bytes(hc, &groups.check_host(d.group, d.addr)));
             if room == 0 {
                 self.skip(
                     d.group,

@@ -73,6 +73,49 @@ pub(crate) enum Resp {
     Done,
 }
 
+/// The timeouts an exchange runs under: the top level's, or its route's
+/// own `upstream_connect_timeout`, `upstream_read_timeout` and
+/// `client_body_timeout` where it gives them (docs/edge.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timeouts {
+    /// Upstream connect.
+    pub connect: std::time::Duration,
+    /// Upstream read gap (and the response-head wait).
+    pub read: std::time::Duration,
+    /// Client request body gap.
+    pub client_body: std::time::Duration,
+}
+
+impl Timeouts {
+    /// The timeouts of `route` (an index into `cfg.route`): `None` when
+    /// it overrides none (the exchange then reads the top level's).
+    pub(crate) fn of_route(cfg: &Config, route: Option<usize>) -> Option<Self> {
+        let r = cfg.route.get(route?)?;
+        if r.upstream_connect_timeout.is_none()
+            && r.upstream_read_timeout.is_none()
+            && r.client_body_timeout.is_none()
+        {
+            return None;
+        }
+        Some(Timeouts {
+            connect: r
+                .upstream_connect_timeout
+                .unwrap_or(cfg.upstream_connect_timeout),
+            read: r.upstream_read_timeout.unwrap_or(cfg.upstream_read_timeout),
+            client_body: r.client_body_timeout.unwrap_or(cfg.client_body_timeout),
+        })
+    }
+
+    /// The top level's.
+    fn top(cfg: &Config) -> Self {
+        Timeouts {
+            connect: cfg.upstream_connect_timeout,
+            read: cfg.upstream_read_timeout,
+            client_body: cfg.client_body_timeout,
+        }
+    }
+}
+
 /// One request and its response.
 pub(crate) struct Exchange {
     /// The request head as sent upstream (after hooks).
@@ -115,6 +158,8 @@ pub(crate) struct Exchange {
     pub req_body_bytes: u64,
     /// Most request body data bytes allowed (`max_body_size`; 0: no limit).
     pub max_body: u64,
+    /// Its route's own timeouts; `None`: the top level's.
+    pub timeouts: Option<Timeouts>,
     /// The route whose response header rules apply, with the request's
     /// TLS flag and client address (their variables); `None`: no rules.
     pub resp_rules: Option<(usize, bool, std::net::IpAddr)>,
@@ -210,6 +255,7 @@ impl Exchange {
             idempotent: false,
             req_body_bytes: 0,
             max_body: 0,
+            timeouts: None,
             resp_rules: None,
             head_bytes: Vec::new(),
             to_upstream: None,
@@ -244,6 +290,13 @@ impl Exchange {
             up_write_at: now,
             down_read_at: now,
         }
+    }
+
+    /// The connect timeout of this exchange (its route's, or the top
+    /// level's).
+    pub(crate) fn connect_timeout(&self, cfg: &Config) -> std::time::Duration {
+        self.timeouts
+            .map_or(cfg.upstream_connect_timeout, |t| t.connect)
     }
 
     /// Starts the exchange of the request in `req` (hooks already ran):
@@ -480,6 +533,7 @@ impl Exchange {
         client_out_paused: bool,
         client_write_at: Instant,
     ) -> Option<(Instant, Timeout)> {
+        let limits = self.timeouts.unwrap_or_else(|| Timeouts::top(cfg));
         let mut best: Option<(Instant, Timeout)> = None;
         let mut consider = |at: Instant, t: Timeout| {
             if best.is_none_or(|(b, _)| at < b) {
@@ -489,7 +543,7 @@ impl Exchange {
         let bytes_for_upstream = self.to_upstream.as_ref().is_some_and(|b| !b.is_empty());
         let awaiting_continue = self.expect_continue && self.first_byte.is_none();
         if let Some(up) = up {
-            if let Some((at, t)) = up.deadline(cfg.upstream_connect_timeout) {
+            if let Some((at, t)) = up.deadline(limits.connect) {
                 // Panic-mode connects share one connect timeout.
                 return Some((self.panic_until.map_or(at, |p| at.min(p)), t));
             }
@@ -503,7 +557,7 @@ impl Exchange {
                 } else {
                     self.up_read_at
                 };
-                consider(since + cfg.upstream_read_timeout, Timeout::UpstreamRead);
+                consider(since + limits.read, Timeout::UpstreamRead);
             }
             if bytes_for_upstream {
                 consider(
@@ -512,10 +566,7 @@ impl Exchange {
                 );
             }
             if awaiting_continue && self.up_written >= self.head_bytes.len() as u64 {
-                consider(
-                    self.up_write_at + cfg.upstream_read_timeout,
-                    Timeout::UpstreamRead,
-                );
+                consider(self.up_write_at + limits.read, Timeout::UpstreamRead);
             }
         }
         let wants_body =
@@ -526,7 +577,7 @@ impl Exchange {
                 // The 100 (or an early final head) the client waited for.
                 since = since.max(self.up_read_at);
             }
-            consider(since + cfg.client_body_timeout, Timeout::ClientBody);
+            consider(since + limits.client_body, Timeout::ClientBody);
         }
         best
     }
@@ -601,6 +652,7 @@ impl Exchange {
             target: self.req.target.as_bytes(),
             version: Some(self.req.version),
             host: self.req.headers.get_known(Known::Host),
+            request_id: self.req.headers.get(crate::request_id::FIELD),
             status,
             bytes_in: self.req_body_bytes,
             bytes_out: self.resp_body_bytes,

@@ -102,6 +102,14 @@ pub(crate) struct Shared {
     /// The fewest spares held since the last trim: that many were never
     /// needed, and [`Shared::trim_spare`] drops them.
     spare_low: usize,
+    /// Each route's `rate_limit` table (by route index; `None`: no limit).
+    pub rates: Vec<Option<crate::rate_limit::RateLimiter>>,
+    /// Open connections per client address (`max_connections_per_client`).
+    pub conns: crate::conn_limit::ConnCounts,
+    /// The zero of the rate tables' clock (their times are ns since it).
+    pub epoch: Instant,
+    /// New `X-Request-Id` values.
+    pub ids: crate::request_id::RequestIds,
 }
 
 /// Most free body buffers kept for reuse (each `high_watermark` bytes).
@@ -133,7 +141,24 @@ impl Shared {
         let mut checks = Checks::new();
         let now = Instant::now();
         checks.sync(&groups, now);
+        let rates = cfg
+            .route
+            .iter()
+            .map(|r| {
+                r.rate_limit.map(|l| {
+                    crate::rate_limit::RateLimiter::new(
+                        l.requests_per_second,
+                        l.burst,
+                        crate::rate_limit::TABLE_CAPACITY,
+                    )
+                })
+            })
+            .collect();
         Shared {
+            rates,
+            conns: crate::conn_limit::ConnCounts::default(),
+            epoch: now,
+            ids: crate::request_id::RequestIds::new(),
             cfg,
             filter,
             registry,

@@ -5,6 +5,7 @@
 //! What it must not know: HTTP.
 
 use super::*;
+use crate::conn::client::{admit_client, sends_proxy_header};
 use crate::conn::transport::{Tls, Transport};
 
 impl Server {
@@ -73,6 +74,14 @@ impl Server {
             }
             match listener.accept() {
                 Ok((stream, addr)) => {
+                    // Counted now unless a PROXY header is to give the
+                    // client's address (then once it did).
+                    let counted = self.sh.cfg.max_connections_per_client > 0
+                        && !sends_proxy_header(&self.sh.cfg, addr, tls);
+                    if counted && !admit_client(&mut self.sh, addr) {
+                        // Closed at accept: dropping the socket.
+                        continue;
+                    }
                     let generation = self.generations.next();
                     let entry = self.clients.vacant_entry();
                     let id = ConnId::new(entry.key(), generation);
@@ -82,6 +91,9 @@ impl Server {
                                 Ok(c) => Transport::tls(stream, Tls::server(c, cfg.sni_check())),
                                 Err(e) => {
                                     debug!("TLS session for {addr}: {e}");
+                                    if counted {
+                                        self.sh.conns.release(addr.ip());
+                                    }
                                     continue;
                                 }
                             }
@@ -89,7 +101,10 @@ impl Server {
                         _ => Transport::plain(stream),
                     };
                     match ClientConn::new(id, transport, addr, &mut self.sh) {
-                        Ok(conn) => {
+                        Ok(mut conn) => {
+                            if counted {
+                                conn.set_counted();
+                            }
                             let conn = Client::from(conn);
                             let armed = conn.deadline(&self.sh).map(|(at, _)| at);
                             if let Some(at) = armed {
@@ -115,7 +130,12 @@ impl Server {
                             Stats::add(&self.sh.stats.downstream_accepted, 1);
                             Stats::add(&self.sh.stats.downstream_active, 1);
                         }
-                        Err(e) => debug!("register of {addr} failed: {e}"),
+                        Err(e) => {
+                            if counted {
+                                self.sh.conns.release(addr.ip());
+                            }
+                            debug!("register of {addr} failed: {e}");
+                        }
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,

@@ -20,6 +20,7 @@ pub struct ServerHandle {
     pub(super) shutdown: Arc<AtomicBool>,
     pub(super) drain: Arc<AtomicBool>,
     pub(super) reopen: Arc<AtomicBool>,
+    pub(super) unready: Arc<AtomicBool>,
     pub(super) waker: Weak<Waker>,
     /// The loop's listening socket while it has one.
     pub(super) listener: Weak<TcpListener>,
@@ -85,6 +86,16 @@ impl ServerHandle {
     /// connection is left or after `drain_timeout`.
     pub fn drain(&self) {
         self.drain.store(true, Ordering::SeqCst);
+        self.wake();
+    }
+
+    /// Makes `/readyz` answer 503 for this loop while it goes on serving
+    /// every connection and accepting new ones (SIGUSR2): a balancer that
+    /// checks `/readyz` stops sending before a drain closes the listener
+    /// (docs/edge.md, the Kubernetes `preStop`). One-way; a reload's new
+    /// loop is ready again.
+    pub fn set_unready(&self) {
+        self.unready.store(true, Ordering::SeqCst);
         self.wake();
     }
 

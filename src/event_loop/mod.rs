@@ -105,6 +105,9 @@ pub struct Server {
     shutdown: Arc<AtomicBool>,
     drain: Arc<AtomicBool>,
     reopen: Arc<AtomicBool>,
+    /// `/readyz` says 503 while the loop still serves (SIGUSR2, a
+    /// balancer's cue before the drain; docs/edge.md).
+    unready: Arc<AtomicBool>,
     waker: Arc<Waker>,
     /// Set when a drain began: the time it must end by.
     drain_deadline: Option<Instant>,
@@ -322,6 +325,7 @@ impl Server {
             shutdown: Arc::new(AtomicBool::new(false)),
             drain: Arc::new(AtomicBool::new(false)),
             reopen: Arc::new(AtomicBool::new(false)),
+            unready: Arc::new(AtomicBool::new(false)),
             waker,
             drain_deadline: None,
             listener_close_at: None,
@@ -360,12 +364,19 @@ impl Server {
         self.sh.stats.clone()
     }
 
+    /// The loop drains, or was asked to say it is not ready (its
+    /// `/readyz` part and its `/status` draining flag).
+    fn not_ready(&self) -> bool {
+        self.drain.load(Ordering::SeqCst) || self.unready.load(Ordering::SeqCst)
+    }
+
     /// A handle that can stop the loop from another thread.
     pub fn handle(&self) -> ServerHandle {
         ServerHandle {
             shutdown: self.shutdown.clone(),
             drain: self.drain.clone(),
             reopen: self.reopen.clone(),
+            unready: self.unready.clone(),
             waker: Arc::downgrade(&self.waker),
             listener: self
                 .listener
@@ -434,7 +445,7 @@ impl Server {
                     token::LISTENER_TLS => self.accept_tls(),
                     token::WAKER => self.apply_dns(),
                     t => {
-                        let draining = self.drain.load(Ordering::SeqCst);
+                        let draining = self.not_ready();
                         let now = self.sh.now;
                         if !admin::dispatch(
                             &mut self.admin,
@@ -497,8 +508,9 @@ impl Server {
             if let Some(a) = self.admin.as_mut() {
                 a.expire(now, self.poll.registry());
             }
+            let not_ready = self.not_ready();
             if let Some(o) = self.obs.as_mut() {
-                o.publish(&self.sh.stats, self.drain.load(Ordering::SeqCst));
+                o.publish(&self.sh.stats, not_ready);
             }
             if self.drain.load(Ordering::SeqCst) && self.drain_step() {
                 break;

@@ -95,6 +95,12 @@ const PLAIN: &[Plain] = &[
         ],
     ),
     (
+        "sluice_downstream_refused_per_client",
+        "New connections closed: their client address held max_connections_per_client.",
+        MetricType::Counter,
+        &[("downstream_refused_per_client", None)],
+    ),
+    (
         "sluice_upstream_connects",
         "Upstream connections opened.",
         MetricType::Counter,

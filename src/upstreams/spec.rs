@@ -84,6 +84,22 @@ pub struct GroupSpec {
     /// Its private key (PEM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_client_key: Option<PathBuf>,
+    /// Write a PROXY protocol header (`"v1"` or `"v2"`) at the start of
+    /// every new connection to the group's servers, giving the client's
+    /// address; such connections serve one client's request each and are
+    /// never pooled (docs/edge.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_proxy_protocol: Option<ProxyVersion>,
+}
+
+/// The PROXY protocol version a group sends (`send_proxy_protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProxyVersion {
+    /// The text line (`PROXY TCP4 …\r\n`; HAProxy `send-proxy`).
+    V1,
+    /// The binary header (HAProxy `send-proxy-v2`).
+    V2,
 }
 
 fn default_tls_verify() -> bool {
@@ -120,6 +136,7 @@ impl GroupSpec {
             tls_verify: true,
             tls_client_cert: None,
             tls_client_key: None,
+            send_proxy_protocol: None,
         }
     }
 }
@@ -564,6 +581,44 @@ pub struct RouteSpec {
     /// Response fields removed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remove_response_headers: Vec<String>,
+    /// Requests per client address: a token bucket of `burst` refilled
+    /// at `requests_per_second`; over it, 429 with `Retry-After`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimitSpec>,
+    /// This route's `upstream_read_timeout`, replacing the top level's.
+    #[serde(
+        default,
+        with = "crate::config::opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub upstream_read_timeout: Option<Duration>,
+    /// This route's `upstream_connect_timeout`, replacing the top level's.
+    #[serde(
+        default,
+        with = "crate::config::opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub upstream_connect_timeout: Option<Duration>,
+    /// This route's `client_body_timeout`, replacing the top level's.
+    #[serde(
+        default,
+        with = "crate::config::opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub client_body_timeout: Option<Duration>,
+}
+
+/// A route's `rate_limit = { requests_per_second = 10, burst = 20 }`:
+/// per client address, a token bucket of `burst` tokens refilled at
+/// `requests_per_second` (nginx `limit_req zone=… rate=10r/s burst=20
+/// nodelay`; HAProxy a stick table's `http_req_rate`). Both ≥ 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitSpec {
+    /// Tokens added per second.
+    pub requests_per_second: u32,
+    /// The bucket's capacity: requests a client may send at once.
+    pub burst: u32,
 }
 
 /// An absent `upstream` of a route: the empty name, no span.
@@ -640,6 +695,10 @@ impl RouteSpec {
             set_response_headers: BTreeMap::new(),
             add_response_headers: BTreeMap::new(),
             remove_response_headers: Vec::new(),
+            rate_limit: None,
+            upstream_read_timeout: None,
+            upstream_connect_timeout: None,
+            client_body_timeout: None,
         }
     }
 }
@@ -776,6 +835,21 @@ fn check_answer(r: &RouteSpec) -> Result<(), String> {
         }
         for value in rules.set.values().chain(rules.add.values()) {
             crate::template::check(value).map_err(|e| format!("header rule value {e}"))?;
+        }
+    }
+    if let Some(l) = r.rate_limit
+        && (l.requests_per_second == 0 || l.burst == 0)
+    {
+        return Err("rate_limit needs requests_per_second and burst of at least 1".into());
+    }
+    let timeouts = [
+        ("upstream_read_timeout", r.upstream_read_timeout),
+        ("upstream_connect_timeout", r.upstream_connect_timeout),
+        ("client_body_timeout", r.client_body_timeout),
+    ];
+    for (key, t) in timeouts {
+        if t.is_some_and(|t| t.is_zero()) {
+            return Err(format!("route {key} must be more than 0"));
         }
     }
     if r.redirect.is_some() && r.respond.is_some() {

@@ -191,7 +191,7 @@ pub(super) fn next(ex: &mut Exchange, sh: &mut Shared) -> Option<Peer> {
         })?;
     if pick.panic && ex.panic_until.is_none() {
         // Panic mode from here on: one connect timeout for all its tries.
-        ex.panic_until = Some(sh.now + sh.cfg.upstream_connect_timeout);
+        ex.panic_until = Some(sh.now + ex.connect_timeout(&sh.cfg));
     }
     ex.panic |= pick.panic;
     ex.tried.push(pick.addr);

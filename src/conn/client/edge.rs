@@ -6,6 +6,8 @@
 //! In order:
 //! - `deny`, then `allow` (a route's lists of client networks, on the
 //!   client address after the PROXY header and `trusted_proxies`): 403;
+//! - `rate_limit` (a token bucket per client address, `rate_limit.rs`):
+//!   429 with `Retry-After` when the client's bucket is empty;
 //! - `redirect` (with `redirect_status`, 301 by default) or `respond`:
 //!   the route's own answer, no upstream asked. A request with a body
 //!   closes the connection after it (`answer_own`): the body is never
@@ -18,12 +20,12 @@
 
 use super::ClientConn;
 use crate::cidr::any_contains;
-use crate::config::Config;
+use crate::conn::Shared;
 use crate::conn::access::Termination;
 use crate::filter::Reply;
 use crate::http::{BodyKind, RequestHead, reason_phrase};
-use crate::template::{Vars, expand};
-use crate::upstreams::route::request_host;
+use crate::rate_limit::retry_after_secs;
+use crate::template::expand;
 use crate::upstreams::spec::RouteSpec;
 use std::net::IpAddr;
 
@@ -37,12 +39,7 @@ fn own_answer(
 ) -> Option<(Reply, Termination)> {
     if let Some(to) = &r.redirect {
         let mut addr = [0u8; 64];
-        let vars = Vars {
-            host: request_host(req),
-            request_uri: req.target.as_bytes(),
-            scheme: if tls { b"https" } else { b"http" },
-            remote_addr: crate::text::ip_text(client.to_canonical(), &mut addr).as_bytes(),
-        };
+        let vars = crate::header_rules::request_vars(req, tls, client, &mut addr);
         let mut location = Vec::with_capacity(to.len() + 64);
         expand(to, &vars, &mut location);
         // 301 by default (nginx `return 301`); `check` allowed only
@@ -76,11 +73,12 @@ impl ClientConn {
     /// when no route chose the group) for a request framed as `framing`.
     pub(super) fn edge_verdict(
         &self,
-        cfg: &Config,
+        sh: &mut Shared,
         req: &RequestHead,
         route: Option<usize>,
         framing: BodyKind,
     ) -> Verdict {
+        let cfg = &sh.cfg;
         let spec = route.and_then(|i| cfg.route.get(i));
         let max_body = spec
             .and_then(|r| r.max_body_size)
@@ -97,6 +95,24 @@ impl ClientConn {
                     answer: Some((reply, Termination::Denied)),
                     max_body,
                 };
+            }
+            let limiter = route
+                .and_then(|i| sh.rates.get_mut(i))
+                .and_then(Option::as_mut);
+            if let Some(l) = limiter {
+                let now = sh.now.saturating_duration_since(sh.epoch).as_nanos();
+                if let Err(wait) = l.check(ip, u64::try_from(now).unwrap_or(u64::MAX)) {
+                    let secs = retry_after_secs(wait);
+                    let mut reply =
+                        Reply::new(429, "429 Too Many Requests: over this route's rate_limit\n");
+                    reply
+                        .headers
+                        .append("Retry-After", secs.to_string().as_bytes());
+                    return Verdict {
+                        answer: Some((reply, Termination::RateLimited)),
+                        max_body,
+                    };
+                }
             }
             if own.is_some() {
                 return Verdict {

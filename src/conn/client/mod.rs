@@ -110,11 +110,35 @@ struct OwnReply {
     /// `None` for a head that could not be read.
     version: Option<u8>,
     host: Option<Vec<u8>>,
+    /// Its `X-Request-Id`, if any.
+    request_id: Option<Vec<u8>>,
     status: u16,
     /// Body bytes of the answer.
     bytes: u64,
     started: Instant,
     termination: Termination,
+}
+
+/// A connection from `addr` (to the TLS listener if `tls`) must start
+/// with a PROXY header (`accept_proxy_protocol`; plain listener only:
+/// under TLS the header would come before the ClientHello, below the
+/// transport).
+pub(crate) fn sends_proxy_header(cfg: &crate::config::Config, addr: SocketAddr, tls: bool) -> bool {
+    !tls && crate::cidr::any_contains(&cfg.accept_proxy_protocol, addr.ip())
+}
+
+/// Counts a connection of client `addr` in `max_connections_per_client`
+/// (0: nothing counted, true). False: the address holds that many
+/// already; the refusal is counted and logged, and the caller closes the
+/// connection (it was not counted).
+pub(crate) fn admit_client(sh: &mut Shared, addr: SocketAddr) -> bool {
+    let max = sh.cfg.max_connections_per_client;
+    if sh.conns.admit(addr.ip(), max) {
+        return true;
+    }
+    Stats::add(&sh.stats.downstream_refused_per_client, 1);
+    debug!("client {addr}: over max_connections_per_client ({max}): closed");
+    false
 }
 
 /// One client connection.
@@ -151,6 +175,8 @@ pub(crate) struct ClientConn {
     /// trusted proxy gave one (port 0: the field carries none); `None`:
     /// the peer's (`side.addr`, after any PROXY header).
     client: Option<SocketAddr>,
+    /// `side.addr` is counted in `Shared::conns` (given back at close).
+    conn_counted: bool,
 }
 
 impl ClientConn {
@@ -198,11 +224,9 @@ impl ClientConn {
             linger: false,
             linger_queued: usize::MAX,
             pipelined: false,
-            // Plain listener only: under TLS the header would come before
-            // the ClientHello, below the transport.
-            await_proxy: !stream_is_tls
-                && crate::cidr::any_contains(&sh.cfg.accept_proxy_protocol, addr.ip()),
+            await_proxy: sends_proxy_header(&sh.cfg, addr, stream_is_tls),
             client: None,
+            conn_counted: false,
         };
         c.side.stream.set_interest(
             &mut c.side.io,
@@ -218,6 +242,28 @@ impl ClientConn {
     /// The connection ended; the loop frees it with `close`.
     pub(crate) fn is_closed(&self) -> bool {
         self.state == State::Closed
+    }
+
+    /// Counts this connection for its client address in
+    /// `max_connections_per_client` once a PROXY header gave the address
+    /// (the loop counts the others at accept, [`admit_client`]). Returns
+    /// false, and closes the connection, when the address already holds
+    /// that many.
+    fn count_client(&mut self, sh: &mut Shared) -> bool {
+        if self.conn_counted {
+            return true;
+        }
+        if admit_client(sh, self.side.addr) {
+            self.conn_counted = sh.cfg.max_connections_per_client > 0;
+            return true;
+        }
+        self.set_state(State::Closed);
+        false
+    }
+
+    /// The loop counted this connection at accept ([`admit_client`]).
+    pub(crate) fn set_counted(&mut self) {
+        self.conn_counted = true;
     }
 
     fn set_state(&mut self, new: State) {
@@ -293,6 +339,9 @@ impl ClientConn {
             r.log(self.downstream(), sh);
         }
         self.release(sh, true);
+        if self.conn_counted {
+            sh.conns.release(self.side.addr.ip());
+        }
         self.set_idle(false, &sh.stats);
         self.side.stream.goodbye(&mut self.side.io, &sh.stats);
         // Dropping the socket closes it, and closing removes it from the

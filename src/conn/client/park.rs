@@ -50,6 +50,8 @@ pub(crate) struct Parked {
     idle_counted: bool,
     /// Its PROXY header is still to come (`ClientConn::await_proxy`).
     await_proxy: bool,
+    /// Counted per client address (`ClientConn::conn_counted`).
+    conn_counted: bool,
 }
 
 /// One client connection in the loop's slab: parked or live.
@@ -216,6 +218,7 @@ impl ClientConn {
             draining: self.draining,
             idle_counted: self.idle_counted,
             await_proxy: self.await_proxy,
+            conn_counted: self.conn_counted,
         }
     }
 
@@ -251,6 +254,7 @@ impl ClientConn {
             pipelined: false,
             await_proxy: p.await_proxy,
             client: None,
+            conn_counted: p.conn_counted,
         }
     }
 }

@@ -26,7 +26,8 @@ impl ClientConn {
     /// request head. `Ok(false)`: the header is due and not complete yet.
     /// Errors: a due header is malformed, too long, or longer than the
     /// head buffer may grow; a header from a source not listed (400).
-    pub(super) fn take_proxy_header(&mut self, stats: &Stats) -> Result<bool> {
+    pub(super) fn take_proxy_header(&mut self, sh: &mut crate::conn::Shared) -> Result<bool> {
+        let stats = &sh.stats;
         let refuse = |e: ParseError| {
             Stats::add(&stats.proxy_headers_refused, 1);
             Err(ProxyError::downstream(ErrorKind::Parse(e)))
@@ -50,7 +51,9 @@ impl ClientConn {
                     debug!("client {}: PROXY header gives {source}", self.side.addr);
                     self.side.addr = source;
                 }
-                Ok(true)
+                // Counted by the address the header gave (or the
+                // balancer's own, for `LOCAL`).
+                Ok(self.count_client(sh))
             }
             Ok(None) if buf.room() == 0 => {
                 refuse(ParseError::ProxyHeader("longer than the head buffer"))

@@ -24,7 +24,9 @@ use crate::http::{
     BodyKind, Forwarding, Headers, ParseError, ParseHead, Refusal, RequestHead, ResponseHead,
     ensure_host, finish_response_head, plan_request,
 };
+use crate::request_id::{self, RequestIds};
 use crate::stats::Stats;
+use crate::upstreams::spec::ProxyVersion;
 use log::{debug, warn};
 
 impl ClientConn {
@@ -32,8 +34,8 @@ impl ClientConn {
         if self.side.out.as_ref().is_some_and(|b| !b.is_empty()) {
             return Ok(false);
         }
-        if !self.take_proxy_header(&sh.stats)? {
-            if self.side.read_eof {
+        if !self.take_proxy_header(sh)? {
+            if self.side.read_eof || self.state == State::Closed {
                 self.set_state(State::Closed);
                 return Ok(true);
             }
@@ -110,6 +112,10 @@ impl ClientConn {
             client_cert: self.side.stream.client_cert_field(),
         };
         self.client = trusted_client(&ex.req, self.side.addr, &sh.cfg.trusted_proxies);
+        if sh.cfg.request_id {
+            let trusted = cidr::any_contains(&sh.cfg.trusted_proxies, self.side.addr.ip());
+            stamp_request_id(&mut ex.req.headers, trusted, &mut sh.ids);
+        }
         let req = &mut ex.req;
         let plan = match plan_request(req, self.side.addr.ip(), fwd) {
             Ok(plan) => plan,
@@ -158,7 +164,7 @@ impl ClientConn {
             Dest::Group { route, .. } => route,
             _ => None,
         };
-        let verdict = self.edge_verdict(&sh.cfg, &ex.req, route, plan.framing);
+        let verdict = self.edge_verdict(sh, &ex.req, route, plan.framing);
         if let Some((reply, how)) = verdict.answer {
             if !matches!(how, Termination::Redirect | Termination::FixedAnswer) {
                 // A refusal (403, 413): the proxy's own error answers.
@@ -227,6 +233,7 @@ impl ClientConn {
         }
         ex.start(peer, plan.framing, plan.upgrade, plan.idempotent, sh.now);
         ex.max_body = verdict.max_body;
+        ex.timeouts = crate::conn::exchange::Timeouts::of_route(&sh.cfg, route);
         ex.resp_rules = spec
             .filter(|(_, r)| !r.response_rules().is_empty())
             .map(|(i, _)| (i, tls, client_ip));
@@ -235,7 +242,7 @@ impl ClientConn {
         ex.in_flight = group.is_some();
         ex.panic = panic;
         // Panic mode's tries share one connect timeout (ARCHITECTURE.md §13).
-        ex.panic_until = panic.then(|| sh.now + sh.cfg.upstream_connect_timeout);
+        ex.panic_until = panic.then(|| sh.now + ex.connect_timeout(&sh.cfg));
         ex.hash = hash;
         ex.tried.push(peer.addr);
         let mut to_up = sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark);
@@ -287,6 +294,8 @@ impl ClientConn {
     /// Gives the exchange an upstream connection: pooled or new, or always
     /// new if `fresh` (a retry goes on a new connection, ARCHITECTURE.md §7).
     pub(super) fn attach_upstream(&mut self, sh: &mut Shared, fresh: bool) -> Result<()> {
+        let group = self.exchange.as_deref().and_then(|ex| ex.group);
+        let preface = self.proxy_preface(sh, group);
         let Some(ex) = self.exchange.as_deref_mut() else {
             return Ok(());
         };
@@ -299,6 +308,7 @@ impl ClientConn {
                 self.id,
                 fresh,
                 ex.idempotent,
+                preface,
                 &sh.registry,
                 &sh.stats,
                 sh.now,
@@ -322,6 +332,31 @@ impl ClientConn {
         ex.up_write_at = sh.now;
         ex.up_port = sh.ups.get(key).map_or(0, |u| u.local_port());
         Ok(())
+    }
+
+    /// The PROXY header a new connection to a server of `group` starts
+    /// with (its `send_proxy_protocol`; empty: none): from the client's
+    /// address (after the PROXY header in and `trusted_proxies`) to the
+    /// address it connected to.
+    fn proxy_preface(&self, sh: &Shared, group: Option<usize>) -> Vec<u8> {
+        let mut out = Vec::new();
+        let Some(version) = group
+            .and_then(|g| sh.groups.get(g))
+            .and_then(|g| g.spec.send_proxy_protocol)
+        else {
+            return out;
+        };
+        let src = self.client_addr();
+        let dst = self
+            .side
+            .stream
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::new(src.ip(), 0));
+        match version {
+            ProxyVersion::V1 => crate::proxy_protocol::write::v1(src, dst, &mut out),
+            ProxyVersion::V2 => crate::proxy_protocol::write::v2(src, dst, &mut out),
+        }
+        out
     }
 
     /// Queues a response the proxy makes: status line, `fields`, `Date`
@@ -373,6 +408,22 @@ impl ClientConn {
     }
 }
 
+/// Gives `headers` their `X-Request-Id`: the one that came, when the peer
+/// is `trusted` and it is one keepable field, else a new one from `ids`
+/// in place of any that came (docs/edge.md "Request ids").
+fn stamp_request_id(headers: &mut Headers, trusted: bool, ids: &mut RequestIds) {
+    if trusted {
+        let mut came = headers.get_all(request_id::FIELD);
+        if let (Some(v), None) = (came.next(), came.next())
+            && request_id::keepable(v)
+        {
+            return;
+        }
+    }
+    headers.remove_all(request_id::FIELD);
+    headers.append(request_id::FIELD, &ids.next_id());
+}
+
 /// The client address `X-Forwarded-For` gives for a request from `peer`
 /// when `peer` is one of `trusted` (ARCHITECTURE.md §6, docs/configuration.md,
 /// "Edge rules"); `None` when it is the peer's own.
@@ -391,6 +442,7 @@ impl OwnReply {
             target: req.target.clone().into_bytes(),
             version: Some(req.version),
             host: req.headers.get_known(Known::Host).map(<[u8]>::to_vec),
+            request_id: req.headers.get(request_id::FIELD).map(<[u8]>::to_vec),
             status,
             bytes: 0,
             started: now,
@@ -407,6 +459,7 @@ impl OwnReply {
             target,
             version: None,
             host: None,
+            request_id: None,
             status,
             bytes: 0,
             started,
@@ -422,6 +475,7 @@ impl OwnReply {
             target: &self.target,
             version: self.version,
             host: self.host.as_deref(),
+            request_id: self.request_id.as_deref(),
             status: self.status,
             bytes_in: 0,
             bytes_out: self.bytes,

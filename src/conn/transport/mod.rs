@@ -86,6 +86,26 @@ impl Transport {
         self.http_on_tls
     }
 
+    /// Writes `bytes` on the socket itself, below any TLS session, in one
+    /// call: a preface that must come before the connection's own bytes
+    /// (the PROXY header of `send_proxy_protocol`), written once the TCP
+    /// connect completed and before anything else, so the empty send
+    /// buffer takes it whole.
+    ///
+    /// Errors: the write failed, or took only part of `bytes`.
+    pub(crate) fn write_preface(&mut self, bytes: &[u8], stats: &Stats) -> io::Result<()> {
+        use std::io::Write;
+        Stats::add(&stats.socket_writes, 1);
+        match self.stream.write(bytes) {
+            Ok(n) if n == bytes.len() => Ok(()),
+            Ok(_) => Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "the PROXY header did not fit the new socket's send buffer",
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
     /// A TLS handshake is still going on.
     pub(crate) fn is_handshaking(&self) -> bool {
         self.tls.as_ref().is_some_and(|t| t.is_handshaking())

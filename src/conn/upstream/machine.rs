@@ -62,6 +62,11 @@ pub(crate) struct UpstreamConn {
     /// connection stays `Connecting`, under the connect timeout, until it
     /// is done).
     pub(super) tcp_connected: bool,
+    /// Bytes to write before anything else once the TCP connect completes
+    /// (a PROXY header); emptied when written.
+    pub(super) preface: Vec<u8>,
+    /// It carries one client's PROXY header: never parked in the pool.
+    pub(super) private: bool,
 }
 
 /// How a connect attempt stands after [`UpstreamConn::finish_connect`].
@@ -132,6 +137,11 @@ impl UpstreamConn {
                 }
                 Err(e) => return Err(e),
             }
+        }
+        if !self.preface.is_empty() {
+            // Before the TLS ClientHello, if any: the header is below TLS.
+            let preface = std::mem::take(&mut self.preface);
+            self.stream.write_preface(&preface, stats)?;
         }
         match self.stream.handshake(&mut self.io, stats) {
             Ok(false) => return Ok(Connect::Pending),

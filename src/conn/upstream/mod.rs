@@ -112,12 +112,16 @@ impl Upstreams {
         owner: ConnId,
         fresh: bool,
         idempotent: bool,
+        preface: Vec<u8>,
         registry: &Registry,
         stats: &Stats,
         now: Instant,
     ) -> io::Result<(UpKey, bool)> {
+        // A connection that starts with a PROXY header is this client's
+        // alone: always new, never pooled.
+        let private = !preface.is_empty();
         // Bounded: every turn takes one connection out of the pool.
-        if !fresh {
+        if !fresh && !private {
             loop {
                 let (key, idle, older, check) = match self.pool.choose(&peer, now, idempotent) {
                     Choice::Open { for_risk } => {
@@ -230,6 +234,8 @@ impl Upstreams {
             taken: None,
             write_shut: false,
             tcp_connected: false,
+            preface,
+            private,
         };
         conn.set_interest(registry, true, true)?;
         entry.insert(Slot { conn, generation });
@@ -317,6 +323,15 @@ impl Upstreams {
         let Some(up) = self.get_mut(key) else {
             return;
         };
+        if up.private {
+            // Its PROXY header named one client (docs/edge.md).
+            debug!(
+                "upstream {} port {}: not pooled (PROXY header)",
+                peer.addr, up.local_port
+            );
+            self.close(key);
+            return;
+        }
         // Check at park: an event already reported the upstream's FIN (it
         // came with the answer, and no new edge will announce it), or the
         // socket may still hold unread bytes: look without blocking.
