@@ -72,6 +72,23 @@ pub(crate) enum Termination {
 }
 
 impl Termination {
+    /// How an exchange ended by `err` is reported (access log, metrics).
+    pub(crate) fn of_error(err: &crate::error::ProxyError) -> Termination {
+        use crate::error::{ErrorKind as K, Side};
+        use crate::http::ParseError;
+        match (err.side, &err.kind) {
+            (Side::Downstream, K::Parse(ParseError::BodyTooLarge)) => Termination::BodyTooLarge,
+            (Side::Downstream, K::Parse(_) | K::NotImplemented) => Termination::ProxyError,
+            (Side::Downstream, K::Timeout(_)) => Termination::ClientTimeout,
+            (Side::Downstream, _) => Termination::ClientAborted,
+            (Side::Upstream, k) if k.is_upstream_tls() => Termination::UpstreamTlsError,
+            (Side::Upstream, K::ConnectFailed(_)) => Termination::UpstreamRefused,
+            (Side::Upstream, K::Timeout(_)) => Termination::UpstreamTimeout,
+            (Side::Upstream, K::Closed | K::Io(_)) => Termination::UpstreamClosedEarly,
+            (Side::Upstream, _) => Termination::ProxyError,
+        }
+    }
+
     /// Every state, in the outcome table's column order.
     pub(crate) const ALL: [Termination; crate::stats::TERMINATIONS] = [
         Termination::Complete,

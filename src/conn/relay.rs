@@ -134,14 +134,15 @@ pub(crate) fn write_client(
 }
 
 /// Response source: reads from the upstream into the head buffer (while
-/// the head is awaited) or into the client's buffer (body), as far as the
-/// body goes; an HTTP/1.0 client's chunked body keeps only chunk data.
+/// the head is awaited) or into `sink` (body: the HTTP/1 client's
+/// buffer, or an HTTP/2 stream's), as far as the body goes; with
+/// `ex.dechunk` a chunked body keeps only chunk data.
 ///
 /// Errors (upstream side): I/O, EOF before the response was complete, an
 /// oversized head, invalid chunked framing; a write failure recorded
 /// earlier stands if the upstream then sends nothing.
 pub(crate) fn read_response(
-    side: &mut ClientSide,
+    sink: &mut Option<WatermarkBuffer>,
     ex: &mut Exchange,
     up: &mut UpstreamConn,
     env: &mut Env<'_>,
@@ -189,7 +190,7 @@ pub(crate) fn read_response(
             }
         }
         Resp::Body(decoder) => {
-            let out = side.out.get_or_insert_with(|| env.body_buffer());
+            let out = sink.get_or_insert_with(|| env.body_buffer());
             // Not clamped to the body's length: a response ends where its
             // framing says, and bytes behind it (there should be none: the
             // proxy never pipelines upstream) are dropped and keep the

@@ -25,9 +25,7 @@
 //! request, `outcome` ends one, `deadline` says which timeout applies and
 //! what firing does.
 
-mod choose;
 mod deadline;
-mod edge;
 mod outcome;
 mod park;
 mod proxy_header;
@@ -43,6 +41,7 @@ use log::{debug, trace};
 use super::access::{Downstream, Termination};
 use super::exchange::Exchange;
 use super::io::{Io, Read1};
+use super::own_reply::OwnReply;
 use super::relay;
 use super::transport::{Peeked, Transport};
 use super::{KeepAlive, Shared};
@@ -101,22 +100,6 @@ pub(crate) struct ClientSide {
     /// Last time a byte was written to the client (or pending bytes
     /// appeared): the send timeout runs from here.
     pub write_at: Instant,
-}
-
-/// A request answered by the proxy itself, for the access log.
-struct OwnReply {
-    method: String,
-    target: Vec<u8>,
-    /// `None` for a head that could not be read.
-    version: Option<u8>,
-    host: Option<Vec<u8>>,
-    /// Its `X-Request-Id`, if any.
-    request_id: Option<Vec<u8>>,
-    status: u16,
-    /// Body bytes of the answer.
-    bytes: u64,
-    started: Instant,
-    termination: Termination,
 }
 
 /// A connection from `addr` (to the TLS listener if `tls`) must start
@@ -363,7 +346,7 @@ impl ClientConn {
             && let Some(up) = ex.upstream.and_then(|k| ups.get_mut(k))
         {
             progress |= relay::write_request(ex, up, &mut env)?;
-            progress |= relay::read_response(side, ex, up, &mut env)?;
+            progress |= relay::read_response(&mut side.out, ex, up, &mut env)?;
             if ex.request_abandoned() {
                 self.keep_alive.clear("request abandoned");
             }
