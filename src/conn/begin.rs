@@ -22,6 +22,7 @@ use super::access::Termination;
 use super::choose::{self, Dest};
 use super::exchange::Exchange;
 use super::own_reply::OwnReply;
+use super::transport::Transport;
 use super::{Shared, edge};
 use crate::cidr::{self, Cidr};
 use crate::error::{Answer, ErrorKind, ProxyError, Timeout};
@@ -47,9 +48,10 @@ pub(crate) struct Origin<'a> {
     /// The `X-Forwarded-Client-Cert` value of the client's verified
     /// certificate, if any (`tls::client_cert`).
     pub client_cert: Option<&'a str>,
-    /// The address the client connected to (a PROXY header upstream
-    /// names it), if known.
-    pub local: Option<SocketAddr>,
+    /// The client connection's transport: the address the client
+    /// connected to is asked of it only when a PROXY header upstream
+    /// names it (no `getsockname` per request otherwise).
+    pub stream: &'a Transport,
 }
 
 impl Origin<'_> {
@@ -260,7 +262,7 @@ pub(crate) fn begin(sh: &mut Shared, mut ex: Box<Exchange>, o: &Origin<'_>) -> B
     let mut to_up = sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark);
     to_up.extend_from_slice(&ex.head_bytes);
     ex.to_upstream = Some(to_up);
-    let preface = preface(sh, group, o.client(client), o.local);
+    let preface = preface(sh, group, o.client(client), o.stream);
     let attached = attach(sh, &mut ex, o.id, preface, false);
     done(Begin::Forward { ex, attached }, keep_alive)
 }
@@ -316,13 +318,13 @@ pub(crate) fn attach(
 
 /// The PROXY header a new connection to a server of `group` starts with
 /// (its `send_proxy_protocol`; empty: none): from `client` (after the
-/// PROXY header in and `trusted_proxies`) to `local`, the address it
-/// connected to.
+/// PROXY header in and `trusted_proxies`) to the address it connected to
+/// (`stream`'s local address).
 pub(crate) fn preface(
     sh: &Shared,
     group: Option<usize>,
     client: SocketAddr,
-    local: Option<SocketAddr>,
+    stream: &Transport,
 ) -> Vec<u8> {
     let mut out = Vec::new();
     let Some(version) = group
@@ -331,7 +333,9 @@ pub(crate) fn preface(
     else {
         return out;
     };
-    let dst = local.unwrap_or_else(|| SocketAddr::new(client.ip(), 0));
+    let dst = stream
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::new(client.ip(), 0));
     match version {
         ProxyVersion::V1 => crate::proxy_protocol::write::v1(client, dst, &mut out),
         ProxyVersion::V2 => crate::proxy_protocol::write::v2(client, dst, &mut out),
@@ -354,7 +358,7 @@ pub(crate) fn note_failed_try(ex: &mut Exchange, err: &ProxyError, sh: &mut Shar
 }
 
 /// Sends `ex` again on a new upstream connection (owned by `owner`;
-/// `client` and `local` for a PROXY header) if the retry rules allow it
+/// `client` and `stream` for a PROXY header) if the retry rules allow it
 /// (ARCHITECTURE.md §7); `upstream_peer` is asked again. After a failed
 /// connect the retry may take a pooled connection: the request reached no
 /// server, so it is a first try of the next one. Timeouts and a spent
@@ -371,7 +375,7 @@ pub(crate) fn retry(
     sh: &mut Shared,
     owner: ConnId,
     client: SocketAddr,
-    local: Option<SocketAddr>,
+    stream: &Transport,
 ) -> Result<bool, ProxyError> {
     let untried = |ex: &Exchange| {
         ex.group
@@ -434,7 +438,7 @@ pub(crate) fn retry(
         ex.to_upstream = Some(sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark));
     }
     ex.rewind();
-    let preface = preface(sh, ex.group, client, local);
+    let preface = preface(sh, ex.group, client, stream);
     match attach(sh, ex, owner, preface, fresh) {
         Ok(()) => Ok(true),
         Err(e) if e.kind == ErrorKind::NoDescriptor => Err(e),

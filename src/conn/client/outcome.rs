@@ -287,10 +287,9 @@ impl ClientConn {
     /// Errors: the retry's connect found no descriptor (`NoDescriptor`).
     pub(super) fn try_retry(&mut self, err: &ProxyError, sh: &mut Shared) -> Result<bool> {
         let client = self.client_addr();
-        let local = self.side.stream.local_addr().ok();
         let Some(ex) = self.exchange.as_deref_mut() else {
             return Ok(false);
         };
-        begin::retry(ex, err, sh, self.id, client, local)
+        begin::retry(ex, err, sh, self.id, client, &self.side.stream)
     }
 }

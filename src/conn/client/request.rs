@@ -96,7 +96,7 @@ impl ClientConn {
             peer: self.side.addr,
             tls: self.side.stream.is_tls(),
             client_cert: self.side.stream.client_cert_field(),
-            local: self.side.stream.local_addr().ok(),
+            stream: &self.side.stream,
         }
     }
 
