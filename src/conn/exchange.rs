@@ -224,8 +224,15 @@ pub(crate) struct Exchange {
     /// The client speaks HTTP/1.0 and the response is chunked: only chunk
     /// data goes downstream, delimited by closing (RFC 9112 §7.1).
     pub dechunk: bool,
-    /// Scratch for the chunk-data ranges of one read (`dechunk` only).
-    pub ranges: Vec<std::ops::Range<usize>>,
+    /// Scratch for the chunk-data ranges of one read (`dechunk` only;
+    /// `true`: a trailer field line).
+    pub ranges: Vec<(std::ops::Range<usize>, bool)>,
+    /// De-chunking keeps the trailer section's field lines in `trailers`
+    /// (an HTTP/2 client gets them as a HEADERS frame).
+    pub keep_trailers: bool,
+    /// The trailer section's field lines, each with its CRLF
+    /// (`keep_trailers`; at most `http::chunked::MAX_TRAILER_SECTION`).
+    pub trailers: Vec<u8>,
     /// Last read from the upstream, or when the whole request was written
     /// (the wait for the response head starts there).
     pub up_read_at: Instant,
@@ -286,6 +293,8 @@ impl Exchange {
             tunnel: false,
             dechunk: false,
             ranges: Vec::new(),
+            keep_trailers: false,
+            trailers: Vec::new(),
             up_read_at: now,
             up_write_at: now,
             down_read_at: now,
@@ -317,6 +326,7 @@ impl Exchange {
             resp_head: std::mem::take(&mut self.resp_head),
             scratch: std::mem::take(&mut self.scratch),
             ranges: std::mem::take(&mut self.ranges),
+            trailers: std::mem::take(&mut self.trailers),
             tried: std::mem::take(&mut self.tried),
             attempts: std::mem::take(&mut self.attempts),
             peer,
@@ -327,6 +337,7 @@ impl Exchange {
         *self = fresh;
         self.set_request_body(BodyDecoder::new(framing));
         self.ranges.clear();
+        self.trailers.clear();
         self.tried.clear();
         self.attempts.clear();
         self.head_bytes.clear();
@@ -648,6 +659,7 @@ impl Exchange {
         Access {
             client: client.addr,
             tls: client.tls,
+            stream: client.stream,
             method: &self.req.method,
             target: self.req.target.as_bytes(),
             version: Some(self.req.version),

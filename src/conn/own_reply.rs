@@ -75,6 +75,7 @@ impl OwnReply {
         Access {
             client: client.addr,
             tls: client.tls,
+            stream: client.stream,
             method: &self.method,
             target: &self.target,
             version: self.version,

@@ -212,7 +212,8 @@ pub(crate) fn read_response(
                     Stats::add(&env.stats.bytes_from_upstream, n as u64);
                     ex.up_read_at = env.now;
                     let before = decoder.data_bytes();
-                    let body = keep_body(out, n, decoder, ex.dechunk, &mut ex.ranges)?;
+                    let trailers = ex.keep_trailers.then_some(&mut ex.trailers);
+                    let body = keep_body(out, n, decoder, ex.dechunk, &mut ex.ranges, trailers)?;
                     if body < n {
                         ex.extra_bytes = true;
                     }
@@ -232,7 +233,8 @@ pub(crate) fn read_response(
 
 /// Measures the `n` bytes just read into `out` with `decoder`: bytes past
 /// the body's end are dropped from the buffer, and with `dechunk` only the
-/// chunk data stays (moved to the front of what was read). Returns the
+/// chunk data stays (moved to the front of what was read; the trailer
+/// section's field lines go to `trailers` when it is given). Returns the
 /// bytes of the read that belong to the body (framing included).
 ///
 /// Errors: invalid chunked framing (upstream side).
@@ -241,21 +243,27 @@ fn keep_body(
     n: usize,
     decoder: &mut BodyDecoder,
     dechunk: bool,
-    ranges: &mut Vec<std::ops::Range<usize>>,
+    ranges: &mut Vec<(std::ops::Range<usize>, bool)>,
+    trailers: Option<&mut Vec<u8>>,
 ) -> Result<usize> {
     let start = out.pending().saturating_sub(n);
     let fresh = out.as_slice().get(start..).unwrap_or(&[]);
     ranges.clear();
     let body = if dechunk {
-        decoder.scan_data(fresh, |r| ranges.push(r))
+        decoder.scan_pieces(fresh, |r, t| ranges.push((r, t)))
     } else {
         decoder.scan(fresh)
     }
     .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
     let kept = if dechunk {
+        if let Some(t) = trailers {
+            for (r, _) in ranges.iter().filter(|(_, t)| *t) {
+                t.extend_from_slice(fresh.get(r.clone()).unwrap_or(&[]));
+            }
+        }
         let tail = out.tail_mut(n);
         let mut w = 0;
-        for r in ranges.iter() {
+        for (r, _) in ranges.iter().filter(|(_, t)| !*t) {
             let len = r.len();
             if r.end <= tail.len() {
                 tail.copy_within(r.clone(), w);
@@ -272,8 +280,10 @@ fn keep_body(
 
 /// Moves body bytes that arrived behind a response head (in the head
 /// buffer `upin`) to the client's buffer — all of it, past the watermark
-/// if need be: it is at most one head's worth. Returns the body bytes of
-/// `avail` consumed (framing included); the decoder counts the data.
+/// if need be: it is at most one head's worth. With `dechunk` only chunk
+/// data moves (trailer field lines go to `trailers` when given). Returns
+/// the body bytes of `avail` consumed (framing included); the decoder
+/// counts the data.
 ///
 /// Errors: invalid chunked framing (upstream side).
 pub(crate) fn move_body_after_head(
@@ -281,18 +291,27 @@ pub(crate) fn move_body_after_head(
     out: &mut WatermarkBuffer,
     decoder: &mut BodyDecoder,
     dechunk: bool,
-    ranges: &mut Vec<std::ops::Range<usize>>,
+    ranges: &mut Vec<(std::ops::Range<usize>, bool)>,
+    trailers: Option<&mut Vec<u8>>,
 ) -> Result<usize> {
     ranges.clear();
     let body = if dechunk {
-        decoder.scan_data(avail, |r| ranges.push(r))
+        decoder.scan_pieces(avail, |r, t| ranges.push((r, t)))
     } else {
         decoder.scan(avail)
     }
     .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
     if dechunk {
-        for r in ranges.iter() {
-            out.extend_from_slice(avail.get(r.clone()).unwrap_or(&[]));
+        let mut trailers = trailers;
+        for (r, t) in ranges.iter() {
+            let bytes = avail.get(r.clone()).unwrap_or(&[]);
+            match (t, trailers.as_deref_mut()) {
+                (false, _) => {
+                    out.extend_from_slice(bytes);
+                }
+                (true, Some(sink)) => sink.extend_from_slice(bytes),
+                (true, None) => {}
+            }
         }
     } else {
         out.extend_from_slice(avail.get(..body).unwrap_or(&[]));

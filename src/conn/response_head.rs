@@ -239,7 +239,15 @@ pub(crate) fn move_body_after_taken_head(
         && let Some(upin) = ex.upin.as_mut()
     {
         let before = decoder.data_bytes();
-        let body = move_body_after_head(upin.as_slice(), out, decoder, ex.dechunk, &mut ex.ranges)?;
+        let trailers = ex.keep_trailers.then_some(&mut ex.trailers);
+        let body = move_body_after_head(
+            upin.as_slice(),
+            out,
+            decoder,
+            ex.dechunk,
+            &mut ex.ranges,
+            trailers,
+        )?;
         ex.resp_body_bytes += decoder.data_bytes().saturating_sub(before);
         upin.consume(body);
         if decoder.is_done() {

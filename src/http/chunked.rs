@@ -169,7 +169,26 @@ impl ChunkedScanner {
         bytes: &[u8],
         mut data: impl FnMut(std::ops::Range<usize>),
     ) -> Result<usize, ParseError> {
+        self.scan_pieces(bytes, |r, trailer| {
+            if !trailer {
+                data(r);
+            }
+        })
+    }
+
+    /// Like [`ChunkedScanner::scan_data`], and also reports the bytes of
+    /// the trailer section's field lines (each line with its CRLF; not the
+    /// final empty line), with `true` as the second argument: an HTTP/2
+    /// recipient gets the chunk data as DATA frames and the trailer fields
+    /// as a final HEADERS frame (RFC 9113 §8.1).
+    pub fn scan_pieces(
+        &mut self,
+        bytes: &[u8],
+        mut piece: impl FnMut(std::ops::Range<usize>, bool),
+    ) -> Result<usize, ParseError> {
         let mut used: usize = 0;
+        // A run of trailer bytes not yet reported: its start.
+        let mut trailer_from: Option<usize> = None;
         loop {
             let rest = bytes.get(used..).unwrap_or_default();
             let Some(&b) = rest.first() else {
@@ -185,7 +204,7 @@ impl ChunkedScanner {
                     let start = used;
                     used = used.saturating_add(usize::try_from(take).unwrap_or(usize::MAX));
                     if used > start {
-                        data(start..used);
+                        piece(start..used, false);
                     }
                     self.state = if left == 0 {
                         State::DataCr
@@ -194,9 +213,23 @@ impl ChunkedScanner {
                     };
                 }
                 state => {
+                    let at = used;
                     used = used.saturating_add(1);
                     match step(state, b) {
-                        Ok(next) => self.state = next,
+                        Ok(next) => {
+                            let in_line = matches!(
+                                next,
+                                State::TrailerName { .. }
+                                    | State::TrailerValue { .. }
+                                    | State::TrailerLf { .. }
+                            ) || matches!(state, State::TrailerLf { .. });
+                            if in_line {
+                                trailer_from.get_or_insert(at);
+                            } else if let Some(from) = trailer_from.take() {
+                                piece(from..at, true);
+                            }
+                            self.state = next;
+                        }
                         Err(why) => {
                             self.state = State::Failed(why);
                             return Err(ParseError::Chunk(why));
@@ -204,6 +237,9 @@ impl ChunkedScanner {
                     }
                 }
             }
+        }
+        if let Some(from) = trailer_from {
+            piece(from..used, true);
         }
         if let State::Failed(why) = self.state {
             return Err(ParseError::Chunk(why));

@@ -477,6 +477,7 @@ impl ClientConn {
         Downstream {
             addr: self.client_addr(),
             tls: self.side.stream.tls_facts(),
+            stream: None,
         }
     }
 
