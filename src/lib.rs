@@ -88,6 +88,11 @@ pub mod listen {
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz_api {
+    pub use crate::h2::PREFACE;
+    pub use crate::h2::decode::{Frame, FrameDecoder};
+    pub use crate::h2::hpack::{Decoder as HpackDecoder, FieldList, HpackError};
+    pub use crate::h2::map::map_request;
+    pub use crate::h2::settings::PeerSettings;
     pub use crate::http::chunked::ChunkedScanner;
     pub use crate::http::framing::{request_framing, response_framing};
     pub use crate::http::sniff::check_request_start;

@@ -16,6 +16,7 @@
 //!
 //! What it must not know: frames, streams, the upstream connection.
 
+use super::fields::is_connection_specific;
 use crate::h2::hpack::Encoder;
 use crate::http::ResponseHead;
 use crate::http::headers::Headers;
@@ -94,15 +95,7 @@ fn encode_fields(
     let mut sent = 0;
     for (name, value) in headers.iter() {
         let known = Known::of(name.as_bytes());
-        if matches!(
-            known,
-            Known::Connection
-                | Known::KeepAlive
-                | Known::ProxyConnection
-                | Known::TransferEncoding
-                | Known::Upgrade
-                | Known::Te
-        ) {
+        if is_connection_specific(known) || known == Known::Te {
             continue;
         }
         let value = trim_ows(value);

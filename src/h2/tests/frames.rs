@@ -276,3 +276,23 @@ fn empty_work_is_flagged_for_the_flood_counters() {
         .is_empty_work()
     );
 }
+
+#[test]
+fn random_frames_after_the_start_agree_however_split_and_never_panic() {
+    // Valid frame headers with random types, flags, streams and short
+    // payloads: every path of the decoder, errors included.
+    let mut rng = crate::tests::Lcg(0x5eed);
+    for _ in 0..300 {
+        let mut input = start();
+        for _ in 0..rng.below(6) {
+            let len = rng.below(24) as usize;
+            let payload: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+            let kind = rng.below(12) as u8;
+            let flags = rng.below(256) as u8;
+            let stream = rng.below(4) as u32;
+            frame::encode_frame(&mut input, kind, flags, stream, &payload);
+        }
+        let out = agree(&input);
+        assert!(out.events.starts_with(&start_events()));
+    }
+}
