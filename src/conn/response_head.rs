@@ -141,7 +141,9 @@ pub(crate) fn take_head(
                 ex.abandon_request();
             }
             ex.resp_keep_alive = p.upstream_keep_alive;
-            ex.dechunk = p.dechunk;
+            // An HTTP/2 client (`keep_trailers`) gets chunk data as DATA
+            // frames: every chunked body is de-chunked for it.
+            ex.dechunk = p.dechunk || (ex.keep_trailers && p.framing == BodyKind::Chunked);
             add_date_if_missing(&mut head, env.date);
             filter.response_filter(&ex.req, &mut head);
             if let Some((i, tls, client)) = ex.resp_rules

@@ -117,7 +117,7 @@ impl ClientConn {
                 self.exchange.as_ref().is_none_or(|ex| ex.response_done())
                     && self.closes_after_response()
             }
-            State::Head | State::Closed => false,
+            State::Head | State::Closed | State::ToH2 => false,
         }
     }
 

@@ -30,6 +30,11 @@ impl ClientConn {
             }
             return Ok(false);
         }
+        if self.requests == 0 && self.side.stream.alpn_h2() {
+            // TLS chose HTTP/2 (RFC 9113 §3.2).
+            self.set_state(State::ToH2);
+            return Ok(true);
+        }
         let Some(buf) = self.side.inbuf.as_ref().filter(|b| !b.is_empty()) else {
             if self.side.read_eof {
                 self.set_state(State::Closed);
@@ -38,9 +43,18 @@ impl ClientConn {
             return Ok(false);
         };
         // Bytes that are not HTTP/1.x at all (TLS, the HTTP/2 preface) are
-        // answered at once, not after the head timeout.
-        check_request_start(buf.as_slice())
-            .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
+        // answered at once, not after the head timeout; the preface on a
+        // plain connection with `http2_cleartext` starts HTTP/2 (RFC 9113
+        // §3.3).
+        match check_request_start(buf.as_slice()) {
+            Err(ParseError::Http2Preface)
+                if sh.cfg.http2_cleartext && self.requests == 0 && !self.side.stream.is_tls() =>
+            {
+                self.set_state(State::ToH2);
+                return Ok(true);
+            }
+            r => r.map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?,
+        }
         if self.side.stream.http_on_tls() {
             return Err(ProxyError::downstream(ErrorKind::Parse(
                 ParseError::PlainHttpOnTlsPort,

@@ -194,7 +194,8 @@ impl Tls {
 
     /// The handshake chose HTTP/2 by ALPN (`h2`, RFC 9113 §3.2).
     pub(crate) fn alpn_h2(&self) -> bool {
-        !self.conn.is_handshaking() && self.conn.alpn_protocol() == Some(crate::tls::server::ALPN_H2)
+        !self.conn.is_handshaking()
+            && self.conn.alpn_protocol() == Some(crate::tls::server::ALPN_H2)
     }
 
     /// rustls holds decrypted bytes (or the peer's close) not yet read.

@@ -507,7 +507,10 @@ fn pieces_of(pieces: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
             .scan_pieces(piece, |r, t| ranges.push((r, t)))
             .unwrap_or_else(|e| panic!("valid body rejected: {e}"));
         for (r, t) in ranges {
-            assert!(r.end <= used && !r.is_empty(), "range past the body, or empty");
+            assert!(
+                r.end <= used && !r.is_empty(),
+                "range past the body, or empty"
+            );
             let sink = if t { &mut trailers } else { &mut data };
             sink.extend_from_slice(&piece[r]);
         }
@@ -518,8 +521,7 @@ fn pieces_of(pieces: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
 
 #[test]
 fn scan_pieces_yields_the_trailer_field_lines_however_split() {
-    let body: &[u8] =
-        b"5\r\nhello\r\n0;last\r\nTrailer-X: 1\r\ngrpc-status:0\r\n\r\nNEXT";
+    let body: &[u8] = b"5\r\nhello\r\n0;last\r\nTrailer-X: 1\r\ngrpc-status:0\r\n\r\nNEXT";
     let want = (
         b"hello".to_vec(),
         b"Trailer-X: 1\r\ngrpc-status:0\r\n".to_vec(),
