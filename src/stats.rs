@@ -152,10 +152,13 @@ stats! {
     status_508,
     /// Client connections that speak HTTP/2 (h2 or h2c) (counter).
     h2_connections,
+    /// Client connections that carried an HTTP/1 request (counted at the
+    /// first) (counter).
+    h1_connections,
+    /// Requests read on HTTP/1 connections (counter).
+    h1_requests,
     /// HTTP/2 streams opened by clients (requests) (counter).
     h2_streams,
-    /// HTTP/2 DATA frames received (counter).
-    h2_data_frames_in,
     /// RST_STREAM frames received from clients (counter).
     h2_resets_received,
     /// RST_STREAM sent: NO_ERROR (a complete answer; the client's body not

@@ -1,4 +1,4 @@
-//! HTTP/2 to clients (ARCHITECTURE.md §5b): prior-knowledge h2c through
+//! HTTP/2 to clients (ARCHITECTURE.md §14): prior-knowledge h2c through
 //! the in-process proxy with `http2_cleartext`, checked by a client that
 //! writes frames itself (`util::h2`) in front of scripted HTTP/1.1
 //! upstreams. Streams, request and response mapping (RFC 9113 §8), flow

@@ -97,6 +97,10 @@ impl ClientConn {
         // makes a waiting client worth a look (`probe_client`).
         self.side.io.fresh = false;
         Stats::add(&sh.stats.requests, 1);
+        Stats::add(&sh.stats.h1_requests, 1);
+        if self.requests == 1 {
+            Stats::add(&sh.stats.h1_connections, 1);
+        }
         self.set_state(State::Busy);
         self.start_request(ex, sh)?;
         self.release(sh, false);

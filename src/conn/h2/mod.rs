@@ -1,4 +1,4 @@
-//! The HTTP/2 client connection machine (ARCHITECTURE.md §5b, DESIGN §11):
+//! The HTTP/2 client connection machine (ARCHITECTURE.md §14, DESIGN §11):
 //! one downstream connection that speaks HTTP/2 (`h2` by ALPN, or
 //! prior-knowledge `h2c` with `http2_cleartext`), owning its streams. Each
 //! stream is one [`Exchange`](super::exchange::Exchange), started by

@@ -383,7 +383,6 @@ impl H2Conn {
     ) -> Result<(), H2Error> {
         self.recv_window.receive(flow_len, 0)?;
         self.recv_credit = self.recv_credit.saturating_add(flow_len);
-        Stats::add(&sh.stats.h2_data_frames_in, 1);
         let st = self.state_of(id);
         let next = match stream_state::on_recv(st, id, Recv::Data { end_stream })? {
             Verdict::Ignore => return Ok(()),
