@@ -163,6 +163,8 @@ pub(crate) struct H2Conn {
     fields: FieldList,
     /// An HPACK block being encoded (reused).
     block: Vec<u8>,
+    /// Frames being encoded (reused).
+    scratch: Vec<u8>,
     local: LocalSettings,
     peer: PeerSettings,
     /// What the client still lets us send on the connection.
@@ -225,6 +227,7 @@ impl H2Conn {
             hpack_out: Encoder::new(),
             fields: FieldList::new(),
             block: Vec::new(),
+            scratch: Vec::new(),
             local,
             peer: PeerSettings::default(),
             send_window: Window::new(crate::h2::settings::DEFAULT_WINDOW),

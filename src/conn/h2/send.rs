@@ -104,7 +104,14 @@ impl H2Conn {
         }
         let complete = s.response_complete();
         let pending = s.out_pending();
-        let mut bytes: Vec<u8> = Vec::new();
+        // Frames go straight into the connection's queue: one copy of the
+        // body bytes, from the stream's buffer.
+        let q = self
+            .out
+            .get_or_insert_with(|| sh.bufs.head(usize::MAX / 2));
+        if q.is_empty() {
+            self.write_at = sh.now;
+        }
         if pending > 0 {
             let n = [
                 pending,
@@ -121,10 +128,9 @@ impl H2Conn {
             let no_trailers = s.ex.as_ref().is_none_or(|ex| ex.trailers.is_empty());
             let end = complete && n == pending && no_trailers;
             let len = u32::try_from(n).unwrap_or(u32::MAX);
-            bytes.reserve(n + 9);
-            bytes.extend_from_slice(&frame::data_header(s.id, len, end));
+            q.extend_from_slice(&frame::data_header(s.id, len, end));
             if let Some(out) = s.out.as_mut().filter(|b| !b.is_empty()) {
-                bytes.extend_from_slice(out.as_slice().get(..n).unwrap_or_default());
+                q.extend_from_slice(out.as_slice().get(..n).unwrap_or_default());
                 out.consume(n);
                 if out.is_empty()
                     && let Some(b) = s.out.take()
@@ -132,8 +138,9 @@ impl H2Conn {
                     sh.bufs.put_buffer(b);
                 }
             } else {
-                let taken: Vec<u8> = s.own_body.drain(..n.min(s.own_body.len())).collect();
-                bytes.extend_from_slice(&taken);
+                let n = n.min(s.own_body.len());
+                q.extend_from_slice(s.own_body.get(..n).unwrap_or_default());
+                s.own_body.drain(..n);
             }
             s.send_window.spend(len);
             self.send_window.spend(len);
@@ -142,30 +149,29 @@ impl H2Conn {
                 s.sent = Sent::End;
                 s.state = on_send(s.state, Send::Data { end_stream: true });
             }
-        } else if complete {
-            // The end: trailers as HEADERS, or an empty DATA frame.
-            let trailers =
-                s.ex.as_ref()
-                    .map(|ex| ex.trailers.clone())
-                    .unwrap_or_default();
-            self.block.clear();
-            let fields = if trailers.is_empty() {
-                0
-            } else {
-                encode_trailer_section(&trailers, &mut self.hpack_out, &mut self.block)
-            };
-            if fields > 0 {
-                frame::encode_headers(&mut bytes, s.id, &self.block, true, max_frame);
-                s.state = on_send(s.state, Send::Headers { end_stream: true });
-            } else {
-                frame::encode_data(&mut bytes, s.id, &[], true);
-                s.state = on_send(s.state, Send::Data { end_stream: true });
-            }
-            s.sent = Sent::End;
-        } else {
+            return true;
+        }
+        if !complete {
             return false;
         }
-        self.queue(sh, &bytes);
+        // The end: trailers as HEADERS, or an empty DATA frame.
+        let trailers = s.ex.as_ref().map(|ex| ex.trailers.as_slice()).unwrap_or_default();
+        self.block.clear();
+        let fields = if trailers.is_empty() {
+            0
+        } else {
+            encode_trailer_section(trailers, &mut self.hpack_out, &mut self.block)
+        };
+        if fields > 0 {
+            self.scratch.clear();
+            frame::encode_headers(&mut self.scratch, s.id, &self.block, true, max_frame);
+            q.extend_from_slice(&self.scratch);
+            s.state = on_send(s.state, Send::Headers { end_stream: true });
+        } else {
+            q.extend_from_slice(&frame::data_header(s.id, 0, true));
+            s.state = on_send(s.state, Send::Data { end_stream: true });
+        }
+        s.sent = Sent::End;
         true
     }
 

@@ -140,15 +140,16 @@ impl H2Conn {
                     if forward {
                         self.block.clear();
                         encode_response_head(&ex.resp_head, &mut self.hpack_out, &mut self.block);
-                        let mut bytes = Vec::with_capacity(self.block.len() + 9);
+                        self.scratch.clear();
                         frame::encode_headers(
-                            &mut bytes,
+                            &mut self.scratch,
                             s.id,
                             &self.block,
                             false,
                             self.peer.max_frame_size,
                         );
-                        queue_into(&mut self.out, &mut self.write_at, env.bufs, env.now, &bytes);
+                        let q = &self.scratch;
+                        queue_into(&mut self.out, &mut self.write_at, env.bufs, env.now, q);
                     }
                 }
                 Taken::Final { .. } => {
@@ -161,15 +162,16 @@ impl H2Conn {
                     let ends = ex.response_done() && out.is_empty() && ex.trailers.is_empty();
                     self.block.clear();
                     encode_response_head(&ex.resp_head, &mut self.hpack_out, &mut self.block);
-                    let mut bytes = Vec::with_capacity(self.block.len() + 9);
+                    self.scratch.clear();
                     frame::encode_headers(
-                        &mut bytes,
+                        &mut self.scratch,
                         s.id,
                         &self.block,
                         ends,
                         self.peer.max_frame_size,
                     );
-                    queue_into(&mut self.out, &mut self.write_at, env.bufs, env.now, &bytes);
+                    let q = &self.scratch;
+                    queue_into(&mut self.out, &mut self.write_at, env.bufs, env.now, q);
                     s.state = on_send(s.state, Send::Headers { end_stream: ends });
                     s.sent = if ends { Sent::End } else { Sent::Head };
                     s.write_at = env.now;
