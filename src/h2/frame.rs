@@ -178,7 +178,8 @@ pub fn encode_headers(
 }
 
 /// Appends a SETTINGS frame listing `settings` as (identifier, value)
-/// pairs, in order (RFC 9113 §6.5.1).
+/// pairs, in order (RFC 9113 §6.5.1): at most 8 (RFC 9113 defines 6;
+/// more are left out).
 pub fn encode_settings(out: &mut Vec<u8>, settings: &[(u16, u32)]) {
     let mut payload = [0u8; 6 * 8];
     let mut len = 0;

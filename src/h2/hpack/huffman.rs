@@ -8,10 +8,12 @@
 //!
 //! How decoding works: the code is canonical (codes of one length are
 //! consecutive numbers, ordered by symbol, and each length's first code
-//! follows from the previous length's last; the tests check it), so a
-//! code read bit by bit is a symbol as soon as it falls inside its
-//! length's range. The tables for that are computed at compile time from
-//! [`CODES`]. Decoding costs one step per bit; header values are short.
+//! follows from the previous length's last; the tests check it). So the
+//! next 30 bits of input, read as a number, fall below the end of the
+//! codes of exactly one shortest length, and the symbol is that length's
+//! first symbol plus the distance from its first code. The tables for
+//! that are computed at compile time from [`CODES`]; a symbol costs a
+//! few comparisons (most are 5 to 8 bits long), not one step per bit.
 
 /// The code of every symbol (0..=255, and 256 = EOS) as (code, length
 /// in bits), from RFC 7541 Appendix B.
@@ -285,10 +287,12 @@ const MAX_LEN: usize = 30;
 struct Canonical {
     /// Symbols ordered by (code length, symbol).
     symbols: [u16; 257],
-    /// Per length: the first code of that length.
+    /// Per length: its first code, left-justified in 30 bits.
     first: [u32; MAX_LEN + 1],
-    /// Per length: how many codes have it.
-    count: [u16; MAX_LEN + 1],
+    /// Per length: the end of its codes (the first code of the next
+    /// length, left-justified), so a window below it has this length or
+    /// a shorter one.
+    limit: [u32; MAX_LEN + 1],
     /// Per length: where its symbols start in `symbols`.
     offset: [u16; MAX_LEN + 1],
 }
@@ -298,25 +302,26 @@ static CANONICAL: Canonical = {
     let mut t = Canonical {
         symbols: [0; 257],
         first: [0; MAX_LEN + 1],
-        count: [0; MAX_LEN + 1],
+        limit: [0; MAX_LEN + 1],
         offset: [0; MAX_LEN + 1],
     };
     let mut next = 0;
+    let mut code: u32 = 0;
     let mut len = 1;
     while len <= MAX_LEN {
         t.offset[len] = next as u16;
+        t.first[len] = code << (MAX_LEN - len);
         let mut sym = 0;
         while sym < 257 {
             if CODES[sym].1 as usize == len {
-                if t.count[len] == 0 {
-                    t.first[len] = CODES[sym].0;
-                }
-                t.count[len] += 1;
                 t.symbols[next] = sym as u16;
                 next += 1;
+                code += 1;
             }
             sym += 1;
         }
+        t.limit[len] = code << (MAX_LEN - len);
+        code <<= 1;
         len += 1;
     }
     t
@@ -332,37 +337,51 @@ pub(crate) type HuffmanError = &'static str;
 /// all decoding errors per RFC 7541 §5.2.
 pub(crate) fn decode(input: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
     let t = &CANONICAL;
-    let mut code: u32 = 0;
-    let mut len: usize = 0;
-    for &byte in input {
-        for shift in (0..8).rev() {
-            code = (code << 1) | u32::from((byte >> shift) & 1);
-            len += 1;
-            let count = u32::from(t.count.get(len).copied().unwrap_or(0));
-            let first = t.first.get(len).copied().unwrap_or(0);
-            if count != 0 && code >= first && code - first < count {
-                let at =
-                    usize::from(t.offset.get(len).copied().unwrap_or(0)) + (code - first) as usize;
-                let sym = t.symbols.get(at).copied().unwrap_or(EOS);
-                if sym == EOS {
-                    return Err("EOS symbol inside a Huffman string (RFC 7541 §5.2)");
-                }
-                out.push(sym as u8);
-                code = 0;
-                len = 0;
-            } else if len >= MAX_LEN {
-                // Never with a complete code; kept as a guard.
-                return Err("invalid Huffman code");
-            }
+    // Input bits not decoded yet, in the low `bits` bits of `acc`.
+    let mut acc: u64 = 0;
+    let mut bits: usize = 0;
+    let mut rest = input.iter();
+    loop {
+        while bits <= 56 {
+            let Some(&b) = rest.next() else { break };
+            acc = (acc << 8) | u64::from(b);
+            bits += 8;
         }
+        if bits == 0 {
+            return Ok(());
+        }
+        // The next 30 bits, zeros past the end of the input.
+        let window = if bits >= MAX_LEN {
+            (acc >> (bits - MAX_LEN)) as u32
+        } else {
+            (acc << (MAX_LEN - bits)) as u32
+        } & ((1u32 << MAX_LEN) - 1);
+        let mut len = 1;
+        while len < MAX_LEN && window >= t.limit.get(len).copied().unwrap_or(u32::MAX) {
+            len += 1;
+        }
+        if len > bits {
+            // What is left cannot be a symbol: it must be padding, the
+            // most significant bits of EOS (ones), shorter than a byte.
+            if bits > 7 {
+                return Err("Huffman padding longer than 7 bits (RFC 7541 §5.2)");
+            }
+            if acc & ((1u64 << bits) - 1) != (1u64 << bits) - 1 {
+                return Err("Huffman padding is not a prefix of EOS (RFC 7541 §5.2)");
+            }
+            return Ok(());
+        }
+        let first = t.first.get(len).copied().unwrap_or(0);
+        let index = usize::from(t.offset.get(len).copied().unwrap_or(0))
+            + (window.saturating_sub(first) >> (MAX_LEN - len)) as usize;
+        let sym = t.symbols.get(index).copied().unwrap_or(EOS);
+        if sym == EOS {
+            return Err("EOS symbol inside a Huffman string (RFC 7541 §5.2)");
+        }
+        out.push(sym as u8);
+        bits -= len;
+        acc &= (1u64 << bits) - 1;
     }
-    if len > 7 {
-        return Err("Huffman padding longer than 7 bits (RFC 7541 §5.2)");
-    }
-    if code != (1u32 << len) - 1 {
-        return Err("Huffman padding is not a prefix of EOS (RFC 7541 §5.2)");
-    }
-    Ok(())
 }
 
 /// The length in bytes of `input` once Huffman-coded.
