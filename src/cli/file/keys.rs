@@ -381,38 +381,34 @@ mod tests {
 
     #[test]
     fn the_first_unknown_key_in_the_text_is_reported() {
-        let u = unknown(
-            "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:1\"]\nmax_fail = 2\nzzz = 1\n",
-        );
-        assert_eq!(u.path, "upstream[0].max_fail");
-        assert!(
-            u.reason.contains("did you mean `max_fails`?"),
-            "{}",
-            u.reason
-        );
-        let u = unknown(
-            "listen = \"127.0.0.1:1\"\n[[route]]\nupstream = \"a\"\nadmin = \"127.0.0.1:9\"\n",
-        );
-        assert_eq!(u.path, "route[0].admin");
-        assert!(u.reason.contains("top-level key"), "{}", u.reason);
-        assert!(
-            u.reason.contains("[[route]] header on line 2"),
-            "{}",
-            u.reason
-        );
-        let u = unknown(
-            "[[upstream]]\nname = \"a\"\nservers = [{ address = \"127.0.0.1:1\", wieght = 2 }]\n",
-        );
-        assert_eq!(u.path, "upstream[0].servers[0].wieght");
-        assert!(u.reason.contains("did you mean `weight`?"), "{}", u.reason);
-        let u = unknown(
-            "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:1\"]\nexpect_status = 200\n",
-        );
-        assert!(
-            u.reason.contains("a key of [upstream.health_check]"),
-            "{}",
-            u.reason
-        );
+        // (text, key path, a piece of the reason)
+        let rows = [
+            (
+                "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:1\"]\nmax_fail = 2\nzzz = 1\n",
+                "upstream[0].max_fail",
+                "did you mean `max_fails`?",
+            ),
+            (
+                "listen = \"127.0.0.1:1\"\n[[route]]\nupstream = \"a\"\nadmin = \"127.0.0.1:9\"\n",
+                "route[0].admin",
+                "top-level key, but it comes after the [[route]] header on line 2",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\nservers = [{ address = \"127.0.0.1:1\", wieght = 2 }]\n",
+                "upstream[0].servers[0].wieght",
+                "did you mean `weight`?",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:1\"]\nexpect_status = 200\n",
+                "upstream[0].expect_status",
+                "a key of [upstream.health_check]",
+            ),
+        ];
+        for (text, path, needle) in rows {
+            let u = unknown(text);
+            assert_eq!(u.path, path);
+            assert!(u.reason.contains(needle), "{}", u.reason);
+        }
     }
 
     #[test]
