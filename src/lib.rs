@@ -47,8 +47,8 @@ mod warn_limit;
 
 pub use cidr::Cidr;
 pub use config::{
-    AccessLogFormat, AccessLogTarget, CertificateSpec, ClientAuth, Config, ConfigError, TlsVersion,
-    UnknownSni,
+    AccessLogFormat, AccessLogTarget, CertificateSpec, ClientAuth, Config, ConfigError,
+    ConfigWarning, TlsVersion, UnknownSni,
 };
 pub use event_loop::{Server, ServerHandle};
 pub use filter::{ByRoutes, Filter, Forward, Peer, Reply, Target};

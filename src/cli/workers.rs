@@ -52,7 +52,7 @@ pub fn worker_config() -> Option<Result<(usize, Config), String>> {
         let config = file::parse(&text).map_err(|e| format!("{CONFIG_ENV}{e}"))?;
         config
             .validate()
-            .map_err(|e| file::describe_invalid(&e, None))?;
+            .map_err(|e| file::describe_invalid(&e, None, false))?;
         Ok((index, config))
     })())
 }

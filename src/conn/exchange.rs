@@ -44,16 +44,23 @@ pub(crate) enum ReqHalf {
 impl ReqHalf {
     /// Finds where the body ends in `bytes`: returns how many of them are
     /// body; becomes `Taken` at the body's end. Nothing is taken unless
-    /// the half is `Body`.
+    /// the half is `Body`. `redundant` gets the ranges of those bytes the
+    /// forwarded body leaves out (`BodyDecoder::scan_forward`).
     ///
     /// Errors: the body's framing is invalid (chunked syntax).
     /// Body data bytes found (chunk framing excluded) are added to `data`.
-    pub(crate) fn scan(&mut self, bytes: &[u8], data: &mut u64) -> Result<usize, ParseError> {
+    pub(crate) fn scan(
+        &mut self,
+        bytes: &[u8],
+        data: &mut u64,
+        redundant: &mut Vec<std::ops::Range<usize>>,
+    ) -> Result<usize, ParseError> {
+        redundant.clear();
         let ReqHalf::Body(decoder) = self else {
             return Ok(0);
         };
         let before = decoder.data_bytes();
-        let n = decoder.scan(bytes)?;
+        let n = decoder.scan_forward(bytes, redundant)?;
         *data += decoder.data_bytes().saturating_sub(before);
         if decoder.is_done() {
             *self = ReqHalf::Taken;
@@ -224,7 +231,9 @@ pub(crate) struct Exchange {
     /// The client speaks HTTP/1.0 and the response is chunked: only chunk
     /// data goes downstream, delimited by closing (RFC 9112 §7.1).
     pub dechunk: bool,
-    /// Scratch for the chunk-data ranges of one read (`dechunk` only).
+    /// Scratch for the ranges of one read: the chunk data (`dechunk`), or
+    /// the bytes the forwarded body leaves out (a chunk size's leading
+    /// zeros, `BodyDecoder::scan_forward`).
     pub ranges: Vec<std::ops::Range<usize>>,
     /// Last read from the upstream, or when the whole request was written
     /// (the wait for the response head starts there).
@@ -347,11 +356,14 @@ impl Exchange {
 
     /// Finds where the request body ends in `bytes` (read from the client
     /// after what was scanned before): returns how many of them are body.
-    /// The half becomes `Taken` at the body's end.
+    /// The half becomes `Taken` at the body's end. `ranges` then holds
+    /// the ranges of those bytes the forwarded body leaves out.
     ///
     /// Errors: the body's framing is invalid (chunked syntax).
     pub(crate) fn scan_request(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
-        let n = self.req_half.scan(bytes, &mut self.req_body_bytes)?;
+        let n = self
+            .req_half
+            .scan(bytes, &mut self.req_body_bytes, &mut self.ranges)?;
         self.check_body_limit()?;
         if n > 0 {
             // The client no longer waits for a 100.

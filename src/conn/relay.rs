@@ -38,6 +38,7 @@ use super::upstream::{Connect, UpstreamConn};
 use crate::buffer::{BufferPool, RESPONSE_READ, WatermarkBuffer};
 use crate::config::Config;
 use crate::error::{ErrorKind, ProxyError};
+use crate::http::chunked::{kept_parts, remove_runs};
 use crate::http::date::HttpDate;
 use crate::http::{BodyDecoder, ParseError};
 use crate::stats::Stats;
@@ -231,8 +232,10 @@ pub(crate) fn read_response(
 
 /// Measures the `n` bytes just read into `out` with `decoder`: bytes past
 /// the body's end are dropped from the buffer, and with `dechunk` only the
-/// chunk data stays (moved to the front of what was read). Returns the
-/// bytes of the read that belong to the body (framing included).
+/// chunk data stays (moved to the front of what was read); without, the
+/// bytes the forwarded body leaves out (a chunk size's leading zeros) are
+/// removed. Returns the bytes of the read that belong to the body
+/// (framing included, removed bytes too).
 ///
 /// Errors: invalid chunked framing (upstream side).
 fn keep_body(
@@ -248,7 +251,7 @@ fn keep_body(
     let body = if dechunk {
         decoder.scan_data(fresh, |r| ranges.push(r))
     } else {
-        decoder.scan(fresh)
+        decoder.scan_forward(fresh, ranges)
     }
     .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
     let kept = if dechunk {
@@ -262,8 +265,13 @@ fn keep_body(
             }
         }
         w
-    } else {
+    } else if ranges.is_empty() {
         body
+    } else {
+        // Bytes past the body go too: only the body is compacted.
+        let tail = out.tail_mut(n);
+        let removed = remove_runs(tail.get_mut(..body).unwrap_or_default(), ranges);
+        body - removed
     };
     out.unfill(n - kept);
     Ok(body)
@@ -286,7 +294,7 @@ pub(crate) fn move_body_after_head(
     let body = if dechunk {
         decoder.scan_data(avail, |r| ranges.push(r))
     } else {
-        decoder.scan(avail)
+        decoder.scan_forward(avail, ranges)
     }
     .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
     if dechunk {
@@ -294,7 +302,9 @@ pub(crate) fn move_body_after_head(
             out.extend_from_slice(avail.get(r.clone()).unwrap_or(&[]));
         }
     } else {
-        out.extend_from_slice(avail.get(..body).unwrap_or(&[]));
+        for part in kept_parts(avail.get(..body).unwrap_or(&[]), ranges) {
+            out.extend_from_slice(part);
+        }
     }
     Ok(body)
 }
@@ -413,13 +423,23 @@ pub(crate) fn read_request(
             let fresh = buf.as_slice().get(start..).unwrap_or(&[]);
             let body = ex
                 .req_half
-                .scan(fresh, &mut ex.req_body_bytes)
+                .scan(fresh, &mut ex.req_body_bytes, &mut ex.ranges)
                 .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
             if body < n {
                 // Bytes past the body: the next request (pipelining).
                 let inbuf = side.inbuf.get_or_insert_with(|| env.head_buffer());
                 inbuf.extend_from_slice(fresh.get(body..).unwrap_or(&[]));
-                buf.unfill(n - body);
+            }
+            // A chunk size's leading zeros do not go upstream.
+            let removed = match ex.ranges.is_empty() {
+                true => 0,
+                false => remove_runs(
+                    buf.tail_mut(n).get_mut(..body).unwrap_or_default(),
+                    &ex.ranges,
+                ),
+            };
+            if body < n || removed > 0 {
+                buf.unfill(n - body + removed);
             }
             // Over `max_body_size`: the bytes just read never go upstream.
             ex.check_body_limit()
@@ -466,7 +486,10 @@ pub(crate) fn feed_request(
         ex.up_write_at = env.now;
     }
     if let Some(to_up) = ex.to_upstream.as_mut() {
-        to_up.extend_from_slice(bytes);
+        // Without a chunk size's leading zeros (`scan_request`'s ranges).
+        for part in kept_parts(bytes, &ex.ranges) {
+            to_up.extend_from_slice(part);
+        }
     }
     inbuf.consume(body);
     Ok(body > 0 || ex.request_taken())
