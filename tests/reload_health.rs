@@ -366,3 +366,42 @@ fn with_workers_status_shows_the_group_view_then_the_workers_that_disagree() {
     assert_eq!(below.matches(&d.addr.to_string()).count(), 2, "{t}");
     assert_eq!(m_traffic.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn a_worker_that_replaces_one_that_died_starts_from_a_siblings_health() {
+    let sick = Arc::new(AtomicBool::new(true));
+    let well = Arc::new(AtomicBool::new(false));
+    let (a, _) = app("a", well, false);
+    let (b, _) = app("b", sick, false);
+    let port = free_port();
+    let cfg = TempFile::new(&format!(
+        "listen = \"127.0.0.1:{port}\"\nworkers = 2\naccess_log = \"off\"\n\
+         [[upstream]]\nname = \"app\"\nservers = [\"{}\", \"{}\"]\n\
+         [upstream.health_check]\npath = \"/health\"\ninterval = \"200ms\"\n\
+         timeout = \"150ms\"\nfall = 1\n",
+        a.addr, b.addr
+    ));
+    let mut p = start_workers(&cfg);
+    // Both workers' checks took b down.
+    assert!(
+        wait_until(WAIT, || p.count(|l| l.contains("-> checked_down")) >= 2),
+        "{}",
+        p.log()
+    );
+    let victim = p
+        .log()
+        .lines()
+        .find(|l| l.contains("worker 0 started pid="))
+        .map(|l| pid_after(l, "pid="))
+        .unwrap();
+    send_signal(victim, libc::SIGKILL);
+    let line = p.wait_line(Duration::from_secs(10), |l| {
+        l.contains("restart: kept the health of 2 servers")
+    });
+    adopt_workers(&mut p);
+    assert!(line.contains("from worker 1"), "{line}");
+    assert!(
+        line.contains(&format!("app {} checked_down", b.addr)),
+        "{line}"
+    );
+}

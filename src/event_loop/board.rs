@@ -24,12 +24,16 @@ impl Server {
     /// Takes over `old` (a snapshot taken `later` ago, by `from`: empty
     /// for this process's previous loop, else ` from worker N (pid P)`),
     /// logged as `reload: kept the health of N servers and the idle
-    /// limits of M peers; out: app 127.0.0.1:8002 checked_down`.
+    /// limits of M peers; out: app 127.0.0.1:8002 checked_down` (`what`:
+    /// `reload`, or `restart` for a worker that replaces one that died).
     pub(super) fn take_over(&mut self, old: &Snapshot, later: Duration, what: &str, from: &str) {
         self.sh.now = Instant::now();
         let (n, limits, out) = self.sh.adopt(old, later);
+        let s = |n: usize| if n == 1 { "" } else { "s" };
         info!(
-            "{what}: kept the health of {n} servers and the idle limits of {limits} peers{from}{}{}",
+            "{what}: kept the health of {n} server{} and the idle limits of {limits} peer{}{from}{}{}",
+            s(n),
+            s(limits),
             if out.is_empty() { "" } else { "; out: " },
             out.join(", ")
         );
@@ -47,7 +51,8 @@ impl Server {
         register(self.poll.registry(), share.wake_fd())?;
         if let Some(v) = share.predecessor() {
             let from = format!(" from worker {} (pid {})", v.index, v.pid);
-            self.take_over(&v.snapshot, v.age, "reload", &from);
+            let what = if v.sibling { "restart" } else { "reload" };
+            self.take_over(&v.snapshot, v.age, what, &from);
         }
         self.sh.board = Some(share);
         apply_modes(&mut self.sh);

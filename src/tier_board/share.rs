@@ -59,6 +59,9 @@ pub(crate) struct View {
     pub snapshot: Snapshot,
     /// How long ago the snapshot was taken.
     pub age: Duration,
+    /// It is of this loop's own generation (a worker that died is
+    /// replaced), not an earlier one (a reload).
+    pub sibling: bool,
 }
 
 impl Share {
@@ -112,7 +115,9 @@ impl Share {
             .filter(older)
             .max_by_key(rank)
             .or_else(|| posts.iter().filter(sibling).max_by_key(rank))?;
-        view(best)
+        let mut v = view(best)?;
+        v.sibling = best.generation == self.seat.generation;
+        Some(v)
     }
 
     /// The running workers' views, one per worker index: the newest
@@ -262,5 +267,6 @@ fn view(p: &Post) -> Option<View> {
         pid: p.pid,
         snapshot,
         age: Duration::from_nanos(age),
+        sibling: false,
     })
 }
