@@ -1,6 +1,6 @@
 //! [`Cells`]: a table of `u64` cells in shared memory, the one way the
 //! processes of a worker group share state without a syscall per read
-//! (ARCHITECTURE.md §14): an anonymous file (`memfd_create`, nothing on
+//! (ARCHITECTURE.md §12): an anonymous file (`memfd_create`, nothing on
 //! disk) of fixed size, mapped shared, whose descriptor the supervisor
 //! passes to each worker across `exec` ([`inherit`]). Every access is an
 //! atomic load or store of one cell, in this process and in the others,
@@ -150,6 +150,19 @@ pub(crate) fn process_exists(owner: u64) -> bool {
     // SAFETY: kill(2) with signal 0 only checks that `pid` exists.
     let rc = unsafe { libc::kill(pid, 0) };
     rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Takes the owner cell `cell` for `owner` if it is free (0) or its
+/// process is gone ([`process_exists`]); false if a live process holds it
+/// or another taker came first.
+pub(crate) fn take_owner(cell: &std::sync::atomic::AtomicU64, owner: u64) -> bool {
+    use std::sync::atomic::Ordering;
+    let was = cell.load(Ordering::Acquire);
+    if was != 0 && process_exists(was) {
+        return false;
+    }
+    cell.compare_exchange(was, owner, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
 }
 
 /// `CLOCK_MONOTONIC` in ns: one clock for every process of the machine

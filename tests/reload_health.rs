@@ -124,20 +124,8 @@ fn per_worker(s: &Value, addr: SocketAddr) -> Vec<(u64, u64, Value)> {
 fn start_workers(cfg: &TempFile) -> SluiceProcess {
     let mut p = SluiceProcess::start(&["--config", cfg.path()]);
     p.wait_line(STARTUP, |l| l.contains("all workers ready"));
-    adopt_workers(&mut p);
+    p.adopt_workers();
     p
-}
-
-fn adopt_workers(p: &mut SluiceProcess) {
-    let pids: Vec<i32> = p
-        .log()
-        .lines()
-        .filter(|l| l.contains("started pid="))
-        .map(|l| pid_after(l, "pid="))
-        .collect();
-    for pid in pids {
-        p.adopt(pid);
-    }
 }
 
 #[test]
@@ -211,7 +199,7 @@ fn with_workers_a_reload_keeps_checks_ejections_and_modes() {
     let started = p.count(|l| l.contains("started pid="));
     p.signal(libc::SIGHUP);
     p.wait_line(Duration::from_secs(10), |l| l.contains("SIGHUP: reloaded"));
-    adopt_workers(&mut p);
+    p.adopt_workers();
     let new_pids: Vec<u64> = p
         .log()
         .lines()
@@ -398,7 +386,7 @@ fn a_worker_that_replaces_one_that_died_starts_from_a_siblings_health() {
     let line = p.wait_line(Duration::from_secs(10), |l| {
         l.contains("restart: kept the health of 2 servers")
     });
-    adopt_workers(&mut p);
+    p.adopt_workers();
     assert!(line.contains("from worker 1"), "{line}");
     assert!(
         line.contains(&format!("app {} checked_down", b.addr)),

@@ -78,15 +78,7 @@ fn with_workers_the_successor_of_the_worker_that_learned_keeps_it() {
     let cfg = config(port, admin, up.addr, 2);
     let mut p = SluiceProcess::start(&["--config", cfg.path()]);
     p.wait_line(STARTUP, |l| l.contains("all workers ready"));
-    for pid in p
-        .log()
-        .lines()
-        .filter(|l| l.contains("started pid="))
-        .map(|l| pid_after(l, "pid="))
-        .collect::<Vec<_>>()
-    {
-        p.adopt(pid);
-    }
+    p.adopt_workers();
     assert_eq!(
         Client::connect(loopback(port)).round_trip(get("/")).status,
         200

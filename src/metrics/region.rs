@@ -42,7 +42,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::shm::{Cells, process_exists};
+use crate::shm::{Cells, process_exists, take_owner};
 use crate::stats::VALUE_COUNT;
 
 /// First header cell: identifies the layout (bumped when it changes).
@@ -206,16 +206,7 @@ impl Region {
             let Some(cells) = self.loop_slot(slot) else {
                 return false;
             };
-            let Some(o) = cells.first() else {
-                return false;
-            };
-            let was = o.load(Ordering::Acquire);
-            if was != 0 && process_exists(was) {
-                return false;
-            }
-            if o.compare_exchange(was, owner, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-            {
+            if !cells.first().is_some_and(|o| take_owner(o, owner)) {
                 return false;
             }
             let head = [started_ms, digest, 0];

@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::shm::{Cells, inherit, process_exists};
+use crate::shm::{Cells, inherit, process_exists, take_owner};
 
 pub(crate) mod share;
 pub(crate) use share::Share;
@@ -285,15 +285,9 @@ impl TierBoard {
             let Some(cells) = self.slot(slot) else {
                 return false;
             };
-            let Some(o) = cells.get(S::Owner as usize) else {
-                return false;
-            };
-            let was = o.load(Ordering::Acquire);
-            if was != 0 && process_exists(was) {
-                return false;
-            }
-            if o.compare_exchange(was, owner, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
+            if !cells
+                .get(S::Owner as usize)
+                .is_some_and(|o| take_owner(o, owner))
             {
                 return false;
             }

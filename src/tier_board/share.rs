@@ -227,7 +227,10 @@ impl Share {
     }
 
     /// Sets `mode` for server `addr` of `group` in the table (removed
-    /// when `ready`) and wakes every worker to apply it.
+    /// when `ready`) and wakes every worker to apply it. An entry stays
+    /// until it is set `ready`, also while a reload's configuration does
+    /// not have the server (a server taken out for maintenance and added
+    /// back is still in maintenance).
     ///
     /// Errors: as [`TierBoard::write_modes`].
     pub(crate) fn write_mode(&self, group: &str, addr: SocketAddr, mode: Mode) -> io::Result<()> {

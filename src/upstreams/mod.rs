@@ -758,8 +758,9 @@ impl Groups {
     }
 
     /// The `Host` a check of `addr` in group `g` sends: the check's
-    /// `host`, else the host name the server was declared with (with
-    /// `:port` unless 80), else the address.
+    /// `host`; else the group's `tls_server_name`, else the host name the
+    /// server was declared with, each with `:port` unless the port is the
+    /// scheme's default (80, or 443 for a TLS group); else the address.
     pub(crate) fn check_host(&self, g: usize, addr: SocketAddr) -> String {
         let Some(group) = self.groups.get(g) else {
             return addr.to_string();
@@ -775,11 +776,16 @@ impl Groups {
         let spec = group
             .index(addr)
             .and_then(|i| group.origin.get(i))
-            .and_then(|&o| group.spec.servers.get_ref().get(o))
-            .filter(|s| s.ip().is_none());
-        match spec {
-            Some(s) if s.port == 80 => s.host.clone(),
-            Some(s) => format!("{}:{}", s.host, s.port),
+            .and_then(|&o| group.spec.servers.get_ref().get(o));
+        let name = group
+            .spec
+            .tls_server_name
+            .clone()
+            .or_else(|| spec.filter(|s| s.ip().is_none()).map(|s| s.host.clone()));
+        let default_port = if group.spec.tls { 443 } else { 80 };
+        match name {
+            Some(n) if addr.port() == default_port => n,
+            Some(n) => format!("{n}:{}", addr.port()),
             None => addr.to_string(),
         }
     }
