@@ -86,6 +86,24 @@ def agreed(admin, addr, state):
     return v.get("state") == state and v.get("agreed") is True
 
 
+def compact(v):
+    """/status as JSON, each top-level key and each server on a line of
+    its own (still one JSON value)."""
+    one = lambda x: json.dumps(x, separators=(",", ":"))
+    lines = []
+    for k, val in v.items():
+        if k == "groups":
+            gs = []
+            for g in val:
+                head = {key: g[key] for key in g if key != "servers"}
+                servers = ",\n    ".join(one(x) for x in g.get("servers", []))
+                gs.append(one(head)[:-1] + ',"servers":[\n    ' + servers + "]}")
+            lines.append('"groups":[' + ",\n  ".join(gs) + "]")
+        else:
+            lines.append("%s:%s" % (one(k), one(val)))
+    return "{" + ",\n ".join(lines) + "}"
+
+
 def main():
     if sys.argv[1:2] == ["serve"]:
         serve_main(int(sys.argv[2]), sys.argv[3])
@@ -94,6 +112,7 @@ def main():
     ap.add_argument("--bin", required=True, help="the sluice binary")
     ap.add_argument("--tmp", required=True, help="a private temporary directory")
     ap.add_argument("--workers", type=int, default=2, help="sluice workers (default 2)")
+    ap.add_argument("--pretty", action="store_true", help="/status as sluice prints it (else a line per server)")
     args = ap.parse_args()
     kinds = ["traffic", "good", "check", "spare"]
     ports = {k: net.free_port() for k in kinds}
@@ -151,7 +170,7 @@ def main():
                                timeout=10).stdout
         print("== GET /status (sluice --workers %d; servers: %s) ==" % (
             args.workers, ", ".join("%s %s" % (k, addr[k]) for k in kinds)))
-        print(raw.rstrip())
+        print(raw.rstrip() if args.pretty else compact(json.loads(raw)))
         print("\n== sluice status --admin %s ==" % admin)
         print(table.rstrip())
     finally:

@@ -298,10 +298,14 @@ impl TierBoard {
                 (S::Generation, seat.generation),
                 (S::Started, started_ms),
             ];
-            for (h, v) in head {
-                if let Some(c) = cells.get(h as usize) {
-                    c.store(v, Ordering::Relaxed);
-                }
+            // Under the slot's sequence: a reader that began before the
+            // claim does not mix the old loop's post with the new head.
+            if let Some(seq) = cells.get(S::Seq as usize) {
+                write_locked(seq, || {
+                    for (h, v) in head {
+                        store(cells, h as usize, v);
+                    }
+                });
             }
             true
         })

@@ -1,5 +1,6 @@
 //! [`Share`]: one loop's seat at the [`TierBoard`] — the slot it posts
-//! its snapshot in (when it changed, at most every [`POST_EVERY`]), the
+//! its snapshot in (at once when a server's state changed, at most every
+//! [`POST_EVERY`] when only counts did), the
 //! predecessor whose health it takes over at start, the other workers'
 //! views it reads for `/status` and `/metrics`, and the modes table it
 //! applies and writes.
