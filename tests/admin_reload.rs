@@ -49,21 +49,9 @@ fn start(cfg: &TempFile, workers: usize) -> SluiceProcess {
         p.wait_line(STARTUP, |l| l.contains("listening on"));
     } else {
         p.wait_line(STARTUP, |l| l.contains("all workers ready"));
-        adopt_workers(&mut p);
+        p.adopt_workers();
     }
     p
-}
-
-fn adopt_workers(p: &mut SluiceProcess) {
-    let pids: Vec<i32> = p
-        .log()
-        .lines()
-        .filter(|l| l.contains("started pid="))
-        .map(|l| pid_after(l, "pid="))
-        .collect();
-    for pid in pids {
-        p.adopt(pid);
-    }
 }
 
 /// SIGHUP, then waits until the reload finished and `draining` old loops
@@ -81,7 +69,7 @@ fn reload(p: &mut SluiceProcess, draining: usize) {
         "reload did not finish:\n{}",
         p.log()
     );
-    adopt_workers(p);
+    p.adopt_workers();
 }
 
 /// Waits until `n` loops in all logged `drained`.
