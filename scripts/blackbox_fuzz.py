@@ -37,6 +37,7 @@ import argparse
 import os
 import random
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -263,13 +264,15 @@ def run(args):
     procs = Procs()
     up = Upstream(args.seed + 1)
     log = os.path.join(args.tmp, "sluice.log")
+    access = os.path.join(args.tmp, "access.log")
     env = dict(os.environ, RUST_LOG="info")
     try:
         p, port, _ = start_listening(
             lambda port: [args.bin, "--listen", f"127.0.0.1:{port}", "--upstream",
                           f"127.0.0.1:{up.port}", "--upstream-read-timeout", "2s",
                           "--request-head-timeout", "2s", "--client-body-timeout", "2s",
-                          "--pool-idle-timeout", "1s", "--max-retries", "0"],
+                          "--pool-idle-timeout", "1s", "--max-retries", "0",
+                          "--access-log", access],
             log, procs, env=env)
         status, _ = http_get(port, "/health")
         time.sleep(1.5)
@@ -319,11 +322,17 @@ def run(args):
             time.sleep(0.2)
         leaked = max(0, fds - baseline) if p.poll() is None else 0
         up.stop = True
-        with open(log, "rb") as f:
-            logged = set()
+        # The access log is buffered: a drain writes out what it holds.
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                pass
+        logged = set()
+        with open(access, "rb") as f:
             for line in f:
-                if b" access " in line:
-                    logged.update(int(m) for m in ID_RE.findall(line))
+                logged.update(int(m) for m in ID_RE.findall(line))
         smuggled = sorted(up.seen - logged)
         print(f"blackbox_fuzz: inputs={done} in {elapsed:.1f} s ({done / max(elapsed, 1e-9):.0f}/s), "
               f"threads={args.threads}, seed={args.seed}")

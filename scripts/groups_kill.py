@@ -323,6 +323,11 @@ def hang_job(kind, binary, args, ports):
     return kind, answers
 
 
+def took(t):
+    """A time as ms under a second (0.1 ms precision), else in seconds."""
+    return "%.1f ms" % (t * 1000) if t < 1.0 else "%.3f s" % t
+
+
 def hang_main(args):
     holes = [blackhole() for _ in range(3)]
     ports = [h[2] for h in holes]
@@ -346,8 +351,8 @@ def hang_main(args):
     for kind, answers in results:
         times = sorted(t for _, t in answers)
         statuses = sorted(set(s for s, _ in answers))
-        print("  %-11s statuses %s  median %.3f s  max %.3f s" % (kind, statuses, times[len(times) // 2],
-                                                              times[-1]))
+        print("  %-11s statuses %s  median %s  max %s" % (kind, statuses, took(times[len(times) // 2]),
+                                                      took(times[-1])))
         if kind == "sluice" and times[-1] >= 1.0:
             bad.append("sluice took %.3f s for an answer" % times[-1])
     for b in bad:

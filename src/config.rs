@@ -57,7 +57,7 @@ use crate::cidr::Cidr;
 use crate::upstreams::spec::{DEFAULT_GROUP, GroupSpec, RouteSpec, ServerSpec};
 mod validate;
 mod values;
-pub use validate::ConfigError;
+pub use validate::{ConfigError, ConfigWarning};
 use values::{addrs, parse_addr, parse_duration, parse_workers, whole, workers};
 pub(crate) use values::{duration, opt_duration};
 
@@ -570,18 +570,15 @@ impl Config {
         match self.listen.as_slice() {
             [one] => Ok(Some(*one)),
             [] if !self.listen_tls.is_empty() => Ok(None),
-            [] => Err(ConfigError {
-                key: "listen",
-                reason: "no listener is configured (listen or listen_tls)".into(),
-                span: None,
-            }),
-            _ => Err(ConfigError {
-                key: "listen",
-                reason: "several plain listen addresses are not served by this build \
-                         yet (the loop accepts on one)"
-                    .into(),
-                span: None,
-            }),
+            [] => Err(ConfigError::new(
+                "listen",
+                "no listener is configured (listen or listen_tls)",
+            )),
+            _ => Err(ConfigError::new(
+                "listen",
+                "several plain listen addresses are not served by this build \
+                 yet (the loop accepts on one)",
+            )),
         }
     }
 }

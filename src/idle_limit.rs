@@ -35,6 +35,7 @@
 //! What it must not know: sockets, HTTP, the clock (`now` comes in).
 
 use rustc_hash::FxHashMap as HashMap;
+use serde::{Deserialize, Serialize};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
@@ -276,6 +277,61 @@ impl Learned {
     }
 }
 
+/// What one peer showed, in a form another loop or process takes over
+/// (a reload, issue 27 item 4): durations in µs, the window's start as
+/// its age in ms when taken.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortableLearned {
+    hint_us: Option<u64>,
+    limit_us: [Option<u64>; 2],
+    limit_max_us: [Option<u64>; 2],
+    quick: [[u32; QUICK_BUCKETS]; 2],
+    kept: [u32; 2],
+    closed: [u32; 2],
+    window_age_ms: u64,
+}
+
+fn us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+impl Learned {
+    fn portable(&self, now: Instant) -> PortableLearned {
+        let w = |w: &Windows| [w.cur.map(us), w.prev.map(us)];
+        let age = now.saturating_duration_since(self.window_start).as_millis();
+        PortableLearned {
+            hint_us: self.hint.map(us),
+            limit_us: w(&self.limit),
+            limit_max_us: w(&self.limit_max),
+            quick: [self.quick.cur, self.quick.prev],
+            kept: [self.kept.cur, self.kept.prev],
+            closed: [self.closed.cur, self.closed.prev],
+            window_age_ms: u64::try_from(age).unwrap_or(u64::MAX),
+        }
+    }
+
+    fn from_portable(p: &PortableLearned, later: Duration, now: Instant) -> Learned {
+        let w = |[cur, prev]: [Option<u64>; 2]| Windows {
+            cur: cur.map(Duration::from_micros),
+            prev: prev.map(Duration::from_micros),
+        };
+        let c = |[cur, prev]: [u32; 2]| Count { cur, prev };
+        let [qc, qp] = p.quick;
+        let age = Duration::from_millis(p.window_age_ms).saturating_add(later);
+        let mut l = Learned {
+            hint: p.hint_us.map(Duration::from_micros),
+            limit: w(p.limit_us),
+            limit_max: w(p.limit_max_us),
+            quick: QuickAges { cur: qc, prev: qp },
+            kept: c(p.kept),
+            closed: c(p.closed),
+            window_start: now.checked_sub(age).unwrap_or(now),
+        };
+        l.roll(now);
+        l
+    }
+}
+
 /// Learned idle limits by peer key `K`.
 #[derive(Debug)]
 pub struct IdleLimits<K> {
@@ -371,6 +427,24 @@ impl<K: Clone + Eq + Hash> IdleLimits<K> {
             (Some(lo), Some(hi)) => hi <= lo + lo / 4 + SHARP_SLACK,
             _ => false,
         }
+    }
+
+    /// Everything learned, per peer, as it stands at `now`.
+    pub fn export(&self, now: Instant) -> Vec<(K, PortableLearned)> {
+        self.peers
+            .iter()
+            .map(|(k, l)| (k.clone(), l.portable(now)))
+            .collect()
+    }
+
+    /// Takes over what another loop learned of `key` (`p`, taken `later`
+    /// ago), at `now`; what this loop learned of it already stays.
+    pub fn import(&mut self, key: K, p: &PortableLearned, later: Duration, now: Instant) {
+        if self.peers.len() >= MAX_PEERS || self.peers.contains_key(&key) {
+            return;
+        }
+        self.peers
+            .insert(key, Learned::from_portable(p, later, now));
     }
 
     /// The ages the choice rule uses for `key` now (see [`IdleRule`]);

@@ -45,17 +45,19 @@ mod pool;
 mod proxy_protocol;
 mod rate_limit;
 mod request_id;
+mod shm;
 mod stats;
 mod template;
 mod text;
+mod tier_board;
 pub mod tls;
 mod upstreams;
 mod warn_limit;
 
 pub use cidr::Cidr;
 pub use config::{
-    AccessLogFormat, AccessLogTarget, CertificateSpec, ClientAuth, Config, ConfigError, TlsVersion,
-    UnknownSni,
+    AccessLogFormat, AccessLogTarget, CertificateSpec, ClientAuth, Config, ConfigError,
+    ConfigWarning, TlsVersion, UnknownSni,
 };
 pub use event_loop::{Server, ServerHandle};
 pub use filter::{ByRoutes, Filter, Forward, Peer, Reply, Target};
@@ -64,6 +66,7 @@ pub use metrics::{
     ADMIN_FD_ENV, GroupMetrics, METRICS_FD_ENV, Observer, Region as MetricsRegion, SLOT_ENV,
 };
 pub use stats::{Stats, StatsSnapshot};
+pub use tier_board::{TIER_ENV, TierBoard};
 pub use upstreams::dns::{Resolver, SystemResolver};
 pub use upstreams::spec::{
     Balance, CheckMethod, DEFAULT_GROUP, GroupSpec, HashKey, HealthCheck, ProxyVersion,

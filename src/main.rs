@@ -73,7 +73,7 @@ fn main() -> ExitCode {
     let check = parsed.check;
     let source = Source::new(parsed);
     // Defaults < config file < flags.
-    let (config, tls_warnings) = match source.load_with_warnings() {
+    let (config, warnings) = match source.load_with_warnings() {
         Ok(c) => c,
         Err(msg) => {
             eprintln!("sluice: {msg}");
@@ -91,12 +91,19 @@ fn main() -> ExitCode {
             eprintln!("sluice: {msg}");
             return ExitCode::from(1);
         }
-        for w in config.warnings().iter().chain(&tls_warnings) {
+        for w in &warnings {
             eprintln!("sluice: warning: {w}");
         }
         return match file::render(&config) {
             Ok(text) => {
+                // The effective configuration on stdout, then the verdict
+                // as the last line (nginx -t's "test is successful").
                 print!("{text}");
+                let _ = std::io::Write::flush(&mut std::io::stdout());
+                eprintln!(
+                    "sluice: {}",
+                    file::valid_line(source.file(), warnings.len())
+                );
                 ExitCode::SUCCESS
             }
             Err(msg) => {
@@ -112,7 +119,7 @@ fn main() -> ExitCode {
     } else {
         Role::Worker(0)
     });
-    for w in config.warnings().iter().chain(&tls_warnings) {
+    for w in &warnings {
         log::warn!("{w}");
     }
     let cpus = file::resolve_workers(0);

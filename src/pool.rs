@@ -296,6 +296,24 @@ impl<K: Clone + Eq + Hash> IdlePool<K> {
         self.limits.observe_close_with_answer(key, now);
     }
 
+    /// What was learned of each peer's idle limit, at `now` (handed to a
+    /// reload's successor).
+    pub fn export_limits(&self, now: Instant) -> Vec<(K, crate::idle_limit::PortableLearned)> {
+        self.limits.export(now)
+    }
+
+    /// Takes over what another loop learned of `key`'s idle limit, taken
+    /// `later` ago.
+    pub fn import_limit(
+        &mut self,
+        key: K,
+        learned: &crate::idle_limit::PortableLearned,
+        later: Duration,
+        now: Instant,
+    ) {
+        self.limits.import(key, learned, later, now);
+    }
+
     /// The rule `choose` applies to `key` now.
     #[cfg(test)]
     pub fn rule(&mut self, key: &K, now: Instant) -> crate::idle_limit::IdleRule {

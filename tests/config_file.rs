@@ -310,9 +310,9 @@ fn check_config_warns_of_settings_that_cannot_be_meant() {
     let o = run_sluice(&["--check-config", f.path()]);
     assert_eq!(o.status.code(), Some(0), "{}", o.stderr);
     for needle in [
-        "warning: route 1: path_prefix \"api\" does not start with \"/\"",
-        "warning: route 3 is never reached: route 2 before it matches every request",
-        "health_check timeout 2s is not shorter than its interval 1s",
+        "route[0].path_prefix: \"api\" does not start with \"/\"",
+        "route[2]: this route is never reached: route[1] before it matches every request",
+        "health_check.timeout: 2s is not shorter than the interval 1s",
         "server 127.0.0.1:8001 is listed twice",
     ] {
         assert!(

@@ -205,8 +205,8 @@ fn tls_keys_in_the_file_are_refused_with_file_and_line() {
         (
             "[[upstream]]\nname = \"api\"\nservers = [\"127.0.0.1:443\"]\ntls_verify = false\n"
                 .to_string(),
-            2,
-            "without tls = true",
+            4,
+            "upstream[0].tls_verify: group \"api\": tls_* settings without tls = true",
         ),
     ];
     for (text, line, needle) in cases {

@@ -59,10 +59,11 @@ fn chunk_sizes_other_parsers_read_differently_are_refused_in_requests() {
         "5 \r\nhello\r\n0\r\n\r\n",
         "5\t\r\nhello\r\n0\r\n\r\n",
         "5\r\nhello\r\n0 \r\n\r\n",
-        "000000000000000000000000000000000ea\r\n",
         // 2^63: over the Content-Length bound, a signed 64-bit next hop
-        // (nginx's off_t, curl) could not count it.
+        // (nginx's off_t, curl) could not count it; leading zeros or not
+        // (the bound is on the value).
         "8000000000000000\r\nabc",
+        "00000000000000000000000000000000008000000000000000\r\nabc",
     ] {
         let req = format!("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n{body}");
         let up = Upstream::start(respond_forever(ok_response("ok")));
@@ -401,4 +402,77 @@ fn framing_fields_reach_the_upstream_in_canonical_form() {
         );
         assert_eq!(got.body, body);
     }
+}
+
+/// A chunked body whose sizes carry hundreds of leading zeros (legal:
+/// RFC 9112 §7.1 `chunk-size = 1*HEXDIG`, HTTPWookiee's test 2030 sends
+/// 33) is served, and goes on with each size as its first digit and its
+/// significant ones, both ways: the request to the upstream, the response
+/// to the client. Sent whole and in pieces, so the zeros cross reads.
+#[test]
+fn chunk_sizes_with_leading_zeros_go_on_without_them() {
+    let zeros = "0".repeat(300);
+    let body = format!("{zeros}3\r\nabc\r\n{zeros}0\r\n\r\n");
+    let resp_body = format!("{zeros}5\r\nhello\r\n{zeros}0\r\n\r\n");
+    let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_string();
+    let (h, rb) = (head.clone(), resp_body.clone());
+    let up = Upstream::start(move |mut conn: UpConn| {
+        while conn.read_request().is_some() {
+            // The head with the first zeros, then the rest in two writes.
+            let (a, b) = rb.split_at(150);
+            let (b, c) = b.split_at(200);
+            if !(conn.send(format!("{h}{a}")) && conn.send(b) && conn.send(c)) {
+                return;
+            }
+        }
+    });
+    let proxy = start_forward_proxy(up.addr, |_| {});
+    let mut client = proxy.client();
+    let req_head = "POST /z HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+    // Whole, then the head alone and the body in two pieces.
+    client.send(format!("{req_head}{body}"));
+    let whole = client.read_response();
+    client.send(req_head);
+    let (a, b) = body.split_at(120);
+    client.send(a);
+    client.send(b);
+    let pieces = client.read_response();
+    for resp in [whole, pieces] {
+        assert_eq!(resp.status, 200);
+        assert_eq!(
+            resp.body,
+            b"05\r\nhello\r\n0\r\n\r\n",
+            "{}",
+            preview(&resp.body)
+        );
+    }
+    for got in up.wait_requests(2) {
+        assert_eq!(
+            got.body,
+            b"03\r\nabc\r\n0\r\n\r\n",
+            "{}",
+            preview(&got.body)
+        );
+    }
+}
+
+/// An absolute-form request whose `Host` is not the target's authority
+/// (RFC 9112 §3.2: a client sends one identical to it), an empty or
+/// whitespace-only `Host` included, gets 400 and reaches no upstream; one
+/// that agrees (any case, the default port) is served with the
+/// authority as `Host`.
+#[test]
+fn absolute_form_with_another_host_is_refused() {
+    for host in ["\t", " ", "", "b.example", "a.example:8080"] {
+        let req = format!("GET http://a.example/ HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        refused_before_upstream(req.as_bytes(), 400);
+    }
+    let up = Upstream::start(respond_forever(ok_response("ok")));
+    let resp = one_exchange(
+        &up,
+        b"GET http://a.example/p HTTP/1.1\r\nHost: A.example:80\r\n\r\n",
+    );
+    assert_eq!(resp.status, 200);
+    let got = up.single_request();
+    assert_eq!(got.header_all("host"), vec!["a.example".to_string()]);
 }

@@ -43,14 +43,18 @@ fn every_server_checked_down_and_hanging_answers_503_with_retry_after_at_once() 
     assert_eventually("both servers checked down", || {
         proxy.stats.snapshot().servers_marked_down >= 2
     });
+    let connects = proxy.stats.snapshot().upstream_connects;
     for _ in 0..3 {
         let (r, took) = timed(proxy.addr, "/");
+        println!("503 in {took:?}");
         assert_eq!(r.status, 503, "{}", r.body_str());
         let after: u64 = r.header("Retry-After").unwrap().parse().unwrap();
         assert!((1..=2).contains(&after), "Retry-After {after}");
-        assert!(took < Duration::from_secs(1), "took {took:?}");
     }
-    assert_eq!(proxy.stats.snapshot().timeouts_connect, 0);
+    // Answered without a connect, so without waiting for one: no
+    // connect started and none timed out (the old code's took 1 s each).
+    let s = proxy.stats.snapshot();
+    assert_eq!((s.upstream_connects, s.timeouts_connect), (connects, 0));
 }
 
 #[test]
@@ -80,8 +84,8 @@ fn a_server_checks_hold_down_is_never_tried_even_in_panic_mode() {
         proxy.stats.snapshot().servers_marked_down >= 1
     });
     let (r, took) = timed(proxy.addr, "/app");
+    println!("503 in {took:?}");
     assert_eq!(r.status, 503);
-    assert!(took < Duration::from_secs(1), "took {took:?}");
     assert_eq!(traffic.load(Ordering::SeqCst), 0);
 }
 
@@ -102,10 +106,15 @@ fn panic_mode_spends_one_connect_timeout_in_all() {
     let (first, _) = timed(proxy.addr, "/");
     assert_eq!(first.status, 504);
     assert_eventually("both ejected", || proxy.stats.snapshot().ejections >= 2);
+    let before = proxy.stats.snapshot();
     let (r, took) = timed(proxy.addr, "/");
+    println!("panic-mode 504 in {took:?}");
     assert_eq!(r.status, 504);
-    assert!(took < Duration::from_millis(1700), "took {took:?}");
-    assert!(took >= Duration::from_millis(900), "took {took:?}");
+    // One connect timed out and none was tried after it: one timeout in
+    // all (the old code timed out on each server, 2 s).
+    let after = proxy.stats.snapshot();
+    assert_eq!(after.timeouts_connect - before.timeouts_connect, 1);
+    assert_eq!(after.retries - before.retries, 0);
 }
 
 #[test]

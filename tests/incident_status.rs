@@ -198,10 +198,10 @@ fn a_connect_timeout_is_not_retried_when_the_only_other_server_is_in_maintenance
         http_post(admin, &path("app", spare.addr), "maintenance").0,
         200
     );
-    let began = std::time::Instant::now();
     let r = proxy.client().round_trip(get("/"));
-    let took = began.elapsed();
     assert_eq!(r.status, 504);
-    assert!(took < Duration::from_millis(750), "took {took:?}");
+    // One connect timeout, no second try on the same hanging server.
+    let s = proxy.stats.snapshot();
+    assert_eq!((s.timeouts_connect, s.retries), (1, 0));
     assert_eq!(spare.accepted(), 0);
 }

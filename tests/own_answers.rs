@@ -121,7 +121,7 @@ fn check_config_refuses_bad_answers() {
         ),
         ("redirect = \"/x\"\nrespond = { status = 200 }", "not both"),
         ("respond = { status = 204 }", "204"),
-        ("path_prefix = \"/x\"", "unknown upstream"),
+        ("path_prefix = \"/x\"", "a route needs upstream"),
     ];
     for (keys, says) in rows {
         let f = TempFile::new(&format!("upstream = \"127.0.0.1:9\"\n[[route]]\n{keys}\n"));

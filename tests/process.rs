@@ -387,13 +387,7 @@ fn sigterm_to_the_supervisor_and_its_workers_at_once_is_one_drain() {
     let upstream = upstream();
     let (mut sup, mut slow, first) =
         two_workers_with_a_download_in_flight(&upstream.addr.to_string());
-    let workers: Vec<i32> = sup
-        .log()
-        .lines()
-        .filter(|l| l.contains("started pid="))
-        .map(|l| pid_after(l, "pid="))
-        .collect();
-    workers.iter().for_each(|&w| sup.adopt(w));
+    let workers = sup.adopt_workers();
     for &w in &workers {
         send_signal(w, libc::SIGTERM);
     }

@@ -95,6 +95,19 @@ pub struct Parsed {
 }
 
 impl Parsed {
+    /// Whether the command line gave the knob at the root of key path
+    /// `path` (`upstream[0].servers` is `--upstream`'s, `certificate[1]`
+    /// `--tls-cert`'s): then the value at fault is not the file's.
+    pub fn gave(&self, path: &str) -> bool {
+        let root = path.split(['.', '[']).next().unwrap_or(path);
+        // `try_`: a key with no flag (`route`) is simply not given.
+        let given = |id: &str| self.flags.try_contains_id(id).unwrap_or(false);
+        match root {
+            "certificate" => given("tls-cert") || given("tls-key"),
+            root => given(root),
+        }
+    }
+
     /// Writes the knobs given on the command line into `config` (which
     /// holds the defaults, or the config file's values), leaving the others.
     /// `file_gave_listen`: the config file named `listen` (then a

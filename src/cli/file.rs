@@ -7,6 +7,10 @@
 //! or `"auto"`. The command line's flags are laid over it afterwards
 //! (`args::Parsed::apply`), so a flag overrides the file.
 //!
+//! Every error and warning about the file names it, the line of the key
+//! (or value) at fault and the key's path (`upstream[0].health_check.rise`,
+//! `file/locate.rs`); an unknown key comes with a hint (`file/keys.rs`).
+//!
 //! What it must not know: the knobs one by one (they are declared in
 //! `Config`), the loop.
 
@@ -14,93 +18,158 @@ use std::fs::OpenOptions;
 use std::io;
 use std::path::Path;
 
-use sluice::{AccessLogTarget, Config, ConfigError, Resolve, Resolver};
+use sluice::{AccessLogTarget, Config, ConfigError, ConfigWarning, Resolve, Resolver};
 
 use super::pidfile::PidFile;
 
-/// Reads and parses a configuration file, and whether it gave `listen`
-/// (a `--listen-tls` flag without `--listen` then keeps the file's plain
-/// listeners). The error names the file, the line and the key.
-pub fn load(path: &Path) -> Result<(Config, bool), String> {
+mod keys;
+mod locate;
+
+use locate::Doc;
+
+/// Reads and parses a configuration file; returns it with the file's text
+/// (kept so that errors and warnings found later name their line).
+///
+/// Errors: one line naming the file, the line, the key path and what is
+/// wrong (`config file F:14: upstream[0].health_check.rise: …`).
+pub fn load(path: &Path) -> Result<(Config, String), String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
     let config = parse(&text).map_err(|e| format!("config file {}{e}", path.display()))?;
-    Ok((config, gives_key(&text, "listen")))
+    Ok((config, text))
 }
 
 /// Parses the text of a configuration file. The error starts with `:LINE: `
-/// when the line is known, then names the key.
+/// when the line is known, then gives the key path and what is wrong:
+/// TOML syntax, an unknown key (with a hint, [`keys`]), a value of the
+/// wrong type or syntax.
 ///
 /// `listen_tls` without `listen`: no plain listener (`listen` is empty).
 pub fn parse(text: &str) -> Result<Config, String> {
-    let mut config: Config = toml::from_str(text).map_err(|e| describe(text, &e))?;
+    let doc = Doc::parse(text).map_err(|e| describe_syntax(text, &e))?;
+    if let Some(u) = keys::first_unknown(&doc) {
+        return Err(format!(":{}: {}: {}", doc.line_at(u.at), u.path, u.reason));
+    }
+    let mut config: Config = toml::from_str(text).map_err(|e| describe_value(&doc, &e))?;
     if gives_key(text, "listen_tls") && !gives_key(text, "listen") {
         config.listen.clear();
     }
     Ok(config)
 }
 
-/// Whether the top level of a TOML document that parsed has `key`.
-fn gives_key(text: &str, key: &str) -> bool {
-    toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key(key))
+/// Whether the top level of a TOML document that parses has `key`.
+pub fn gives_key(text: &str, key: &str) -> bool {
+    Doc::parse(text).is_ok_and(|d| d.root().contains_key(key))
 }
 
-/// One line for a TOML or serde error: where, which key, what is wrong.
-fn describe(text: &str, e: &toml::de::Error) -> String {
+/// One line for a TOML syntax error: where, which key, what is wrong.
+fn describe_syntax(text: &str, e: &toml::de::Error) -> String {
     let msg = e.message().trim();
-    let unknown = msg
-        .strip_prefix("unknown field `")
-        .and_then(|rest| rest.split('`').next());
     let Some(span) = e.span() else {
-        return match unknown {
-            Some(k) => format!(": unknown key `{k}`"),
-            None => format!(": {msg}"),
-        };
+        return format!(": {msg}");
     };
-    let mut start = span.start.min(text.len());
-    while !text.is_char_boundary(start) {
-        start -= 1;
+    let line_no = locate::line_at(text, span.start);
+    if msg.starts_with("duplicate key")
+        && let Some(why) = keys::upstream_forms(text, span.start)
+    {
+        return format!(":{line_no}: upstream: {why}");
     }
-    let line_no = text[..start].matches('\n').count() + 1;
-    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-    let line = text[line_start..].lines().next().unwrap_or("");
-    if let Some(k) = unknown {
-        return format!(
-            ":{line_no}: unknown key `{k}` (the keys are listed in examples/sluice.toml \
-             and by sluice --check-config)"
-        );
-    }
+    let start = span.start.min(text.len());
+    let line_start = text
+        .get(..start)
+        .and_then(|t| t.rfind('\n'))
+        .map_or(0, |i| i + 1);
+    let line = text
+        .get(line_start..)
+        .and_then(|l| l.lines().next())
+        .unwrap_or("");
     let key = line
         .split_once('=')
         .map(|(k, _)| k.trim().trim_matches('"'))
         .filter(|k| !k.is_empty() && !k.starts_with('#') && !k.starts_with('['));
     match key {
-        Some(k) => format!(":{line_no}: key `{k}`: {msg}"),
+        Some(k) => format!(":{line_no}: {k}: {msg}"),
         None => format!(":{line_no}: {msg}"),
     }
 }
 
-/// `Config::validate`'s error with the knob in both spellings: the file's
-/// key and the command line's flag; with the file and line when the error
-/// carries the span of a value read from `file`.
-pub fn describe_invalid(e: &ConfigError, file: Option<&Path>) -> String {
-    let whole = format!(
-        "invalid {} (--{} / {} in the config file): {}",
-        e.key,
-        e.key,
-        e.key.replace('-', "_"),
-        e.reason
-    );
-    let (Some(span), Some(path)) = (e.span.as_ref(), file) else {
-        return whole;
+/// One line for a value serde refused (type, syntax, a missing key):
+/// the line and key path where it points.
+fn describe_value(doc: &Doc<'_>, e: &toml::de::Error) -> String {
+    let msg = e.message().trim();
+    let Some(span) = e.span() else {
+        return format!(": {msg}");
     };
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            let end = span.start.min(text.len());
-            let line = text.get(..end).map_or(0, |t| t.matches('\n').count()) + 1;
-            format!("config file {}:{line}: {}", path.display(), e.reason)
-        }
-        Err(_) => whole,
+    let line = doc.line_at(span.start);
+    match doc.path_at(span.start) {
+        Some(path) => format!(":{line}: {path}: {msg}"),
+        None => format!(":{line}: {msg}"),
+    }
+}
+
+/// The config file an error or warning may point into: its name and the
+/// text that was read.
+#[derive(Clone, Copy)]
+pub struct Place<'a> {
+    /// The file's name as given.
+    pub file: &'a Path,
+    /// Its text.
+    pub text: &'a str,
+}
+
+impl Place<'_> {
+    /// `config file F:LINE: PATH` when key path `path` (or its deepest
+    /// prefix) is in the file; `None` otherwise.
+    fn at(&self, path: &str) -> Option<String> {
+        let doc = Doc::parse(self.text).ok()?;
+        let line = doc.line_of(path)?;
+        Some(format!(
+            "config file {}:{line}: {path}",
+            self.file.display()
+        ))
+    }
+}
+
+/// `Config::validate`'s (or the TLS check's) error as one line: with the
+/// file, the line and the key path when the value at fault came from the
+/// file (`place`, and not `from_flag`); else the knob in both spellings,
+/// the flag and the file's key.
+pub fn describe_invalid(e: &ConfigError, place: Option<Place<'_>>, from_flag: bool) -> String {
+    let path = e.path();
+    if let Some(at) = place.filter(|_| !from_flag).and_then(|p| p.at(&path)) {
+        return format!("{at}: {}", e.reason);
+    }
+    let flag = e.key;
+    if path == flag.replace('-', "_") {
+        format!(
+            "invalid {path} (--{flag} / {path} in the config file): {}",
+            e.reason
+        )
+    } else {
+        format!("invalid {path} (--{flag}): {}", e.reason)
+    }
+}
+
+/// A warning as one line, placed in the file as [`describe_invalid`]
+/// places an error.
+pub fn describe_warning(w: &ConfigWarning, place: Option<Place<'_>>, from_flag: bool) -> String {
+    match place.filter(|_| !from_flag).and_then(|p| p.at(&w.path)) {
+        Some(at) => format!("{at}: {}", w.text),
+        None => w.to_string(),
+    }
+}
+
+/// `--check-config`'s last line: the file (or the command line, without
+/// one) is valid, and how many warnings came before.
+pub fn valid_line(file: Option<&std::path::PathBuf>, warnings: usize) -> String {
+    let what = match file {
+        Some(f) => format!("config file {} is valid", f.display()),
+        None => "the configuration is valid".to_string(),
+    };
+    match warnings {
+        0 => what,
+        1 => format!("{what} (1 warning above)"),
+        n => format!("{what} ({n} warnings above)"),
     }
 }
 

@@ -45,21 +45,39 @@ impl Source {
 
     /// As [`Source::load`], and every TLS file the configuration names is
     /// loaded as the start will (`sluice::tls::check`); returns the
-    /// warnings to show (certificates close to their end, `tls_verify =
-    /// false`) instead of logging them.
+    /// warnings to show (`Config::warnings`, certificates close to their
+    /// end, `tls_verify = false`), each as one line placed in the file,
+    /// instead of logging them.
     pub fn load_with_warnings(&self) -> Result<(Config, Vec<String>), String> {
-        let (mut config, file_gave_listen) = match self.file() {
-            None => (Config::default(), false),
-            Some(path) => file::load(path)?,
+        let (mut config, text) = match self.file() {
+            None => (Config::default(), None),
+            Some(path) => {
+                let (config, text) = file::load(path)?;
+                (config, Some(text))
+            }
         };
+        let file_gave_listen = text
+            .as_deref()
+            .is_some_and(|t| file::gives_key(t, "listen"));
         self.parsed
             .apply(&mut config, file_gave_listen)
             .map_err(|msg| format!("{msg}\n(see sluice --help)"))?;
-        let file = self.file().map(PathBuf::as_path);
-        config
-            .validate()
-            .map_err(|e| file::describe_invalid(&e, file))?;
-        let warnings = sluice::tls::check(&config).map_err(|e| file::describe_invalid(&e, file))?;
+        let place = self
+            .file()
+            .zip(text.as_deref())
+            .map(|(file, text)| file::Place { file, text });
+        let invalid = |e: sluice::ConfigError| {
+            let from_flag = self.parsed.gave(&e.path());
+            file::describe_invalid(&e, place, from_flag)
+        };
+        config.validate().map_err(invalid)?;
+        let tls_warnings = sluice::tls::check(&config).map_err(invalid)?;
+        let warnings = config
+            .warnings()
+            .into_iter()
+            .chain(tls_warnings)
+            .map(|w| file::describe_warning(&w, place, self.parsed.gave(&w.path)))
+            .collect();
         Ok((config, warnings))
     }
 }

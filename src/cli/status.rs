@@ -171,62 +171,120 @@ fn ask(admin: SocketAddr, req: &str) -> std::io::Result<(u16, String)> {
 }
 
 /// The `/status` JSON `v` as a table: one line per server, the groups in
-/// order, then the workers.
+/// order (the group-wide view: a state the workers do not all give the
+/// server is marked `*`), then the workers that disagree, one line per
+/// worker and server, then a line on who answered.
 pub fn table(v: &Value) -> String {
-    let mut rows: Vec<[String; 8]> = vec![
-        [
-            "GROUP", "SERVER", "STATE", "INFLIGHT", "IDLE", "REQ/1m", "ERR/1m", "WHY",
-        ]
-        .map(String::from),
-    ];
+    const HEAD: [&str; 6] = ["STATE", "INFLIGHT", "IDLE", "REQ/1m", "ERR/1m", "WHY"];
     let text = |v: &Value| v.as_str().unwrap_or("-").to_string();
-    let num = |v: &Value| v.as_u64().map_or("-".into(), |n| n.to_string());
+    let mut rows: Vec<Vec<String>> = vec![
+        ["GROUP", "SERVER"]
+            .iter()
+            .chain(HEAD.iter())
+            .map(|s| s.to_string())
+            .collect(),
+    ];
+    let mut split = false;
     for g in v["groups"].as_array().into_iter().flatten() {
         for s in g["servers"].as_array().into_iter().flatten() {
-            let state = text(&s["state"]);
-            let why = match state.as_str() {
-                "ejected" => format!(
-                    "for {:.1}s: {}",
-                    s["ejected_for_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
-                    text(&s["ejected_because"])
-                ),
-                "checked_down" => format!("last check: {}", text(&s["last_check"])),
-                _ => match s["last_error"].as_object() {
-                    Some(e) => format!(
-                        "last error {}: {}",
-                        e.get("at").map_or("-".into(), text),
-                        e.get("reason").map_or("-".into(), text)
-                    ),
-                    None => String::new(),
-                },
-            };
-            let backup = if s["backup"] == true && state != "backup" {
-                " (backup)"
-            } else {
-                ""
-            };
-            rows.push([
-                text(&g["name"]),
-                text(&s["addr"]),
-                format!("{state}{backup}"),
-                num(&s["in_flight"]),
-                num(&s["idle"]),
-                num(&s["requests_last_minute"]),
-                num(&s["errors_last_minute"]),
-                why,
-            ]);
+            let mut row = vec![text(&g["name"])];
+            row.extend(server_cells(s));
+            if s["agreed"] == false {
+                split = true;
+                if let Some(state) = row.get_mut(2) {
+                    state.push('*');
+                }
+            }
+            rows.push(row);
         }
     }
-    let mut widths = [0usize; 8];
-    for r in &rows {
+    let mut out = render(&rows);
+    let per = v["per_worker"].as_array().map_or(&[][..], Vec::as_slice);
+    if split && !per.is_empty() {
+        out.push_str("\n* the workers disagree:\n");
+        let mut rows: Vec<Vec<String>> = vec![
+            ["WORKER", "PID", "GROUP", "SERVER"]
+                .iter()
+                .chain(HEAD.iter())
+                .map(|s| s.to_string())
+                .collect(),
+        ];
+        for w in per {
+            for s in w["servers"].as_array().into_iter().flatten() {
+                let mut row = vec![num(&w["worker"]), num(&w["pid"]), text(&s["group"])];
+                row.extend(server_cells(s));
+                rows.push(row);
+            }
+        }
+        out.push_str(&render(&rows));
+    }
+    let workers = v["workers"]
+        .as_array()
+        .map_or(0, |w| w.iter().filter(|w| w["draining"] != true).count());
+    out.push_str(&format!(
+        "({workers} worker(s) serving; answered by worker {}, version {})\n",
+        num(&v["answered_by_worker"]),
+        text(&v["version"])
+    ));
+    out
+}
+
+/// A JSON number as text (`-` if it is none).
+fn num(v: &Value) -> String {
+    v.as_u64().map_or("-".into(), |n| n.to_string())
+}
+
+/// One server's cells: address, state, in flight, idle, requests and
+/// errors of the last minute, and why (the ejection's time left and
+/// cause, the last check, or the last error).
+fn server_cells(s: &Value) -> Vec<String> {
+    let text = |v: &Value| v.as_str().unwrap_or("-").to_string();
+    let state = text(&s["state"]);
+    let why = match state.as_str() {
+        "ejected" => format!(
+            "for {:.1}s: {}",
+            s["ejected_for_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+            text(&s["ejected_because"])
+        ),
+        "checked_down" => format!("last check: {}", text(&s["last_check"])),
+        _ => match s["last_error"].as_object() {
+            Some(e) => format!(
+                "last error {}: {}",
+                e.get("at").map_or("-".into(), text),
+                e.get("reason").map_or("-".into(), text)
+            ),
+            None => String::new(),
+        },
+    };
+    let backup = if s["backup"] == true && state != "backup" {
+        " (backup)"
+    } else {
+        ""
+    };
+    vec![
+        text(&s["addr"]),
+        format!("{state}{backup}"),
+        num(&s["in_flight"]),
+        num(&s["idle"]),
+        num(&s["requests_last_minute"]),
+        num(&s["errors_last_minute"]),
+        why,
+    ]
+}
+
+/// `rows` as aligned columns, two spaces apart, the last one unpadded.
+fn render(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0usize; cols];
+    for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
             *w = (*w).max(c.chars().count());
         }
     }
     let mut out = String::new();
-    for r in &rows {
+    for r in rows {
         let mut line = String::new();
-        for (i, (c, w)) in r.iter().zip(widths).enumerate() {
+        for (i, (c, w)) in r.iter().zip(&widths).enumerate() {
             if i + 1 == r.len() {
                 line.push_str(c);
             } else {
@@ -236,11 +294,5 @@ pub fn table(v: &Value) -> String {
         out.push_str(line.trim_end());
         out.push('\n');
     }
-    let workers = v["workers"].as_array().map_or(0, Vec::len);
-    out.push_str(&format!(
-        "(as worker {} sees it; {workers} loop(s) running, version {})\n",
-        num(&v["answered_by_worker"]),
-        text(&v["version"])
-    ));
     out
 }

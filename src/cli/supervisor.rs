@@ -167,6 +167,15 @@ pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> E
             return ExitCode::from(1);
         }
     };
+    // The board the workers share their view of the upstream tier on,
+    // and hand it over to the next generation (`sluice::TierBoard`).
+    let board = match sluice::TierBoard::create(board_slots(n)) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("sluice: cannot start: tier board: {e}");
+            return ExitCode::from(1);
+        }
+    };
     info!(
         "sluice {} supervisor: {n} workers on {listen} → upstream {}",
         env!("CARGO_PKG_VERSION"),
@@ -201,6 +210,7 @@ pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> E
         let handoff = Handoff {
             group: group.as_ref(),
             ticket_secret: &ticket_secret,
+            board: &board,
         };
         sup.start_due(&exe, inbox.path(), &handoff, now);
         if sup.draining && sup.slots.iter().all(|s| s.child.is_none()) {
@@ -219,6 +229,15 @@ pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> E
         warn!("all workers exited, not all cleanly: supervisor exits with status 1");
         ExitCode::from(1)
     }
+}
+
+/// Loop slots of the tier board for a group started with `n` workers:
+/// three generations of them (a reload's old and new side, and one more
+/// reload under way), at least 8 workers' worth, and 16 to spare. A
+/// reload to many more workers leaves the ones past it without a slot
+/// (logged; their health starts fresh and the others do not see it).
+fn board_slots(n: usize) -> usize {
+    n.max(8) * 3 + 16
 }
 
 /// Checks `addr` (unless `takeover`) and binds, without listening, a

@@ -4,8 +4,11 @@
 //!
 //! A worker gets `SLUICE_WORKER=<index>`, `SLUICE_WORKER_CONFIG=<the
 //! validated configuration as TOML>` (its `listen` is the supervisor's
-//! resolved address, `takeover` on, `workers = 1`) and `NOTIFY_SOCKET` =
-//! the supervisor's inbox. It parses no command line, so the user's
+//! resolved address, `takeover` on, `workers = 1`), `NOTIFY_SOCKET` =
+//! the supervisor's inbox, and the inherited descriptors it shares with
+//! the group: the tier board (`SLUICE_TIER`: its seat, generation, and
+//! whether it replaces a worker that died), the ticket secret, and with
+//! `--admin` the admin listener and metrics region. It parses no command line, so the user's
 //! command line can refuse a repeated flag.
 //!
 //! What it must not know: HTTP, the loop's internals, the supervisor's
@@ -52,7 +55,7 @@ pub fn worker_config() -> Option<Result<(usize, Config), String>> {
         let config = file::parse(&text).map_err(|e| format!("{CONFIG_ENV}{e}"))?;
         config
             .validate()
-            .map_err(|e| file::describe_invalid(&e, None))?;
+            .map_err(|e| file::describe_invalid(&e, None, false))?;
         Ok((index, config))
     })())
 }
@@ -98,13 +101,15 @@ pub fn for_workers(config: &Config, listen: &Listens) -> Result<Arc<String>, Str
 }
 
 /// What every worker inherits from the supervisor: the group's admin
-/// listener and metrics region (with `--admin`), and the instance's
-/// session-ticket secret (`sluice::tls::secret_fd`).
+/// listener and metrics region (with `--admin`), the instance's
+/// session-ticket secret (`sluice::tls::secret_fd`), and the tier board.
 pub struct Handoff<'a> {
     /// The admin listener and metrics region, if any.
     pub group: Option<&'a sluice::GroupMetrics>,
     /// The sealed memory file holding the ticket secret.
     pub ticket_secret: &'a std::os::fd::OwnedFd,
+    /// The workers' tier board (`sluice::TierBoard`).
+    pub board: &'a sluice::TierBoard,
 }
 
 /// One worker position: the process in it now, and its restart state.
@@ -124,6 +129,9 @@ pub struct Slot {
     started: Instant,
     backoff: Duration,
     restart_at: Option<Instant>,
+    /// Processes started in this slot so far (a later one replaces one
+    /// that died).
+    starts: u32,
 }
 
 impl Slot {
@@ -139,6 +147,7 @@ impl Slot {
             started: now,
             backoff: BACKOFF_MIN,
             restart_at: Some(now),
+            starts: 0,
         }
     }
 
@@ -205,6 +214,7 @@ impl Slot {
         self.restart_at = None;
         self.started = now;
         let child = spawn(exe, notify, handoff, self)?;
+        self.starts += 1;
         info!("worker {} started pid={}", self.index, child.id());
         self.child = Some(child);
         Ok(())
@@ -253,6 +263,9 @@ fn spawn(exe: &Path, notify: &Path, handoff: &Handoff<'_>, slot: &Slot) -> io::R
         g.pass_to(&mut cmd, slot.index);
     }
     sluice::tls::secret_fd::pass_to(handoff.ticket_secret, &mut cmd);
+    handoff
+        .board
+        .pass_to(&mut cmd, slot.index, slot.generation, slot.starts > 0);
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id() as libc::pid_t;

@@ -9,24 +9,89 @@ use std::fmt;
 
 use super::*;
 
-/// A setting that does not fit: the knob's name and why.
+/// A setting that does not fit: the knob's name, where its value is in
+/// the file's terms, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     /// Name of the knob, as spelled on the command line without `--`.
     pub key: &'static str,
     /// What is wrong with its value.
     pub reason: String,
-    /// Where the value is in the config file (byte range), when known.
-    pub span: Option<std::ops::Range<usize>>,
+    /// The key path of the value at fault inside the knob's tables
+    /// (`upstream[0].health_check.rise`, `route[2].host`,
+    /// `certificate[0].key`); `None` when it is the knob's own key
+    /// ([`ConfigError::path`]).
+    pub path: Option<String>,
+}
+
+impl ConfigError {
+    /// An error about knob `key`'s own value.
+    pub(crate) fn new(key: &'static str, reason: impl Into<String>) -> Self {
+        ConfigError {
+            key,
+            reason: reason.into(),
+            path: None,
+        }
+    }
+
+    /// An error about the value at key path `path` inside knob `key`.
+    pub(crate) fn at(
+        key: &'static str,
+        path: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        ConfigError {
+            key,
+            reason: reason.into(),
+            path: Some(path.into()),
+        }
+    }
+
+    /// The key path of the value at fault, in the config file's terms:
+    /// [`ConfigError::path`] when set, else the knob's key
+    /// (`high-watermark` is `high_watermark`).
+    pub fn path(&self) -> String {
+        self.path
+            .clone()
+            .unwrap_or_else(|| self.key.replace('-', "_"))
+    }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid {}: {}", self.key, self.reason)
+        write!(f, "invalid {}: {}", self.path(), self.reason)
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+/// A setting that is valid but almost surely not what was meant: where
+/// (a key path in the config file's terms, as [`ConfigError::path`]) and
+/// one sentence. Printed at start, on reload and by `--check-config`;
+/// nothing is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigWarning {
+    /// The key path the warning is about (`route[1].path_prefix`).
+    pub path: String,
+    /// What looks wrong, and what happens because of it.
+    pub text: String,
+}
+
+impl ConfigWarning {
+    /// A warning about the value at `path`.
+    pub fn new(path: impl Into<String>, text: impl Into<String>) -> Self {
+        ConfigWarning {
+            path: path.into(),
+            text: text.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.text)
+    }
+}
 
 /// Whether a listener on `a` would take connections meant for `b`: the
 /// same port, and the same address or either one unspecified (port 0 asks
@@ -49,13 +114,7 @@ impl Config {
     /// other than `off` without `tls_client_ca`. (The TLS files are
     /// loaded by `tls::check`, which needs I/O.)
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let err = |key, reason: &str| {
-            Err(ConfigError {
-                key,
-                reason: reason.to_string(),
-                span: None,
-            })
-        };
+        let err = |key, reason: &str| Err(ConfigError::new(key, reason));
         if self.high_watermark < MIN_WATERMARK {
             // Below this each read moves a handful of bytes: slower, and
             // no safer (a 1-byte mark took 25 times as long for 1 MB).
@@ -95,13 +154,14 @@ impl Config {
         if self.max_connections == 0 {
             return err("max-connections", "must be at least 1");
         }
-        if self
-            .upstream
-            .iter()
-            .flat_map(|g| g.servers.get_ref().iter())
-            .any(|srv| srv.port == 0)
-        {
-            return err("upstream", "port 0 is not a port a peer listens on");
+        for (gi, g) in self.upstream.iter().enumerate() {
+            if let Some(si) = g.servers.get_ref().iter().position(|srv| srv.port == 0) {
+                return Err(ConfigError::at(
+                    "upstream",
+                    format!("upstream[{gi}].servers[{si}]"),
+                    "port 0 is not a port a peer listens on",
+                ));
+            }
         }
         // Upper bounds: each is allocated or repeated per connection or per
         // request, so a typo must not become an abort or a busy loop.
@@ -238,42 +298,58 @@ impl Config {
     }
 
     /// Settings that are valid but almost surely not what was meant, one
-    /// sentence each (printed as warnings at start and by
-    /// `--check-config`; nothing is refused):
+    /// sentence each with the key path it is about (printed as warnings
+    /// at start, on reload and by `--check-config`; nothing is refused):
     /// - a route `path_prefix` that does not start with `/` (a request
     ///   target's path always does: the route never matches);
-    /// - a route after one that matches every request (no `host`, no
-    ///   `path_prefix`): it is never reached (the first match wins);
+    /// - a route after one that matches every request ([`RouteSpec::is_catch_all`]):
+    ///   it is never reached (the first match wins);
+    /// - routes none of which matches every request: a request that
+    ///   matches none of them gets `404`;
     /// - a health check whose `timeout` is not shorter than its `interval`;
     /// - a server listed twice in one group (give it a `weight` instead).
-    pub fn warnings(&self) -> Vec<String> {
+    pub fn warnings(&self) -> Vec<ConfigWarning> {
         let mut out = Vec::new();
         let mut catch_all: Option<usize> = None;
         for (i, r) in self.route.iter().enumerate() {
-            let n = i + 1;
             if let Some(p) = r.path_prefix.as_deref().filter(|p| !p.starts_with('/')) {
-                out.push(format!(
-                    "route {n}: path_prefix {p:?} does not start with \"/\": it never matches"
+                out.push(ConfigWarning::new(
+                    format!("route[{i}].path_prefix"),
+                    format!("{p:?} does not start with \"/\": the route never matches"),
                 ));
             }
             if let Some(first) = catch_all {
-                out.push(format!(
-                    "route {n} is never reached: route {first} before it matches every request"
+                out.push(ConfigWarning::new(
+                    format!("route[{i}]"),
+                    format!(
+                        "this route is never reached: route[{first}] before it matches every \
+                         request (the first route that matches wins)"
+                    ),
                 ));
-            } else if r.host.is_none() && r.path_prefix.is_none() {
-                catch_all = Some(n);
+            } else if r.is_catch_all() {
+                catch_all = Some(i);
             }
         }
-        for g in &self.upstream {
-            let name = g.name.get_ref();
+        if let (None, Some(last)) = (catch_all, self.route.len().checked_sub(1)) {
+            out.push(ConfigWarning::new(
+                format!("route[{last}]"),
+                "no route matches every request (one without host, path_prefix and scheme): \
+                 a request that matches none gets 404; end the routes with one that has only \
+                 `upstream` if they should go somewhere",
+            ));
+        }
+        for (gi, g) in self.upstream.iter().enumerate() {
             if let Some(hc) = g
                 .health_check
                 .as_ref()
                 .filter(|hc| hc.timeout >= hc.interval)
             {
-                out.push(format!(
-                    "upstream group {name:?}: health_check timeout {:?} is not shorter than its interval {:?}",
-                    hc.timeout, hc.interval
+                out.push(ConfigWarning::new(
+                    format!("upstream[{gi}].health_check.timeout"),
+                    format!(
+                        "{:?} is not shorter than the interval {:?}: a slow answer delays the next check",
+                        hc.timeout, hc.interval
+                    ),
                 ));
             }
             let servers = g.servers.get_ref();
@@ -282,9 +358,14 @@ impl Config {
                     t.host.eq_ignore_ascii_case(&s.host) && t.port == s.port
                 };
                 if servers.iter().take(i).any(|t| same(&t)) {
-                    out.push(format!(
-                        "upstream group {name:?}: server {}:{} is listed twice (use weight instead)",
-                        s.host, s.port
+                    out.push(ConfigWarning::new(
+                        format!("upstream[{gi}].servers[{i}]"),
+                        format!(
+                            "server {}:{} is listed twice in group {:?} (use weight instead)",
+                            s.host,
+                            s.port,
+                            g.name.get_ref()
+                        ),
                     ));
                 }
             }

@@ -44,16 +44,23 @@ pub(crate) enum ReqHalf {
 impl ReqHalf {
     /// Finds where the body ends in `bytes`: returns how many of them are
     /// body; becomes `Taken` at the body's end. Nothing is taken unless
-    /// the half is `Body`.
+    /// the half is `Body`. `redundant` gets the ranges of those bytes the
+    /// forwarded body leaves out (`BodyDecoder::scan_forward`).
     ///
     /// Errors: the body's framing is invalid (chunked syntax).
     /// Body data bytes found (chunk framing excluded) are added to `data`.
-    pub(crate) fn scan(&mut self, bytes: &[u8], data: &mut u64) -> Result<usize, ParseError> {
+    pub(crate) fn scan(
+        &mut self,
+        bytes: &[u8],
+        data: &mut u64,
+        redundant: &mut Vec<std::ops::Range<usize>>,
+    ) -> Result<usize, ParseError> {
+        redundant.clear();
         let ReqHalf::Body(decoder) = self else {
             return Ok(0);
         };
         let before = decoder.data_bytes();
-        let n = decoder.scan(bytes)?;
+        let n = decoder.scan_forward(bytes, redundant)?;
         *data += decoder.data_bytes().saturating_sub(before);
         if decoder.is_done() {
             *self = ReqHalf::Taken;
@@ -224,9 +231,12 @@ pub(crate) struct Exchange {
     /// The client speaks HTTP/1.0 and the response is chunked: only chunk
     /// data goes downstream, delimited by closing (RFC 9112 §7.1).
     pub dechunk: bool,
-    /// Scratch for the chunk-data ranges of one read (`dechunk` only;
-    /// `true`: a trailer field line).
-    pub ranges: Vec<(std::ops::Range<usize>, bool)>,
+    /// Scratch for the ranges of one read: the bytes the forwarded body
+    /// leaves out (a chunk size's leading zeros, `BodyDecoder::scan_forward`).
+    pub ranges: Vec<std::ops::Range<usize>>,
+    /// Scratch for the pieces of one read when de-chunking (`dechunk`):
+    /// chunk data, or (`true`) a trailer field line.
+    pub pieces: Vec<(std::ops::Range<usize>, bool)>,
     /// De-chunking keeps the trailer section's field lines in `trailers`
     /// (an HTTP/2 client gets them as a HEADERS frame).
     pub keep_trailers: bool,
@@ -293,6 +303,7 @@ impl Exchange {
             tunnel: false,
             dechunk: false,
             ranges: Vec::new(),
+            pieces: Vec::new(),
             keep_trailers: false,
             trailers: Vec::new(),
             up_read_at: now,
@@ -326,6 +337,7 @@ impl Exchange {
             resp_head: std::mem::take(&mut self.resp_head),
             scratch: std::mem::take(&mut self.scratch),
             ranges: std::mem::take(&mut self.ranges),
+            pieces: std::mem::take(&mut self.pieces),
             trailers: std::mem::take(&mut self.trailers),
             tried: std::mem::take(&mut self.tried),
             attempts: std::mem::take(&mut self.attempts),
@@ -337,6 +349,7 @@ impl Exchange {
         *self = fresh;
         self.set_request_body(BodyDecoder::new(framing));
         self.ranges.clear();
+        self.pieces.clear();
         self.trailers.clear();
         self.tried.clear();
         self.attempts.clear();
@@ -358,11 +371,14 @@ impl Exchange {
 
     /// Finds where the request body ends in `bytes` (read from the client
     /// after what was scanned before): returns how many of them are body.
-    /// The half becomes `Taken` at the body's end.
+    /// The half becomes `Taken` at the body's end. `ranges` then holds
+    /// the ranges of those bytes the forwarded body leaves out.
     ///
     /// Errors: the body's framing is invalid (chunked syntax).
     pub(crate) fn scan_request(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
-        let n = self.req_half.scan(bytes, &mut self.req_body_bytes)?;
+        let n = self
+            .req_half
+            .scan(bytes, &mut self.req_body_bytes, &mut self.ranges)?;
         self.check_body_limit()?;
         if n > 0 {
             // The client no longer waits for a 100.

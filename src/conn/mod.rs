@@ -53,6 +53,7 @@ use crate::pool::IdlePool;
 use crate::stats::Stats;
 use crate::tls::identity::{TlsId, TlsIdentities};
 use crate::upstreams::Groups;
+use crate::upstreams::carry::{CarriedLimit, Snapshot};
 use crate::upstreams::health::{Change, Verdict};
 use crate::warn_limit::WarnLimit;
 use check::Checks;
@@ -119,6 +120,9 @@ pub(crate) struct Shared {
     pub epoch: Instant,
     /// New `X-Request-Id` values.
     pub ids: crate::request_id::RequestIds,
+    /// This loop's seat at the workers' tier board (`--workers N`; `None`
+    /// in a single process).
+    pub(crate) board: Option<crate::tier_board::Share>,
 }
 
 /// Most free body buffers kept for reuse (each `high_watermark` bytes).
@@ -168,6 +172,7 @@ impl Shared {
             conns: crate::conn_limit::ConnCounts::default(),
             epoch: now,
             ids: crate::request_id::RequestIds::new(),
+            board: None,
             cfg,
             filter,
             registry,
@@ -252,16 +257,100 @@ impl Shared {
     /// DNS): its idle pooled connections are closed; in-flight exchanges
     /// on it finish.
     pub(crate) fn server_out(&mut self, addr: std::net::SocketAddr) {
-        self.ups.close_idle_to(Peer::new(addr), &self.stats);
+        for peer in self.peers_at(addr) {
+            self.ups.close_idle_to(peer, &self.stats);
+        }
+    }
+
+    /// Every peer a connection to `addr` may have: plain, and with each
+    /// TLS identity of this loop's groups.
+    fn peers_at(&self, addr: std::net::SocketAddr) -> Vec<Peer> {
         let mut ids: Vec<_> = self.group_tls.iter().flatten().copied().collect();
         ids.sort_unstable();
         ids.dedup();
-        for tls in ids {
-            let peer = Peer {
-                addr,
-                tls: Some(tls),
+        std::iter::once(None)
+            .chain(ids.into_iter().map(Some))
+            .map(|tls| Peer { addr, tls })
+            .collect()
+    }
+
+    /// Idle pooled connections to `addr` (plain and TLS).
+    pub(crate) fn idle_at(&self, addr: std::net::SocketAddr) -> usize {
+        self.peers_at(addr)
+            .iter()
+            .map(|p| self.ups.idle_to(p))
+            .sum()
+    }
+
+    /// Every server's health and the pool's learned idle limits, now (for
+    /// a successor, or the other workers: `upstreams::carry`).
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let now = self.now;
+        let servers = self.groups.snapshot(now, |a| self.idle_at(a));
+        let idle_limits = self
+            .ups
+            .export_limits(now)
+            .into_iter()
+            .map(|(peer, learned)| CarriedLimit {
+                addr: peer.addr,
+                tls: peer.tls.is_some(),
+                learned,
+            })
+            .collect();
+        Snapshot {
+            servers,
+            idle_limits,
+        }
+    }
+
+    /// Takes over `old` (a snapshot taken `later` ago): the health of the
+    /// servers this configuration has too, and what was learned of their
+    /// idle limits (a TLS peer's for each group that has the address, by
+    /// its identity here). Returns the servers and peers taken over, and
+    /// the servers not up (`app 127.0.0.1:8002 checked_down`).
+    pub(crate) fn adopt(
+        &mut self,
+        old: &Snapshot,
+        later: std::time::Duration,
+    ) -> (usize, usize, Vec<String>) {
+        let now = self.now;
+        let (n, out) = self.groups.adopt(&old.servers, later, now);
+        let mut limits = 0;
+        for l in &old.idle_limits {
+            let peers: Vec<Peer> = if l.tls {
+                self.groups
+                    .servers_at(l.addr)
+                    .into_iter()
+                    .filter_map(|g| self.tls_of(g, l.addr))
+                    .map(|t| Peer {
+                        addr: l.addr,
+                        tls: Some(t),
+                    })
+                    .collect()
+            } else {
+                vec![Peer::new(l.addr)]
             };
-            self.ups.close_idle_to(peer, &self.stats);
+            for p in peers {
+                self.ups.import_limit(p, &l.learned, later, now);
+                limits += 1;
+            }
+        }
+        (n, limits, out)
+    }
+
+    /// Applies the workers' modes table (`tier_board`): every server's
+    /// mode as it says; a server taken out loses its idle pooled
+    /// connections.
+    pub(crate) fn apply_modes(&mut self, table: &[crate::tier_board::share::ModeEntry]) {
+        for (addr, old, new) in self.groups.apply_modes(table) {
+            log::debug!(
+                "{addr}: {} -> {} (the workers' modes table)",
+                old.name(),
+                new.name()
+            );
+            if new != crate::upstreams::health::Mode::Ready {
+                self.server_out(addr);
+            }
         }
     }
 

@@ -38,6 +38,7 @@ use super::upstream::{Connect, UpstreamConn};
 use crate::buffer::{BufferPool, RESPONSE_READ, WatermarkBuffer};
 use crate::config::Config;
 use crate::error::{ErrorKind, ProxyError};
+use crate::http::chunked::{kept_parts, remove_runs};
 use crate::http::date::HttpDate;
 use crate::http::{BodyDecoder, ParseError};
 use crate::stats::Stats;
@@ -85,6 +86,17 @@ impl Env<'_> {
     pub(crate) fn response_head_buffer(&mut self) -> WatermarkBuffer {
         self.bufs.response_head(self.cfg.max_response_head_size)
     }
+}
+
+/// The scratch vectors and the trailer sink a response body read uses
+/// (the exchange's own, kept for reuse).
+pub(crate) struct BodyScratch<'a> {
+    /// Bytes the forwarded body leaves out (`BodyDecoder::scan_forward`).
+    pub ranges: &'a mut Vec<std::ops::Range<usize>>,
+    /// De-chunking's pieces: chunk data, or (`true`) a trailer line.
+    pub pieces: &'a mut Vec<(std::ops::Range<usize>, bool)>,
+    /// Where trailer field lines go, if kept (an HTTP/2 client).
+    pub trailers: Option<&'a mut Vec<u8>>,
 }
 
 // ---- upstream → client ----
@@ -212,8 +224,12 @@ pub(crate) fn read_response(
                     Stats::add(&env.stats.bytes_from_upstream, n as u64);
                     ex.up_read_at = env.now;
                     let before = decoder.data_bytes();
-                    let trailers = ex.keep_trailers.then_some(&mut ex.trailers);
-                    let body = keep_body(out, n, decoder, ex.dechunk, &mut ex.ranges, trailers)?;
+                    let scratch = BodyScratch {
+                        ranges: &mut ex.ranges,
+                        pieces: &mut ex.pieces,
+                        trailers: ex.keep_trailers.then_some(&mut ex.trailers),
+                    };
+                    let body = keep_body(out, n, decoder, ex.dechunk, scratch)?;
                     if body < n {
                         ex.extra_bytes = true;
                     }
@@ -234,8 +250,10 @@ pub(crate) fn read_response(
 /// Measures the `n` bytes just read into `out` with `decoder`: bytes past
 /// the body's end are dropped from the buffer, and with `dechunk` only the
 /// chunk data stays (moved to the front of what was read; the trailer
-/// section's field lines go to `trailers` when it is given). Returns the
-/// bytes of the read that belong to the body (framing included).
+/// section's field lines go to `scratch.trailers` when it is given);
+/// without, the bytes the forwarded body leaves out (a chunk size's
+/// leading zeros) are removed. Returns the bytes of the read that belong
+/// to the body (framing included, removed bytes too).
 ///
 /// Errors: invalid chunked framing (upstream side).
 fn keep_body(
@@ -243,27 +261,32 @@ fn keep_body(
     n: usize,
     decoder: &mut BodyDecoder,
     dechunk: bool,
-    ranges: &mut Vec<(std::ops::Range<usize>, bool)>,
-    trailers: Option<&mut Vec<u8>>,
+    scratch: BodyScratch<'_>,
 ) -> Result<usize> {
     let start = out.pending().saturating_sub(n);
     let fresh = out.as_slice().get(start..).unwrap_or(&[]);
+    let BodyScratch {
+        ranges,
+        pieces,
+        trailers,
+    } = scratch;
     ranges.clear();
+    pieces.clear();
     let body = if dechunk {
-        decoder.scan_pieces(fresh, |r, t| ranges.push((r, t)))
+        decoder.scan_pieces(fresh, |r, t| pieces.push((r, t)))
     } else {
-        decoder.scan(fresh)
+        decoder.scan_forward(fresh, ranges)
     }
     .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
     let kept = if dechunk {
         if let Some(t) = trailers {
-            for (r, _) in ranges.iter().filter(|(_, t)| *t) {
+            for (r, _) in pieces.iter().filter(|(_, t)| *t) {
                 t.extend_from_slice(fresh.get(r.clone()).unwrap_or(&[]));
             }
         }
         let tail = out.tail_mut(n);
         let mut w = 0;
-        for (r, _) in ranges.iter().filter(|(_, t)| !*t) {
+        for (r, _) in pieces.iter().filter(|(_, t)| !*t) {
             let len = r.len();
             if r.end <= tail.len() {
                 tail.copy_within(r.clone(), w);
@@ -271,8 +294,13 @@ fn keep_body(
             }
         }
         w
-    } else {
+    } else if ranges.is_empty() {
         body
+    } else {
+        // Bytes past the body go too: only the body is compacted.
+        let tail = out.tail_mut(n);
+        let removed = remove_runs(tail.get_mut(..body).unwrap_or_default(), ranges);
+        body - removed
     };
     out.unfill(n - kept);
     Ok(body)
@@ -291,19 +319,24 @@ pub(crate) fn move_body_after_head(
     out: &mut WatermarkBuffer,
     decoder: &mut BodyDecoder,
     dechunk: bool,
-    ranges: &mut Vec<(std::ops::Range<usize>, bool)>,
-    trailers: Option<&mut Vec<u8>>,
+    scratch: BodyScratch<'_>,
 ) -> Result<usize> {
+    let BodyScratch {
+        ranges,
+        pieces,
+        trailers,
+    } = scratch;
     ranges.clear();
+    pieces.clear();
     let body = if dechunk {
-        decoder.scan_pieces(avail, |r, t| ranges.push((r, t)))
+        decoder.scan_pieces(avail, |r, t| pieces.push((r, t)))
     } else {
-        decoder.scan(avail)
+        decoder.scan_forward(avail, ranges)
     }
     .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
     if dechunk {
         let mut trailers = trailers;
-        for (r, t) in ranges.iter() {
+        for (r, t) in pieces.iter() {
             let bytes = avail.get(r.clone()).unwrap_or(&[]);
             match (t, trailers.as_deref_mut()) {
                 (false, _) => {
@@ -314,7 +347,9 @@ pub(crate) fn move_body_after_head(
             }
         }
     } else {
-        out.extend_from_slice(avail.get(..body).unwrap_or(&[]));
+        for part in kept_parts(avail.get(..body).unwrap_or(&[]), ranges) {
+            out.extend_from_slice(part);
+        }
     }
     Ok(body)
 }
@@ -433,13 +468,23 @@ pub(crate) fn read_request(
             let fresh = buf.as_slice().get(start..).unwrap_or(&[]);
             let body = ex
                 .req_half
-                .scan(fresh, &mut ex.req_body_bytes)
+                .scan(fresh, &mut ex.req_body_bytes, &mut ex.ranges)
                 .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
             if body < n {
                 // Bytes past the body: the next request (pipelining).
                 let inbuf = side.inbuf.get_or_insert_with(|| env.head_buffer());
                 inbuf.extend_from_slice(fresh.get(body..).unwrap_or(&[]));
-                buf.unfill(n - body);
+            }
+            // A chunk size's leading zeros do not go upstream.
+            let removed = match ex.ranges.is_empty() {
+                true => 0,
+                false => remove_runs(
+                    buf.tail_mut(n).get_mut(..body).unwrap_or_default(),
+                    &ex.ranges,
+                ),
+            };
+            if body < n || removed > 0 {
+                buf.unfill(n - body + removed);
             }
             // Over `max_body_size`: the bytes just read never go upstream.
             ex.check_body_limit()
@@ -486,7 +531,10 @@ pub(crate) fn feed_request(
         ex.up_write_at = env.now;
     }
     if let Some(to_up) = ex.to_upstream.as_mut() {
-        to_up.extend_from_slice(bytes);
+        // Without a chunk size's leading zeros (`scan_request`'s ranges).
+        for part in kept_parts(bytes, &ex.ranges) {
+            to_up.extend_from_slice(part);
+        }
     }
     inbuf.consume(body);
     Ok(body > 0 || ex.request_taken())

@@ -8,9 +8,10 @@
 use super::KeepAlive;
 use super::client::ClientSide;
 use super::exchange::{Exchange, Resp};
-use super::relay::{Env, move_body_after_head};
+use super::relay::{BodyScratch, Env, move_body_after_head};
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Filter;
+use crate::http::chunked::remove_runs;
 use crate::http::date::add_date_if_missing;
 use crate::http::hop::keep_alive_timeout;
 use crate::http::known::Known;
@@ -241,15 +242,12 @@ pub(crate) fn move_body_after_taken_head(
         && let Some(upin) = ex.upin.as_mut()
     {
         let before = decoder.data_bytes();
-        let trailers = ex.keep_trailers.then_some(&mut ex.trailers);
-        let body = move_body_after_head(
-            upin.as_slice(),
-            out,
-            decoder,
-            ex.dechunk,
-            &mut ex.ranges,
-            trailers,
-        )?;
+        let scratch = BodyScratch {
+            ranges: &mut ex.ranges,
+            pieces: &mut ex.pieces,
+            trailers: ex.keep_trailers.then_some(&mut ex.trailers),
+        };
+        let body = move_body_after_head(upin.as_slice(), out, decoder, ex.dechunk, scratch)?;
         ex.resp_body_bytes += decoder.data_bytes().saturating_sub(before);
         upin.consume(body);
         if decoder.is_done() {
@@ -293,11 +291,12 @@ fn lend_to_client(
     if !buf.replace_front(raw, encoded) {
         return Ok(false);
     }
+    ex.ranges.clear();
     let scanned = match &mut ex.resp {
         Resp::Body(decoder) => {
             let before = decoder.data_bytes();
             let fresh = buf.as_slice().get(encoded.len()..).unwrap_or(&[]);
-            let r = decoder.scan(fresh);
+            let r = decoder.scan_forward(fresh, &mut ex.ranges);
             ex.resp_body_bytes += decoder.data_bytes().saturating_sub(before);
             if decoder.is_done() {
                 ex.resp = Resp::Done;
@@ -309,9 +308,19 @@ fn lend_to_client(
     // Invalid framing: the head still goes out (as on the copying path),
     // none of the body bytes do, and the error cuts the response.
     let body = *scanned.as_ref().unwrap_or(&0);
+    // A chunk size's leading zeros do not go on (`scan_forward`).
+    let removed = match scanned.is_ok() && !ex.ranges.is_empty() {
+        true => remove_runs(
+            buf.tail_mut(avail).get_mut(..body).unwrap_or_default(),
+            &ex.ranges,
+        ),
+        false => 0,
+    };
     if body < avail {
-        buf.unfill(avail - body);
         ex.extra_bytes = true;
+    }
+    if body < avail || removed > 0 {
+        buf.unfill(avail - body + removed);
     }
     let Some(mut buf) = ex.upin.take() else {
         return Ok(false);

@@ -496,7 +496,7 @@ fn route(
         "/metrics" => (
             200,
             expose::CONTENT_TYPE,
-            expose::metrics_text(obs, &tier.states(), &tier.certificates()),
+            expose::metrics_text(obs, &tier.workers(obs.slot), &tier.certificates()),
         ),
         "/healthz" => (200, TEXT, "ok\n".into()),
         "/readyz" if !expose::group_ready(obs, draining) => (503, TEXT, "draining\n".into()),
@@ -504,7 +504,7 @@ fn route(
         "/status" => (
             200,
             "application/json",
-            expose::status_json(obs, &tier.states(), &tier.certificates()),
+            expose::status_json(obs, &tier.workers(obs.slot), &tier.certificates()),
         ),
         _ => (
             404,

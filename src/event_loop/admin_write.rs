@@ -16,8 +16,10 @@ use std::net::{IpAddr, SocketAddr};
 
 use log::{info, warn};
 
+use std::time::Duration;
+
 use crate::conn::Shared;
-use crate::filter::Peer;
+use crate::metrics::tier::WorkerStates;
 use crate::upstreams::ServerState;
 use crate::upstreams::health::Mode;
 
@@ -29,6 +31,18 @@ pub(crate) trait Tier {
     /// Every server's state at the loop's time, idle pooled connections
     /// counted.
     fn states(&self) -> Vec<ServerState>;
+    /// Every running worker's view of the tier, this loop's first unless
+    /// it drains while another serves its index (`--workers N`: the
+    /// others' from the tier board, aged to the loop's time); this
+    /// loop's alone in a single process. `index`: this loop's worker
+    /// index.
+    fn workers(&self, index: usize) -> Vec<WorkerStates> {
+        vec![WorkerStates {
+            index,
+            pid: std::process::id(),
+            states: self.states(),
+        }]
+    }
     /// Sets server `addr` of group `group` to `mode`: its old mode, or
     /// `None` if there is no such server.
     fn set_mode(&mut self, group: &str, addr: SocketAddr, mode: Mode) -> Option<Mode>;
@@ -55,9 +69,39 @@ impl Tier for Shared {
     }
 
     fn states(&self) -> Vec<ServerState> {
-        let mut all = self.groups.server_states(self.now);
-        for s in &mut all {
-            s.idle = self.ups.idle_to(&Peer::new(s.server));
+        let now = self.now;
+        self.groups
+            .snapshot(now, |a| self.idle_at(a))
+            .iter()
+            .map(|c| ServerState::of(c, Duration::ZERO, now))
+            .collect()
+    }
+
+    fn workers(&self, index: usize) -> Vec<WorkerStates> {
+        let own = || WorkerStates {
+            index,
+            pid: std::process::id(),
+            states: self.states(),
+        };
+        let Some(board) = self.board.as_ref() else {
+            return vec![own()];
+        };
+        let (others, mine) = board.workers();
+        let mut all: Vec<WorkerStates> = others
+            .into_iter()
+            .map(|v| WorkerStates {
+                index: v.index,
+                pid: v.pid,
+                states: v
+                    .snapshot
+                    .servers
+                    .iter()
+                    .map(|c| ServerState::of(c, v.age, self.now))
+                    .collect(),
+            })
+            .collect();
+        if mine || all.is_empty() {
+            all.insert(0, own());
         }
         all
     }
@@ -67,6 +111,13 @@ impl Tier for Shared {
         if mode != Mode::Ready {
             // Drain: idle pooled connections close; in-flight ones finish.
             self.server_out(addr);
+        }
+        // Every worker takes the mode from the board's table (and a
+        // reload's new generation with it).
+        if let Some(board) = self.board.as_ref()
+            && let Err(e) = board.write_mode(group, addr, mode)
+        {
+            warn!("admin: {group} {addr}: {e}: the other workers keep their mode");
         }
         Some(old)
     }

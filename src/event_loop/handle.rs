@@ -47,13 +47,17 @@ impl ServerHandle {
     /// A copy of the loop's listening socket (a new descriptor for the
     /// same socket and accept queue), if the loop still listens.
     ///
-    /// Errors: the `dup` failed (`EMFILE`).
-    /// The loop's servers' health, asked of it and waited for at most
-    /// [`CARRY_WAIT`]; `None` if it did not answer (ended, or stuck).
-    pub(super) fn health(&self) -> Option<Vec<crate::upstreams::carry::Carried>> {
+    /// The loop's servers' health and its pool's learned idle limits,
+    /// asked of it and waited for at most [`CARRY_WAIT`], with when it
+    /// was taken; `None` if it did not answer (ended, or stuck).
+    pub(super) fn health(&self) -> Option<(crate::upstreams::carry::Snapshot, std::time::Instant)> {
         self.carry.request(|| self.wake(), CARRY_WAIT)
     }
 
+    /// A copy of the loop's listening socket (a new descriptor for the
+    /// same socket and accept queue), if the loop still listens.
+    ///
+    /// Errors: the `dup` failed (`EMFILE`).
     pub(super) fn listener_copy(&self) -> Option<std::io::Result<std::net::TcpListener>> {
         copy_of(&self.listener)
     }

@@ -47,6 +47,7 @@ use upstreams_setup::build_groups;
 mod accept;
 mod admin;
 mod admin_write;
+mod board;
 mod drain;
 mod fd_share;
 mod handle;
@@ -212,13 +213,9 @@ impl Server {
         if let Some(p) = predecessor {
             p.handed_over.store(true, Ordering::SeqCst);
             // Health survives the reload (issue 27 item 4).
-            if let Some(old) = p.health() {
-                let (n, out) = server.sh.groups.adopt(old, Instant::now());
-                info!(
-                    "reload: kept the health of {n} servers{}{}",
-                    if out.is_empty() { "" } else { "; out: " },
-                    out.join(", ")
-                );
+            if let Some((old, taken)) = p.health() {
+                let later = Instant::now().saturating_duration_since(taken);
+                server.take_over(&old, later, "reload", "");
             }
         }
         Ok(server)
@@ -310,7 +307,7 @@ impl Server {
         // grow by copying (the old storage would stay as a hole in the
         // heap), and room no connection touched costs no RSS.
         let cap = sh.cfg.max_connections;
-        Ok(Server {
+        let mut server = Server {
             poll,
             listener: listener.map(Arc::new),
             tls_listener,
@@ -341,7 +338,12 @@ impl Server {
             emfile_warn: Default::default(),
             handed_over: Arc::new(AtomicBool::new(false)),
             carry: Arc::default(),
-        })
+        };
+        // A worker: the other workers' board (health of the previous
+        // generation, the modes table).
+        let started = crate::upstreams::carry::epoch_ms(std::time::SystemTime::now());
+        server.join_board(started)?;
+        Ok(server)
     }
 
     /// The address the listener is bound to (the real port if 0 was asked).
@@ -416,6 +418,7 @@ impl Server {
                         self.sh.access.next_flush(),
                         self.admin.as_ref().and_then(|a| a.next_deadline(now)),
                         self.sh.may_trim().then_some(self.next_trim),
+                        self.sh.board.as_ref().and_then(|b| b.next_deadline()),
                     ],
                 )
             } else {
@@ -444,6 +447,7 @@ impl Server {
                     token::LISTENER => self.accept(),
                     token::LISTENER_TLS => self.accept_tls(),
                     token::WAKER => self.apply_dns(),
+                    token::TIER_WAKE => board::apply_modes(&mut self.sh),
                     t => {
                         let draining = self.not_ready();
                         let now = self.sh.now;
@@ -499,9 +503,8 @@ impl Server {
                 self.sh.access.reopen();
             }
             self.sh.access.flush_if_due(now);
-            if self.carry.wanted() {
-                self.carry.answer(self.sh.groups.snapshot());
-            }
+            let draining = self.drain.load(Ordering::SeqCst);
+            self.share_turn(draining);
             self.count_lost_records();
             let own = self.own_fds();
             self.fd_share.publish(own);

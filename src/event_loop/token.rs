@@ -23,6 +23,10 @@ pub(crate) const WAKER: Token = Token(usize::MAX - 1);
 pub(crate) const ADMIN_LISTENER: Token = Token(usize::MAX - 2);
 /// The TLS listener (kind bits 4, all ones above: no slot's token).
 pub(crate) const LISTENER_TLS: Token = Token(usize::MAX - 3);
+/// The workers' tier board's eventfd (`tier_board`: the modes table
+/// changed). Kind bits 3 with all ones above: not an admin connection's
+/// token (those have generation 0).
+pub(crate) const TIER_WAKE: Token = Token(usize::MAX - 4);
 
 /// The token of admin connection `key`: kind bits 3 with generation 0,
 /// which no reserved token has (they carry all ones above their kind).
@@ -37,8 +41,8 @@ pub(crate) fn admin_key(token: Token) -> Option<usize> {
 }
 
 /// What a token names. Kind value 3 is an admin connection ([`admin`]);
-/// 4, 5, 6 and 7 stay unused: the reserved tokens (`usize::MAX - 3` to
-/// `usize::MAX`) carry them in their low three bits.
+/// 4, 5, 6 and 7 stay unused: the reserved tokens (`usize::MAX - 4` to
+/// `usize::MAX`) carry them (and 3) in their low three bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A client (downstream) socket.

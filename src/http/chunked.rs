@@ -2,10 +2,30 @@
 //! changing and copying nothing.
 //!
 //! Why it exists: the proxy relays chunked bodies byte for byte (ARCHITECTURE.md §5):
-//! chunk sizes, chunk extensions, the last-chunk and the trailer section go
-//! through as they came. It only has to know where the body ends, so that
-//! the bytes after it are the next message, and so that a truncated body is
-//! seen as one.
+//! chunk extensions, the last-chunk and the trailer section go through as
+//! they came. It only has to know where the body ends, so that the bytes
+//! after it are the next message, and so that a truncated body is seen as
+//! one. The one change it asks for: a chunk size's run of leading zeros
+//! is forwarded as one zero ([`ChunkedScanner::scan_forward`] names the
+//! redundant bytes, the relay leaves them out).
+//!
+//! Leading zeros (RFC 9112 §7.1: `chunk-size = 1*HEXDIG`, so
+//! `000000000000000000000000000000000ea` is 234 bytes) are legal and
+//! read by value: they never count toward a digit limit, only toward the
+//! line's length ([`MAX_CHUNK_LINE`]). Forwarding them as they came would
+//! hand the next hop a size whose digits outnumber any integer's (the
+//! Apache truncation HTTPWookiee's test 2030 probes read such a size as 0:
+//! the body ended early, and its rest was a second, smuggled request; a
+//! parser that caps the digits refuses it). A transfer coding is a
+//! property of one hop (RFC 9112 §7: an intermediary may decode and
+//! re-encode it), so the proxy may shorten the size line; it drops the
+//! zeros that follow the first digit while the value is still zero, and
+//! the size goes on as its first digit and its significant digits (`0ea`,
+//! a last-chunk `0`): at most 17 digits for any value it accepts. The
+//! first zero stays because whether it was leading is known only at the
+//! next byte, which may come in a later read, after the zero went on:
+//! removing it too would mean holding a byte back across reads in every
+//! body path, for one digit every parser reads the same way.
 //!
 //! What it must not know: sockets, time, what the bytes mean beyond the
 //! grammar, where the bytes go.
@@ -35,7 +55,9 @@
 //! - a chunk size over [`MAX_CHUNK_SIZE`] (2^63 - 1, the bound of a
 //!   `Content-Length`) is an error: a next hop counting in a signed 64-bit
 //!   integer (nginx's `off_t`, curl, Java) could not represent it, and
-//!   RFC 9112 §7.1 asks recipients to guard against integer overflow.
+//!   RFC 9112 §7.1 asks recipients to guard against integer overflow. The
+//!   bound is on the value, so it allows at most 16 significant digits
+//!   and any number of leading zeros up to the line's limit.
 //!
 //! Invariants: each byte is examined once; the state is one variant per
 //! grammar position; after an error every call returns the same error;
@@ -50,11 +72,6 @@ use super::syntax::is_tchar;
 /// than any real extension and bounds the work per chunk.
 pub const MAX_CHUNK_LINE: usize = 4 * 1024;
 
-/// Most hex digits of a chunk size, leading zeros included (16 digits hold
-/// any u64; more can only be leading zeros, which parsers count
-/// differently).
-pub const MAX_SIZE_DIGITS: usize = 16;
-
 /// Largest chunk size accepted, in bytes: 2^63 - 1, the same bound as a
 /// `Content-Length` ([`super::framing::MAX_CONTENT_LENGTH`]).
 pub const MAX_CHUNK_SIZE: u64 = super::framing::MAX_CONTENT_LENGTH;
@@ -63,6 +80,54 @@ pub const MAX_CHUNK_SIZE: u64 = super::framing::MAX_CONTENT_LENGTH;
 /// last-chunk line to the final CRLF included. Same order as the default
 /// request head limit (64 KiB, ARCHITECTURE.md §9): trailers are a late header section.
 pub const MAX_TRAILER_SECTION: usize = 64 * 1024;
+
+/// A run of a scanned stream, as [`ChunkedScanner::scan_runs`] reports it.
+enum Run {
+    /// Chunk data.
+    Data(std::ops::Range<usize>),
+    /// Bytes the forwarded body leaves out (leading zeros of a size).
+    Redundant(std::ops::Range<usize>),
+    /// Field lines of the trailer section, each with its CRLF (not the
+    /// final empty line).
+    Trailer(std::ops::Range<usize>),
+}
+
+/// Removes `runs` (sorted, disjoint ranges inside `bytes`) from `bytes`,
+/// moving the bytes after each run forward; returns how many bytes were
+/// removed (the last that many bytes of `bytes` are then left over).
+pub fn remove_runs(bytes: &mut [u8], runs: &[std::ops::Range<usize>]) -> usize {
+    let mut write = 0;
+    let mut read = 0;
+    for r in runs {
+        let (start, end) = (r.start.min(bytes.len()), r.end.min(bytes.len()));
+        if start < read {
+            continue;
+        }
+        bytes.copy_within(read..start, write);
+        write += start - read;
+        read = end;
+    }
+    bytes.copy_within(read.., write);
+    write += bytes.len() - read;
+    bytes.len() - write
+}
+
+/// The parts of `bytes` outside `runs` (sorted, disjoint ranges inside
+/// `bytes`), in order: what is forwarded when the bytes are copied.
+pub fn kept_parts<'a>(
+    bytes: &'a [u8],
+    runs: &'a [std::ops::Range<usize>],
+) -> impl Iterator<Item = &'a [u8]> + 'a {
+    let starts = std::iter::once(0).chain(runs.iter().map(|r| r.end));
+    let ends = runs
+        .iter()
+        .map(|r| r.start)
+        .chain(std::iter::once(bytes.len()));
+    starts
+        .zip(ends)
+        .filter_map(move |(a, b)| bytes.get(a..b))
+        .filter(|p| !p.is_empty())
+}
 
 /// Position inside a chunk-size line, after its first hex digit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,7 +221,7 @@ impl ChunkedScanner {
     /// RFC 9112 §7.1 (or the strictness rules of the module doc), whatever
     /// way the stream was split; later calls return the same error.
     pub fn scan(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
-        self.scan_data(bytes, |_| {})
+        self.scan_runs(bytes, |_| {})
     }
 
     /// Like [`ChunkedScanner::scan`], and also calls `data` with each run of
@@ -169,10 +234,28 @@ impl ChunkedScanner {
         bytes: &[u8],
         mut data: impl FnMut(std::ops::Range<usize>),
     ) -> Result<usize, ParseError> {
-        self.scan_pieces(bytes, |r, trailer| {
-            if !trailer {
-                data(r);
+        self.scan_runs(bytes, |run| {
+            if let Run::Data(r) = run {
+                data(r)
             }
+        })
+    }
+
+    /// Like [`ChunkedScanner::scan_data`], and also calls `redundant` with
+    /// each run of bytes in `bytes` that the forwarded body leaves out: the
+    /// zeros after a chunk size's first digit while its value is still
+    /// zero (module doc). Ranges are indexes into `bytes`, in order,
+    /// never empty; the bytes counted by the return value include them.
+    pub fn scan_forward(
+        &mut self,
+        bytes: &[u8],
+        mut data: impl FnMut(std::ops::Range<usize>),
+        mut redundant: impl FnMut(std::ops::Range<usize>),
+    ) -> Result<usize, ParseError> {
+        self.scan_runs(bytes, |run| match run {
+            Run::Data(r) => data(r),
+            Run::Redundant(r) => redundant(r),
+            Run::Trailer(_) => {}
         })
     }
 
@@ -186,17 +269,28 @@ impl ChunkedScanner {
         bytes: &[u8],
         mut piece: impl FnMut(std::ops::Range<usize>, bool),
     ) -> Result<usize, ParseError> {
+        self.scan_runs(bytes, |run| match run {
+            Run::Data(r) => piece(r, false),
+            Run::Trailer(r) => piece(r, true),
+            Run::Redundant(_) => {}
+        })
+    }
+
+    /// The scan, reporting chunk data and redundant bytes as runs.
+    fn scan_runs(&mut self, bytes: &[u8], mut runs: impl FnMut(Run)) -> Result<usize, ParseError> {
         let mut used: usize = 0;
+        // The redundant zeros found so far and not yet reported.
+        let mut zeros: Option<std::ops::Range<usize>> = None;
         // A run of trailer bytes not yet reported: its start.
         let mut trailer_from: Option<usize> = None;
-        loop {
+        let result = loop {
             let rest = bytes.get(used..).unwrap_or_default();
             let Some(&b) = rest.first() else {
-                break;
+                break Ok(());
             };
             match self.state {
-                State::Done => break,
-                State::Failed(why) => return Err(ParseError::Chunk(why)),
+                State::Done => break Ok(()),
+                State::Failed(why) => break Err(ParseError::Chunk(why)),
                 State::Data { remaining } => {
                     let avail = u64::try_from(rest.len()).unwrap_or(u64::MAX);
                     let take = remaining.min(avail);
@@ -204,7 +298,7 @@ impl ChunkedScanner {
                     let start = used;
                     used = used.saturating_add(usize::try_from(take).unwrap_or(usize::MAX));
                     if used > start {
-                        piece(start..used, false);
+                        runs(Run::Data(start..used));
                     }
                     self.state = if left == 0 {
                         State::DataCr
@@ -214,6 +308,23 @@ impl ChunkedScanner {
                 }
                 state => {
                     let at = used;
+                    // A zero after the size's first digit, the value still
+                    // zero: the first digit already stands for it.
+                    let leading_zero = b == b'0'
+                        && matches!(
+                            state,
+                            State::Line {
+                                size: 0,
+                                at: LinePos::Size,
+                                ..
+                            }
+                        );
+                    if leading_zero {
+                        let r = zeros.get_or_insert(used..used);
+                        r.end = used + 1;
+                    } else if let Some(r) = zeros.take() {
+                        runs(Run::Redundant(r));
+                    }
                     used = used.saturating_add(1);
                     match step(state, b) {
                         Ok(next) => {
@@ -226,21 +337,25 @@ impl ChunkedScanner {
                             if in_line {
                                 trailer_from.get_or_insert(at);
                             } else if let Some(from) = trailer_from.take() {
-                                piece(from..at, true);
+                                runs(Run::Trailer(from..at));
                             }
                             self.state = next;
                         }
                         Err(why) => {
                             self.state = State::Failed(why);
-                            return Err(ParseError::Chunk(why));
+                            break Err(ParseError::Chunk(why));
                         }
                     }
                 }
             }
+        };
+        if let Some(r) = zeros {
+            runs(Run::Redundant(r));
         }
         if let Some(from) = trailer_from {
-            piece(from..used, true);
+            runs(Run::Trailer(from..used));
         }
+        result?;
         if let State::Failed(why) = self.state {
             return Err(ParseError::Chunk(why));
         }
@@ -315,9 +430,6 @@ fn step(state: State, b: u8) -> Result<State, &'static str> {
             }
             let at = line_step(at, b)?;
             let size = if at == LinePos::Size {
-                if len > MAX_SIZE_DIGITS {
-                    return Err("chunk size has more than 16 hex digits");
-                }
                 let d = hex_value(b).ok_or("chunk size is not HEXDIG")?;
                 size.checked_mul(16)
                     .and_then(|s| s.checked_add(d))

@@ -349,6 +349,24 @@ impl BodyDecoder {
         self.scan_data(bytes, |_| {})
     }
 
+    /// Like [`BodyDecoder::scan`], and also pushes onto `redundant` (cleared
+    /// first) the ranges of `bytes` the forwarded body leaves out: for a
+    /// chunked body, the leading zeros of a chunk size beyond its first
+    /// digit ([`ChunkedScanner::scan_forward`]); none for the other kinds.
+    /// The bytes counted by the return value include them.
+    pub fn scan_forward(
+        &mut self,
+        bytes: &[u8],
+        redundant: &mut Vec<std::ops::Range<usize>>,
+    ) -> Result<usize, ParseError> {
+        redundant.clear();
+        let Decoding::Chunked(scanner) = &mut self.decoding else {
+            return self.scan(bytes);
+        };
+        let count = &mut self.data;
+        scanner.scan_forward(bytes, |r| *count += r.len() as u64, |r| redundant.push(r))
+    }
+
     /// [`BodyDecoder::scan`] without counting data bytes.
     fn scan_framing(&mut self, bytes: &[u8]) -> Result<usize, ParseError> {
         match &mut self.decoding {

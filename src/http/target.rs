@@ -6,6 +6,16 @@
 //! it forwards the origin form (`/a`) upstream, which every origin server
 //! accepts. Pure code over strings: no sockets.
 //!
+//! A `Host` that is not the target's authority is refused, not replaced:
+//! RFC 9112 §3.2 requires a client to send a `Host` identical to the
+//! target URI's authority, so a request where they differ (an empty or
+//! whitespace-only `Host` included) comes from a broken or hostile client,
+//! and the part of a chain that routes by `Host` (a cache, a WAF, the
+//! application) would read another host than the one sluice routed by.
+//! §3.2.2 tells an origin server to ignore such a `Host`; a proxy that
+//! forwards to origins which may not is safer refusing it, as HTTPWookiee's
+//! host tests expect.
+//!
 //! What it must not know: sockets, the upstream peer, the configuration.
 
 use super::error::ParseError;
@@ -19,8 +29,10 @@ use super::known::Known;
 ///
 /// Errors: `Malformed` for an absolute form with an empty authority, one
 /// with userinfo (`user@host`, RFC 9110 §4.2.4), an authority that is not
-/// `host [ ":" port ]` ([`check_authority`]), or a path and query that are
-/// not RFC 3986's (a fragment included, [`check_origin_form`]). Nothing is
+/// `host [ ":" port ]` ([`check_authority`]), a path and query that are
+/// not RFC 3986's (a fragment included, [`check_origin_form`]), or a
+/// `Host` field that is not the same authority ([`same_authority`]: host
+/// ignoring case, the scheme's default port as good as none). Nothing is
 /// changed before these checks pass.
 pub fn normalize_absolute_form(req: &mut RequestHead) -> Result<(), ParseError> {
     let Some(rest) = strip_scheme(&req.target) else {
@@ -38,6 +50,22 @@ pub fn normalize_absolute_form(req: &mut RequestHead) -> Result<(), ParseError> 
     }
     check_authority(authority.as_bytes())?;
     check_path_query(path.as_bytes())?;
+    let default_port: &[u8] = if req
+        .target
+        .get(..5)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https"))
+    {
+        b"443"
+    } else {
+        b"80"
+    };
+    if let Some(host) = req.headers.get_known(Known::Host)
+        && !same_authority(host, authority.as_bytes(), default_port)
+    {
+        return Err(ParseError::Malformed(
+            "Host is not the absolute-form target's authority",
+        ));
+    }
     // RFC 9112 §3.2.4: `OPTIONS http://h` (no path) is `OPTIONS *` at the
     // origin.
     let options_star = path.is_empty() && req.method == "OPTIONS";
@@ -53,6 +81,38 @@ pub fn normalize_absolute_form(req: &mut RequestHead) -> Result<(), ParseError> 
     req.headers.append_known(Known::Host, authority.as_bytes());
     req.target = origin;
     Ok(())
+}
+
+/// Whether two authorities (`host [ ":" port ]`) name the same host and
+/// port (RFC 3986 §6.2.2, §6.2.3): the host compared ignoring ASCII case,
+/// an absent or empty port read as `default_port`.
+fn same_authority(a: &[u8], b: &[u8], default_port: &[u8]) -> bool {
+    let ((ha, pa), (hb, pb)) = (host_port(a), host_port(b));
+    let port = |p: &'_ [u8]| -> bool {
+        let p = if p.is_empty() { default_port } else { p };
+        p == if pb.is_empty() { default_port } else { pb }
+    };
+    !ha.is_empty() && ha.eq_ignore_ascii_case(hb) && port(pa)
+}
+
+/// An authority's host and port (empty when absent): `[v6]:port`,
+/// `name:port`, `name`.
+fn host_port(x: &[u8]) -> (&[u8], &[u8]) {
+    let colon = match x.first() {
+        Some(b'[') => x
+            .iter()
+            .position(|&c| c == b']')
+            .map(|end| end + 1)
+            .filter(|&i| x.get(i) == Some(&b':')),
+        _ => x.iter().rposition(|&c| c == b':'),
+    };
+    match colon {
+        Some(i) => (
+            x.get(..i).unwrap_or_default(),
+            x.get(i + 1..).unwrap_or_default(),
+        ),
+        None => (x, &[]),
+    }
 }
 
 /// The part after `http://` or `https://` (scheme matched ignoring case).

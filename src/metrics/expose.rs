@@ -20,6 +20,7 @@ use serde::Serialize;
 use super::Observer;
 use super::certs::CertView;
 use super::region::LoopView;
+use super::tier::WorkerStates;
 use crate::conn::access::{Termination, rfc3339_ms};
 use crate::stats::{BUCKETS, CLASSES, FIELD_NAMES, HISTOGRAM_CELLS, TERMINATIONS};
 use crate::upstreams::ServerState;
@@ -496,13 +497,25 @@ impl Collector for Slots {
     }
 }
 
-/// Each upstream server's health as this worker sees it (every worker
-/// checks on its own, ARCHITECTURE.md §13): labelled with the answering
-/// worker, the group and the server.
+/// Each upstream server's health as each running worker sees it (every
+/// worker checks and counts on its own, ARCHITECTURE.md §13; the others'
+/// views come from the tier board): labelled with the worker, the group
+/// and the server. A server whose name has no address yet has no series.
 #[derive(Debug)]
 struct Servers {
-    worker: usize,
-    states: Vec<ServerState>,
+    workers: Vec<WorkerStates>,
+}
+
+impl Servers {
+    /// Every (worker, server) pair with an address.
+    fn each(&self) -> impl Iterator<Item = (usize, &ServerState)> {
+        self.workers.iter().flat_map(|w| {
+            w.states
+                .iter()
+                .filter(|s| s.addr.is_some())
+                .map(move |s| (w.index, s))
+        })
+    }
 }
 
 impl Collector for Servers {
@@ -525,17 +538,17 @@ impl Collector for Servers {
                 |s| s.down,
             ),
         ];
-        let labels_of = |s: &ServerState| -> Labels {
+        let labels_of = |w: usize, s: &ServerState| -> Labels {
             vec![
-                ("worker", self.worker.to_string()),
+                ("worker", w.to_string()),
                 ("group", s.group.clone()),
-                ("server", s.server.to_string()),
+                ("server", s.name.clone()),
             ]
         };
         for (name, help, pick) in families {
             let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            for s in &self.states {
-                ConstGauge::new(i64::from(pick(s))).encode(m.encode_family(&labels_of(s))?)?;
+            for (w, s) in self.each() {
+                ConstGauge::new(i64::from(pick(s))).encode(m.encode_family(&labels_of(w, s))?)?;
             }
         }
         {
@@ -545,8 +558,8 @@ impl Collector for Servers {
                 None,
                 MetricType::Gauge,
             )?;
-            for s in &self.states {
-                ConstGauge::new(i64::from(s.backup)).encode(m.encode_family(&labels_of(s))?)?;
+            for (w, s) in self.each() {
+                ConstGauge::new(i64::from(s.backup)).encode(m.encode_family(&labels_of(w, s))?)?;
             }
         }
         {
@@ -556,12 +569,12 @@ impl Collector for Servers {
                 None,
                 MetricType::Counter,
             )?;
-            for s in &self.states {
+            for (w, s) in self.each() {
                 for (class, n) in ["none", "1xx", "2xx", "3xx", "4xx", "5xx"]
                     .iter()
                     .zip(s.traffic.classes)
                 {
-                    let mut labels = labels_of(s);
+                    let mut labels = labels_of(w, s);
                     labels.push(("code_class", (*class).to_string()));
                     ConstCounter::new(n).encode(m.encode_family(&labels)?)?;
                 }
@@ -573,7 +586,7 @@ impl Collector for Servers {
             None,
             MetricType::Histogram,
         )?;
-        for s in &self.states {
+        for (w, s) in self.each() {
             let mut total = 0;
             let buckets: Vec<(f64, u64)> = BUCKETS
                 .iter()
@@ -586,7 +599,7 @@ impl Collector for Servers {
                 })
                 .collect();
             let sum = s.traffic.sum_us as f64 / 1e6;
-            m.encode_family(&labels_of(s))?
+            m.encode_family(&labels_of(w, s))?
                 .encode_histogram::<Labels>(sum, total, &buckets, None)?;
         }
         Ok(())
@@ -594,13 +607,12 @@ impl Collector for Servers {
 }
 
 /// The `/metrics` body for the group's slots, and the upstream servers'
-/// health as this worker sees it (`servers`).
-pub(crate) fn metrics_text(obs: &Observer, servers: &[ServerState], certs: &[CertView]) -> String {
+/// health as each worker sees it (`workers`).
+pub(crate) fn metrics_text(obs: &Observer, workers: &[WorkerStates], certs: &[CertView]) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(Slots(worker_views(&obs.region))));
     registry.register_collector(Box::new(Servers {
-        worker: obs.slot,
-        states: servers.to_vec(),
+        workers: workers.to_vec(),
     }));
     registry.register_collector(Box::new(super::certs::Certs {
         worker: obs.slot,
@@ -620,9 +632,12 @@ struct Status {
     uptime_seconds: f64,
     pid: u32,
     workers: Vec<WorkerStatus>,
-    /// The upstream groups as the answering worker sees them.
+    /// The worker that answered.
     answered_by_worker: usize,
-    groups: Vec<super::tier::GroupView>,
+    /// The upstream groups over every worker, then the workers that
+    /// disagree (`groups`, `per_worker`).
+    #[serde(flatten)]
+    tier: super::tier::TierView,
     /// The TLS listeners' certificates as the answering worker loaded them.
     certificates: Vec<CertView>,
 }
@@ -640,8 +655,8 @@ struct WorkerStatus {
 
 /// The `/status` body: version, this process's config digest, the group's
 /// uptime, one entry per worker, and the upstream groups with each
-/// server's state (`servers`, as this worker sees them).
-pub(crate) fn status_json(obs: &Observer, servers: &[ServerState], certs: &[CertView]) -> String {
+/// server's state over the `workers` (the answering one first).
+pub(crate) fn status_json(obs: &Observer, workers: &[WorkerStates], certs: &[CertView]) -> String {
     let now = super::region::now_ms();
     let at = |ms: u64| std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms));
     let status = Status {
@@ -664,7 +679,7 @@ pub(crate) fn status_json(obs: &Observer, servers: &[ServerState], certs: &[Cert
             })
             .collect(),
         answered_by_worker: obs.slot,
-        groups: super::tier::groups(servers),
+        tier: super::tier::view(workers),
         certificates: certs.to_vec(),
     };
     let mut text = serde_json::to_string_pretty(&status).unwrap_or_default();

@@ -20,12 +20,11 @@
 pub(crate) mod certs;
 pub(crate) mod expose;
 mod region;
-mod tier;
+pub(crate) mod tier;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::Arc;
 
@@ -234,18 +233,7 @@ impl GroupMetrics {
         cmd.env(METRICS_FD_ENV, fds[0].to_string())
             .env(ADMIN_FD_ENV, fds[1].to_string())
             .env(SLOT_ENV, slot.to_string());
-        // SAFETY: runs in the child between fork and exec; fcntl is
-        // async-signal-safe and nothing is allocated.
-        unsafe {
-            cmd.pre_exec(move || {
-                for fd in fds {
-                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
+        crate::shm::inherit(cmd, fds);
     }
 }
 

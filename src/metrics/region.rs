@@ -38,12 +38,11 @@
 //!
 //! What it must not know: HTTP, the loop, what the values mean.
 
-use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::ptr::NonNull;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::shm::{Cells, process_exists, take_owner};
 use crate::stats::VALUE_COUNT;
 
 /// First header cell: identifies the layout (bumped when it changes).
@@ -76,20 +75,11 @@ pub(crate) struct LoopView {
     pub values: Vec<u64>,
 }
 
-/// A mapped region of `cells` `u64` cells backed by `fd`.
+/// A mapped region of shared `u64` cells.
 #[derive(Debug)]
 pub struct Region {
-    ptr: NonNull<AtomicU64>,
-    cells: usize,
-    fd: OwnedFd,
+    cells: Cells,
 }
-
-// SAFETY: the mapping is only ever accessed through `AtomicU64`s, which are
-// safe to share between threads (and processes); the pointer stays valid
-// until `Drop` unmaps it.
-unsafe impl Send for Region {}
-// SAFETY: as above: shared access goes through atomics only.
-unsafe impl Sync for Region {}
 
 impl Region {
     /// Creates a region with totals for `indices` worker indices and
@@ -106,17 +96,10 @@ impl Region {
                 "metrics region: slot count out of range",
             ));
         }
-        // SAFETY: a valid NUL-terminated name and flags; the result is
-        // checked before it is used as a descriptor.
-        let raw = unsafe { libc::memfd_create(c"sluice-metrics".as_ptr(), libc::MFD_CLOEXEC) };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a descriptor we just opened and own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let cells = HEADER + indices * VALUE_COUNT + loops * LOOP;
-        File::from(fd.try_clone()?).set_len((cells * 8) as u64)?;
-        let region = Region::map(fd, cells)?;
+        let region = Region {
+            cells: Cells::create(c"sluice-metrics", cells)?,
+        };
         if let [magic, n, start, l, ..] = region.cells() {
             n.store(indices as u64, Ordering::Relaxed);
             start.store(now_ms(), Ordering::Relaxed);
@@ -136,20 +119,13 @@ impl Region {
     /// else.
     pub unsafe fn from_raw_fd(fd: RawFd) -> io::Result<Region> {
         // SAFETY: the caller owns `fd`.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let len = File::from(fd.try_clone()?).metadata()?.len();
-        let cells = usize::try_from(len / 8).unwrap_or(0);
-        if cells < HEADER + VALUE_COUNT + LOOP {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "metrics region too small",
-            ));
-        }
-        let region = Region::map(fd, cells)?;
+        let cells = unsafe { Cells::from_raw_fd(fd, HEADER + VALUE_COUNT + LOOP)? };
+        let len = cells.cells().len();
+        let region = Region { cells };
         if region.cells().first().map(|m| m.load(Ordering::Acquire)) != Some(MAGIC)
             || region.indices() == 0
             || region.loops() == 0
-            || region.end() > cells
+            || region.end() > len
         {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -159,37 +135,14 @@ impl Region {
         Ok(region)
     }
 
-    fn map(fd: OwnedFd, cells: usize) -> io::Result<Region> {
-        // SAFETY: mapping `cells * 8` bytes of a file at least that large,
-        // shared, readable and writable; the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                cells * 8,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(p.cast::<AtomicU64>()).ok_or_else(|| io::Error::other("mmap"))?;
-        Ok(Region { ptr, cells, fd })
-    }
-
     /// The descriptor, to be inherited by a worker (clear its
     /// close-on-exec flag in the child).
     pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.cells.raw_fd()
     }
 
     fn cells(&self) -> &[AtomicU64] {
-        // SAFETY: `ptr` is a page-aligned mapping of `cells` u64 cells that
-        // lives as long as `self`; `AtomicU64` has the layout of `u64`, and
-        // every access (here and in other processes) is atomic.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.cells) }
+        self.cells.cells()
     }
 
     fn header(&self, i: usize) -> usize {
@@ -253,16 +206,7 @@ impl Region {
             let Some(cells) = self.loop_slot(slot) else {
                 return false;
             };
-            let Some(o) = cells.first() else {
-                return false;
-            };
-            let was = o.load(Ordering::Acquire);
-            if was != 0 && process_exists(was) {
-                return false;
-            }
-            if o.compare_exchange(was, owner, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-            {
+            if !cells.first().is_some_and(|o| take_owner(o, owner)) {
                 return false;
             }
             let head = [started_ms, digest, 0];
@@ -355,30 +299,6 @@ impl Region {
             |cells| cells.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
         )
     }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly the mapping made in `map`; no reference
-        // into it outlives `self` (`cells` borrows `self`).
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.cells * 8);
-        }
-    }
-}
-
-/// Whether the process in an owner cell (`pid` in the low 32 bits) exists:
-/// `kill(pid, 0)` does not fail with `ESRCH`.
-fn process_exists(owner: u64) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(owner & 0xffff_ffff) else {
-        return false;
-    };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill(2) with signal 0 only checks that `pid` exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// Milliseconds since the epoch (0 if the clock is before it).

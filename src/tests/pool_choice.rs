@@ -239,3 +239,27 @@ fn idle_closes_that_agree_are_one_limit_and_retire_for_every_method() {
     assert_eq!(pool.choose(&PEER, now, true), Choice::Retire(0));
     assert_eq!(take(pool.choose(&PEER, now, true)), Some((1, false)));
 }
+
+#[test]
+fn what_was_learned_is_taken_over_by_another_pool_and_ages_there() {
+    let now = Instant::now() + Duration::from_secs(100);
+    let mut old: IdlePool<&str> = IdlePool::new(4, 4, Duration::from_secs(60));
+    old.observe_close(&PEER, ms(1000), now);
+    for age in [40, 50, 60] {
+        old.observe_close(&PEER, Duration::from_micros(age * 10), now);
+    }
+    let want = old.rule(&PEER, now);
+    let learned = old.export_limits(now);
+    assert_eq!(learned.len(), 1);
+    // Through its portable form, as a worker of a reload reads it.
+    let json = serde_json::to_string(&learned[0].1).unwrap();
+    let back: crate::idle_limit::PortableLearned = serde_json::from_str(&json).unwrap();
+    let mut new: IdlePool<&str> = IdlePool::new(4, 4, Duration::from_secs(60));
+    new.import_limit(PEER, &back, Duration::ZERO, now);
+    assert_eq!(new.rule(&PEER, now), want);
+    // Taken over two windows later: forgotten, as it would be in the old
+    // pool.
+    let mut late: IdlePool<&str> = IdlePool::new(4, 4, Duration::from_secs(60));
+    late.import_limit(PEER, &back, 2 * WINDOW, now);
+    assert_eq!(late.rule(&PEER, now).retire_after, Duration::MAX);
+}

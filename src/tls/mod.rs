@@ -34,7 +34,7 @@ pub mod tickets;
 pub use error::TlsError;
 pub use server::{ServerTls, server_config};
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, ConfigWarning};
 
 /// The crypto provider every configuration is built with: ring's, made
 /// once per process.
@@ -59,28 +59,37 @@ pub fn now_unix() -> i64 {
 /// and server names.
 ///
 /// Returns the warnings to log: certificates expired or expiring within
-/// 14 days, groups with `tls_verify = false`.
+/// 14 days, groups with `tls_verify = false`, each with its key path.
 ///
 /// Errors: the first file that cannot be used, as a [`ConfigError`] for
-/// the knob that names it (with its place in the config file when known).
-pub fn check(config: &Config) -> Result<Vec<String>, ConfigError> {
+/// the knob that names it (with the key path of the file's entry, such
+/// as `certificate[1].key`, when it is one of a table's).
+pub fn check(config: &Config) -> Result<Vec<ConfigWarning>, ConfigError> {
     let mut warnings = Vec::new();
-    let err = |key: &'static str, span: Option<std::ops::Range<usize>>, e: TlsError| ConfigError {
+    let err = |key: &'static str, path: Option<String>, e: TlsError| ConfigError {
         key,
         reason: e.to_string(),
-        span: span.filter(|s| !s.is_empty()),
+        path,
     };
     if !config.listen_tls.is_empty() || !config.certificate.is_empty() {
         let secret = tickets::TicketSecret::generate().map_err(|e| err("listen-tls", None, e))?;
         let built = ServerTls::build(config, &secret, server::SERVER_ALPN).map_err(|e| {
             let file = e.file.as_deref();
-            let cert = config.certificate.iter().find_map(|c| match file {
-                Some(f) if f == c.key.get_ref().as_path() => Some(c.key.span()),
-                Some(f) if f == c.cert.get_ref().as_path() => Some(c.cert.span()),
-                _ => None,
-            });
+            let cert = config
+                .certificate
+                .iter()
+                .enumerate()
+                .find_map(|(i, c)| match file {
+                    Some(f) if f == c.key.get_ref().as_path() => {
+                        Some(format!("certificate[{i}].key"))
+                    }
+                    Some(f) if f == c.cert.get_ref().as_path() => {
+                        Some(format!("certificate[{i}].cert"))
+                    }
+                    _ => None,
+                });
             match cert {
-                Some(span) => err("certificate", Some(span), e),
+                Some(path) => err("certificate", Some(path), e),
                 None if file.is_some() && file == config.tls_client_ca.as_deref() => {
                     err("tls-client-ca", None, e)
                 }
@@ -88,24 +97,33 @@ pub fn check(config: &Config) -> Result<Vec<String>, ConfigError> {
             }
         })?;
         let now = now_unix();
-        warnings.extend(
-            built
-                .store
-                .certs()
-                .iter()
-                .filter_map(|c| c.expiry_warning(now)),
-        );
+        for c in built.store.certs() {
+            if let Some(text) = c.expiry_warning(now) {
+                let i = config
+                    .certificate
+                    .iter()
+                    .position(|s| s.cert.get_ref().as_path() == c.cert_file.as_path());
+                let path = i.map_or_else(
+                    || "certificate".to_string(),
+                    |i| format!("certificate[{i}].cert"),
+                );
+                warnings.push(ConfigWarning::new(path, text));
+            }
+        }
     }
     let mut identities = identity::TlsIdentities::new();
-    for g in &config.upstream {
+    for (gi, g) in config.upstream.iter().enumerate() {
         let Some(profile) = client::UpstreamTls::of_group(g) else {
             continue;
         };
         let name = g.name.get_ref();
         if !profile.verify {
-            warnings.push(format!(
-                "upstream group {name:?}: tls_verify = false: any certificate is accepted, \
-                 so anyone on the path can read and change its traffic"
+            warnings.push(ConfigWarning::new(
+                format!("upstream[{gi}].tls_verify"),
+                format!(
+                    "group {name:?}: tls_verify = false: any certificate is accepted, \
+                     so anyone on the path can read and change its traffic"
+                ),
             ));
         }
         for s in g.servers.get_ref() {
@@ -113,7 +131,7 @@ pub fn check(config: &Config) -> Result<Vec<String>, ConfigError> {
             identities.intern(&profile, host).map_err(|e| {
                 err(
                     "upstream",
-                    Some(g.name.span()),
+                    Some(format!("upstream[{gi}].servers")),
                     TlsError {
                         reason: format!("group {name:?}: {}", e.reason),
                         ..e

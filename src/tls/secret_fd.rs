@@ -19,7 +19,6 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -109,14 +108,5 @@ pub(crate) fn read_secret(fd: &OwnedFd) -> io::Result<TicketSecret> {
 pub fn pass_to(fd: &OwnedFd, cmd: &mut Command) {
     let raw = fd.as_raw_fd();
     cmd.env(TICKET_SECRET_FD_ENV, raw.to_string());
-    // SAFETY: runs in the child between fork and exec; fcntl is
-    // async-signal-safe and nothing is allocated.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::fcntl(raw, libc::F_SETFD, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    crate::shm::inherit(cmd, [raw]);
 }

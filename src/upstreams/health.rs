@@ -11,6 +11,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use serde::{Deserialize, Serialize};
+
 /// Largest multiple of `fail_timeout` an ejection lasts.
 pub(crate) const MAX_EJECTION_FACTOR: u32 = 8;
 
@@ -36,7 +38,8 @@ pub(crate) enum Change {
 }
 
 /// What the operator asked of a server (`POST /servers/GROUP/ADDR/state`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub(crate) enum Mode {
     /// Takes requests as its health allows.
     #[default]
@@ -112,7 +115,7 @@ pub(crate) struct Health {
 /// in-process reload): by status class of its answer (`1xx`…`5xx`, and
 /// `none` for a try that got no response), and a histogram of the time
 /// to its response's first byte over [`crate::stats::BUCKETS`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Traffic {
     /// Counts by class: index 0 = no response, 1..=5 = 1xx..5xx.
     pub classes: [u64; 6],
@@ -181,6 +184,40 @@ impl Minute {
             *n += 1;
             *e += u64::from(error);
         }
+    }
+
+    /// The buckets as `(age at now in ms, requests, errors)`, oldest
+    /// first, the one being filled last: a form another process can age
+    /// ([`Minute::from_ages`]).
+    pub(crate) fn ages(&self, now: Instant) -> Vec<(u64, u64, u64)> {
+        (1..=BUCKETS)
+            .filter_map(|k| {
+                self.buckets
+                    .get((self.current + k) % BUCKETS)
+                    .copied()
+                    .flatten()
+            })
+            .map(|(began, n, e)| {
+                let age = now.saturating_duration_since(began).as_millis();
+                (u64::try_from(age).unwrap_or(u64::MAX), n, e)
+            })
+            .collect()
+    }
+
+    /// The buckets of [`Minute::ages`], `later` older, at `now` (at most
+    /// the newest six).
+    pub(crate) fn from_ages(ages: &[(u64, u64, u64)], later: Duration, now: Instant) -> Minute {
+        let mut m = Minute::default();
+        let keep = ages.len().saturating_sub(BUCKETS);
+        for (i, &(age, n, e)) in ages.iter().skip(keep).enumerate() {
+            let age = Duration::from_millis(age).saturating_add(later);
+            let began = now.checked_sub(age).unwrap_or(now);
+            if let Some(b) = m.buckets.get_mut(i) {
+                *b = Some((began, n, e));
+            }
+            m.current = i;
+        }
+        m
     }
 
     /// `(requests, errors)` of the buckets begun in the last minute.

@@ -275,8 +275,11 @@ fn choose(
 pub(crate) struct ServerState {
     /// Its group's name.
     pub group: String,
-    /// The server's address.
-    pub server: SocketAddr,
+    /// The server's address (`None` while its host name has none:
+    /// `resolving`).
+    pub addr: Option<SocketAddr>,
+    /// The address as text, or the declared `host:port` while resolving.
+    pub name: String,
     /// It may be chosen now (not ejected, not marked down, not taken out
     /// by the operator).
     pub available: bool,
@@ -284,8 +287,7 @@ pub(crate) struct ServerState {
     pub ejected: bool,
     /// Active checks mark it down.
     pub down: bool,
-    /// `up`, `ejected`, `checked_down`, `draining`, `maintenance`, or
-    /// `backup` (a healthy backup while a primary serves).
+    /// One of [`STATES`].
     pub state: &'static str,
     /// Declared `backup`.
     pub backup: bool,
@@ -311,11 +313,73 @@ pub(crate) struct ServerState {
     pub traffic: health::Traffic,
 }
 
+/// Every state a server can be in, most available first: `up`; `backup`
+/// (a healthy backup while a primary serves); `resolving` (its host name
+/// has no address yet); `ejected` (passive health); `checked_down`
+/// (active checks); `draining` and `maintenance` (the operator).
+pub(crate) const STATES: [&str; 7] = [
+    "up",
+    "backup",
+    "resolving",
+    "ejected",
+    "checked_down",
+    "draining",
+    "maintenance",
+];
+
+impl ServerState {
+    /// The state of `c`, `later` after its snapshot was taken, at `now`:
+    /// an ejection that ran out meanwhile is over, the last minute's
+    /// counts are those of the minute before `now`.
+    pub(crate) fn of(c: &carry::Carried, later: Duration, now: Instant) -> ServerState {
+        let h = c.health.to_health(later, now);
+        let ejected = h.ejected(now);
+        let state = match h.mode {
+            _ if c.addr.is_none() => "resolving",
+            Mode::Maintenance => "maintenance",
+            Mode::Drain => "draining",
+            Mode::Ready if h.down => "checked_down",
+            Mode::Ready if ejected => "ejected",
+            Mode::Ready if c.state == "backup" => "backup",
+            Mode::Ready => "up",
+        };
+        ServerState {
+            group: c.group.clone(),
+            addr: c.addr,
+            name: c.name.clone(),
+            available: c.addr.is_some() && h.available(now),
+            ejected,
+            down: h.down,
+            state,
+            backup: c.backup,
+            mode: h.mode.name(),
+            in_flight: c.in_flight,
+            idle: c.idle,
+            ejected_ms: h
+                .ejected_until
+                .filter(|&t| t > now)
+                .map(|t| carry::millis(t.saturating_duration_since(now))),
+            eject_cause: h.eject_cause.clone().filter(|_| ejected),
+            last_check: h.last_check,
+            last_error: h.last_failure,
+            minute: h.minute.totals(now),
+            traffic: h.traffic,
+        }
+    }
+}
+
 /// All groups and routes of the process.
 #[derive(Debug)]
 pub(crate) struct Groups {
     groups: Vec<Group>,
     routes: Vec<Route>,
+    /// Bumped by every change of a server's state or its reasons (a mode,
+    /// a check result, an ejection, an address set, a take-over).
+    states: u64,
+    /// Bumped by every change a snapshot would show (those, and each
+    /// request picked or released): the loop posts a new snapshot only
+    /// when one moved (`tier_board`).
+    changes: u64,
 }
 
 impl Groups {
@@ -353,7 +417,25 @@ impl Groups {
                 Some(route)
             })
             .collect();
-        Groups { groups, routes }
+        Groups {
+            groups,
+            routes,
+            states: 0,
+            changes: 0,
+        }
+    }
+
+    /// The counts of state changes and of any change (see the fields):
+    /// one differs from an earlier reading if what a snapshot shows may
+    /// have changed since.
+    pub(crate) fn changes(&self) -> (u64, u64) {
+        (self.states, self.changes)
+    }
+
+    /// Counts a change of a server's state.
+    fn changed_state(&mut self) {
+        self.states += 1;
+        self.changes += 1;
     }
 
     /// The group `g`.
@@ -366,84 +448,127 @@ impl Groups {
         self.groups.iter().enumerate()
     }
 
-    /// Every live server's health at `now`, group by group.
-    pub(crate) fn server_states(&self, now: Instant) -> Vec<ServerState> {
-        self.groups
-            .iter()
-            .flat_map(|g| {
-                g.slots
-                    .iter()
-                    .zip(&g.health)
-                    .enumerate()
-                    .map(move |(i, (s, h))| ServerState {
-                        group: g.spec.name.get_ref().clone(),
-                        server: s.addr,
-                        available: h.available(now),
-                        ejected: h.ejected(now),
-                        down: h.down,
-                        state: g.state_of(i, now),
-                        backup: g.backup.get(i).copied().unwrap_or(false),
-                        mode: h.mode.name(),
-                        in_flight: s.outstanding,
-                        idle: 0,
-                        ejected_ms: h
-                            .ejected_until
-                            .filter(|&t| t > now)
-                            .map(|t| t.saturating_duration_since(now).as_millis() as u64),
-                        eject_cause: h.eject_cause.clone().filter(|_| h.ejected(now)),
-                        last_check: h.last_check.clone(),
-                        last_error: h.last_failure.clone(),
-                        minute: h.minute.totals(now),
-                        traffic: h.traffic.clone(),
-                    })
-            })
-            .collect()
+    /// Every server as it stands at `now`, group by group, in portable
+    /// form (for a successor loop, or the other workers: [`carry`]); a
+    /// declared host name with no address yet is one entry without one.
+    /// `idle_of`: the idle pooled connections to an address.
+    pub(crate) fn snapshot(
+        &self,
+        now: Instant,
+        idle_of: impl Fn(SocketAddr) -> usize,
+    ) -> Vec<carry::Carried> {
+        let mut out = Vec::new();
+        for g in &self.groups {
+            let name = g.spec.name.get_ref();
+            for (i, (s, h)) in g.slots.iter().zip(&g.health).enumerate() {
+                out.push(carry::Carried {
+                    group: name.clone(),
+                    addr: Some(s.addr),
+                    name: s.addr.to_string(),
+                    backup: g.backup.get(i).copied().unwrap_or(false),
+                    state: g.state_of(i, now).to_string(),
+                    in_flight: s.outstanding,
+                    idle: idle_of(s.addr),
+                    health: carry::PortableHealth::of(h, now),
+                });
+            }
+            for (o, spec) in g.spec.servers.get_ref().iter().enumerate() {
+                if g.origin.contains(&o) {
+                    continue;
+                }
+                out.push(carry::Carried {
+                    group: name.clone(),
+                    addr: None,
+                    name: format!("{}:{}", spec.host, spec.port),
+                    backup: spec.backup,
+                    state: "resolving".into(),
+                    in_flight: 0,
+                    idle: 0,
+                    health: carry::PortableHealth::default(),
+                });
+            }
+        }
+        out
     }
 
-    /// Every live server's health, for a successor loop ([`carry`]).
-    pub(crate) fn snapshot(&self) -> Vec<carry::Carried> {
-        self.groups
-            .iter()
-            .flat_map(|g| {
-                g.slots.iter().zip(&g.health).map(|(s, h)| carry::Carried {
-                    group: g.spec.name.get_ref().clone(),
-                    addr: s.addr,
-                    health: h.clone(),
-                })
-            })
-            .collect()
-    }
-
-    /// Takes over the health in `old` for the servers this configuration
-    /// has too (same group name, same address); returns how many, with the
-    /// ones not up named (`app 127.0.0.1:8002 checked_down`).
-    pub(crate) fn adopt(&mut self, old: Vec<carry::Carried>, now: Instant) -> (usize, Vec<String>) {
+    /// Takes over the health in `old` (a snapshot taken `later` ago) for
+    /// the servers this configuration has too (same group name, same
+    /// address); returns how many, with the ones not up named (`app
+    /// 127.0.0.1:8002 checked_down`).
+    pub(crate) fn adopt(
+        &mut self,
+        old: &[carry::Carried],
+        later: Duration,
+        now: Instant,
+    ) -> (usize, Vec<String>) {
+        self.changed_state();
         let (mut n, mut out) = (0, Vec::new());
         for c in old {
+            let Some(addr) = c.addr else {
+                continue;
+            };
             let Some(g) = self.find(&c.group) else {
                 continue;
             };
             let Some(group) = self.groups.get_mut(g) else {
                 continue;
             };
-            let Some(i) = group.index(c.addr) else {
+            let Some(i) = group.index(addr) else {
                 continue;
             };
             if let Some(h) = group.health.get_mut(i) {
-                *h = c.health;
+                *h = c.health.to_health(later, now);
                 n += 1;
             }
             let state = group.state_of(i, now);
             if state != "up" && state != "backup" {
-                out.push(format!("{} {state}", group.who(c.addr)));
+                out.push(format!("{} {state}", group.who(addr)));
             }
         }
         (n, out)
     }
 
+    /// The group and server of each address some group has, for the
+    /// successor's idle limits (a TLS peer's identity is its server's).
+    pub(crate) fn servers_at(&self, addr: SocketAddr) -> Vec<usize> {
+        self.groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.index(addr).is_some())
+            .map(|(gi, _)| gi)
+            .collect()
+    }
+
+    /// Sets every server's mode to the one `table` gives it (`ready` if it
+    /// gives none): the servers whose mode changed, with their new mode.
+    pub(crate) fn apply_modes(
+        &mut self,
+        table: &[(String, SocketAddr, Mode)],
+    ) -> Vec<(SocketAddr, Mode, Mode)> {
+        let mut changed = Vec::new();
+        for g in &mut self.groups {
+            let name = g.spec.name.get_ref();
+            for (s, h) in g.slots.iter().zip(&mut g.health) {
+                let want = table
+                    .iter()
+                    .find(|(tg, ta, _)| tg == name && *ta == s.addr)
+                    .map_or(Mode::Ready, |e| e.2);
+                if h.mode != want {
+                    changed.push((s.addr, h.mode, want));
+                    h.mode = want;
+                }
+            }
+        }
+        if !changed.is_empty() {
+            self.changed_state();
+        }
+        changed
+    }
+
     /// Sets the operator's `mode` of server `addr` in group `name`.
     /// Returns its old mode, or `None` if no such server.
     pub(crate) fn set_mode(&mut self, name: &str, addr: SocketAddr, mode: Mode) -> Option<Mode> {
+        self.changed_state();
         let g = self.find(name)?;
         let group = self.groups.get_mut(g)?;
         let i = group.index(addr)?;
@@ -502,6 +627,7 @@ impl Groups {
         tried: &[SocketAddr],
         now: Instant,
     ) -> Result<Pick, NoPick> {
+        self.changes += 1;
         self.groups
             .get_mut(g)
             .ok_or(NoPick::Tried)?
@@ -531,6 +657,7 @@ impl Groups {
     /// refused`): kept as its last failure, shown in `/status` and in the
     /// ejection line.
     pub(crate) fn note_failure(&mut self, g: usize, addr: SocketAddr, reason: String) {
+        self.changes += 1;
         if let Some(group) = self.groups.get_mut(g)
             && let Some(i) = group.index(addr)
             && let Some(h) = group.health.get_mut(i)
@@ -551,6 +678,7 @@ impl Groups {
         (status, first_byte): (u16, Option<Duration>),
         now: Instant,
     ) -> Option<Change> {
+        self.changes += 1;
         let group = self.groups.get_mut(g)?;
         let i = group.index(addr)?;
         if let Some(s) = group.slots.get_mut(i) {
@@ -576,6 +704,9 @@ impl Groups {
                 left.as_secs_f64().ceil() as u64
             );
         }
+        if change.is_some() {
+            self.states += 1;
+        }
         change
     }
 
@@ -596,6 +727,7 @@ impl Groups {
         result: &str,
         now: Instant,
     ) -> Option<Change> {
+        self.changed_state();
         let group = self.groups.get_mut(g)?;
         let hc = group.spec.health_check.clone()?;
         let i = group.index(addr)?;
@@ -626,8 +758,9 @@ impl Groups {
     }
 
     /// The `Host` a check of `addr` in group `g` sends: the check's
-    /// `host`, else the host name the server was declared with (with
-    /// `:port` unless 80), else the address.
+    /// `host`; else the group's `tls_server_name`, else the host name the
+    /// server was declared with, each with `:port` unless the port is the
+    /// scheme's default (80, or 443 for a TLS group); else the address.
     pub(crate) fn check_host(&self, g: usize, addr: SocketAddr) -> String {
         let Some(group) = self.groups.get(g) else {
             return addr.to_string();
@@ -643,11 +776,16 @@ impl Groups {
         let spec = group
             .index(addr)
             .and_then(|i| group.origin.get(i))
-            .and_then(|&o| group.spec.servers.get_ref().get(o))
-            .filter(|s| s.ip().is_none());
-        match spec {
-            Some(s) if s.port == 80 => s.host.clone(),
-            Some(s) => format!("{}:{}", s.host, s.port),
+            .and_then(|&o| group.spec.servers.get_ref().get(o));
+        let name = group
+            .spec
+            .tls_server_name
+            .clone()
+            .or_else(|| spec.filter(|s| s.ip().is_none()).map(|s| s.host.clone()));
+        let default_port = if group.spec.tls { 443 } else { 80 };
+        match name {
+            Some(n) if addr.port() == default_port => n,
+            Some(n) => format!("{n}:{}", addr.port()),
             None => addr.to_string(),
         }
     }
@@ -672,6 +810,7 @@ impl Groups {
         origin: usize,
         addrs: &[SocketAddr],
     ) -> Vec<SocketAddr> {
+        self.changed_state();
         match self.groups.get_mut(g) {
             Some(group) => group.set_addrs(origin, addrs),
             None => Vec::new(),

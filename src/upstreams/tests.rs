@@ -295,3 +295,69 @@ fn spec_syntax_and_checks() {
     assert!(check(&[g.clone(), g.clone()], &[]).is_err());
     assert!(check(&[group(Balance::Hash, &[])], &[]).is_err());
 }
+
+#[test]
+fn a_check_sends_its_host_else_the_tls_name_else_the_declared_name_else_the_address() {
+    // Every server resolves to 10.0.0.1 on its own port.
+    let groups = |g: GroupSpec| {
+        let specs = vec![g];
+        let s2 = specs.clone();
+        Groups::new(&specs, &[], move |gi, si| {
+            let s = &s2[gi].servers.get_ref()[si];
+            vec![SocketAddr::from(([10, 0, 0, 1], s.port))]
+        })
+    };
+    let at = |port| SocketAddr::from(([10, 0, 0, 1], port));
+    let mut g = group(
+        Balance::RoundRobin,
+        &["10.0.0.1:8080", "app.internal:80", "app.internal:8081"],
+    );
+    g.health_check = Some(super::spec::HealthCheck::default());
+    let plain = groups(g.clone());
+    assert_eq!(plain.check_host(0, at(8080)), "10.0.0.1:8080");
+    assert_eq!(plain.check_host(0, at(80)), "app.internal");
+    assert_eq!(plain.check_host(0, at(8081)), "app.internal:8081");
+    // A TLS group's tls_server_name first; 443 is its default port.
+    let mut t = group(Balance::RoundRobin, &["10.0.0.1:443", "app.internal:8443"]);
+    t.tls = true;
+    t.tls_server_name = Some("api.example".into());
+    t.health_check = g.health_check.clone();
+    let tls = groups(t.clone());
+    assert_eq!(tls.check_host(0, at(443)), "api.example");
+    assert_eq!(tls.check_host(0, at(8443)), "api.example:8443");
+    // The check's own host wins.
+    if let Some(hc) = t.health_check.as_mut() {
+        hc.host = Some("health.example".into());
+    }
+    assert_eq!(groups(t).check_host(0, at(443)), "health.example");
+}
+
+#[test]
+fn a_declared_name_without_an_address_yet_is_shown_resolving() {
+    let specs = vec![group(
+        Balance::RoundRobin,
+        &["10.0.0.1:80", "app.internal:8080"],
+    )];
+    let s2 = specs.clone();
+    let g = Groups::new(&specs, &[], move |gi, si| {
+        let s = &s2[gi].servers.get_ref()[si];
+        s.ip()
+            .map(|ip| SocketAddr::new(ip, s.port))
+            .into_iter()
+            .collect()
+    });
+    let now = Instant::now();
+    let states: Vec<(String, &str, bool)> = g
+        .snapshot(now, |_| 0)
+        .iter()
+        .map(|c| super::ServerState::of(c, Duration::ZERO, now))
+        .map(|s| (s.name, s.state, s.available))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("10.0.0.1:80".to_string(), "up", true),
+            ("app.internal:8080".to_string(), "resolving", false),
+        ]
+    );
+}

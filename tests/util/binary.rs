@@ -215,6 +215,23 @@ impl SluiceProcess {
         self.adopted.push(pid);
     }
 
+    /// Adopts every worker a `worker N started pid=P` line named so far;
+    /// returns their pids in order.
+    pub fn adopt_workers(&mut self) -> Vec<i32> {
+        let pids: Vec<i32> = self
+            .log()
+            .lines()
+            .filter(|l| l.contains("started pid="))
+            .map(|l| pid_after(l, "pid="))
+            .collect();
+        for &pid in &pids {
+            if !self.adopted.contains(&pid) {
+                self.adopted.push(pid);
+            }
+        }
+        pids
+    }
+
     /// Every log line so far.
     pub fn log(&self) -> String {
         self.lines.lock().unwrap().join("\n")

@@ -174,7 +174,10 @@ impl Stream {
             return Ok(());
         }
         let fresh = buf.as_slice().get(start..).unwrap_or(&[]);
-        let n = ex.req_half.scan(fresh, &mut ex.req_body_bytes)?;
+        // The chunk framing is made here: no leading zeros to leave out.
+        let n = ex
+            .req_half
+            .scan(fresh, &mut ex.req_body_bytes, &mut ex.ranges)?;
         if n < added {
             // More than the framing allows: the content-length rule is
             // checked first, so this is a bug; the rest is dropped.

@@ -370,6 +370,26 @@ impl Upstreams {
         self.pool.len()
     }
 
+    /// What the pool learned of each peer's idle limit, at `now`.
+    pub(crate) fn export_limits(
+        &self,
+        now: Instant,
+    ) -> Vec<(Peer, crate::idle_limit::PortableLearned)> {
+        self.pool.export_limits(now)
+    }
+
+    /// Takes over another loop's learned idle limit of `peer` (taken
+    /// `later` ago).
+    pub(crate) fn import_limit(
+        &mut self,
+        peer: Peer,
+        learned: &crate::idle_limit::PortableLearned,
+        later: std::time::Duration,
+        now: Instant,
+    ) {
+        self.pool.import_limit(peer, learned, later, now);
+    }
+
     /// Parked connections to `peer` now.
     pub(crate) fn idle_to(&self, peer: &Peer) -> usize {
         self.pool.len_for(peer)

@@ -269,13 +269,16 @@ fn connect_gets_501() {
 
 #[test]
 fn absolute_form_becomes_origin_form_and_sets_host() {
-    let (head, _) = planned(&["GET http://h/a?b HTTP/1.1", "Host: other", "Accept: */*"]);
+    let (head, _) = planned(&["GET http://h/a?b HTTP/1.1", "Host: H:80", "Accept: */*"]);
     assert_eq!(head.target, "/a?b");
     assert_eq!(
         upstream(&head),
         "GET /a?b HTTP/1.1\r\nAccept: */*\r\nHost: h\r\n\r\n",
-        "the Host that came is replaced"
+        "the Host that came is replaced by the target's authority"
     );
+    // A Host that names another authority is refused (RFC 9112 §3.2).
+    let r = refused(&["GET http://h/a HTTP/1.1", "Host: other"]);
+    assert_eq!((kind(&r), r.status()), ("malformed", 400));
     // Scheme in any case, https, no path, a port, a fragment.
     let table: &[(&str, &str, &str)] = &[
         ("HTTP://h/a", "/a", "h"),
@@ -285,7 +288,8 @@ fn absolute_form_becomes_origin_form_and_sets_host() {
     ];
     for (target, origin, host) in table {
         let line = format!("GET {target} HTTP/1.1");
-        let (head, _) = planned(&[&line, "Host: x"]);
+        let host_line = format!("Host: {}", host.to_uppercase());
+        let (head, _) = planned(&[&line, &host_line]);
         assert_eq!(head.target, *origin, "{target}");
         assert_eq!(
             head.headers.get_all("host").collect::<Vec<_>>(),

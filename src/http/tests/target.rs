@@ -34,10 +34,31 @@ fn absolute_form_becomes_origin_form_with_host_from_target() {
         ),
         (
             "http://ex.com/a?b",
-            Some("other"),
+            Some("EX.com"),
             "/a?b",
             Some("ex.com"),
-            "Host replaced (RFC 9112 §3.2.2)",
+            "Host replaced by the target's authority (RFC 9112 §3.2.2)",
+        ),
+        (
+            "http://ex.com/",
+            Some("ex.com:80"),
+            "/",
+            Some("ex.com"),
+            "the scheme's default port is the same authority",
+        ),
+        (
+            "https://ex.com:443/",
+            Some("ex.com"),
+            "/",
+            Some("ex.com:443"),
+            "https's default port",
+        ),
+        (
+            "http://[::1]:8080/",
+            Some("[::1]:8080"),
+            "/",
+            Some("[::1]:8080"),
+            "IPv6 literal",
         ),
         (
             "HTTP://ex.com:8080",
@@ -77,5 +98,38 @@ fn absolute_form_without_authority_or_with_userinfo_is_malformed() {
             ),
             "{why}"
         );
+    }
+}
+
+#[test]
+fn absolute_form_whose_host_is_another_authority_is_malformed() {
+    // RFC 9112 §3.2: a client sends a Host identical to the target's
+    // authority; one that differs comes from a broken or hostile client.
+    // (target, Host, why)
+    for (target, host, why) in [
+        ("http://a.example/", "b.example", "another host"),
+        ("http://a.example/", "", "empty Host"),
+        ("http://a.example/", "a.example:81", "another port"),
+        (
+            "http://a.example:8080/",
+            "a.example",
+            "default port for 8080",
+        ),
+        (
+            "https://a.example/",
+            "a.example:80",
+            "http's port for https",
+        ),
+        ("http://[::1]/", "[::2]", "another IPv6 literal"),
+    ] {
+        let mut r = req(target, Some(host));
+        assert_eq!(
+            normalize_absolute_form(&mut r),
+            Err(ParseError::Malformed(
+                "Host is not the absolute-form target's authority"
+            )),
+            "{why}"
+        );
+        assert_eq!(r.target, target, "{why}: nothing changed");
     }
 }

@@ -1,0 +1,345 @@
+//! Every kind of config-file message, with the built binary: its text and
+//! the line it names. An error or warning names the file, the line of
+//! the key (or value) at fault and the key's path
+//! (`F:14: upstream[0].health_check.rise: …`); unknown keys come with a
+//! hint; `--check-config` ends with one line saying the file is valid.
+
+mod util;
+
+use util::*;
+
+/// Both `--check-config` and `--config` reject `text` (exit 2) with
+/// `FILE:LINE: PATH: ` on stderr and every one of `needles` after it.
+#[track_caller]
+fn rejected_at(text: &str, line: usize, path: &str, needles: &[&str]) {
+    let f = TempFile::new(text);
+    let at = format!("config file {}:{line}: {path}: ", f.path());
+    for flag in ["--check-config", "--config"] {
+        let o = run_sluice(&[flag, f.path()]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {text:?}: {}", o.stderr);
+        let msg = o
+            .stderr
+            .split_once(&at)
+            .map(|(_, m)| m)
+            .unwrap_or_else(|| panic!("{flag}: {at:?} missing in {:?}", o.stderr));
+        for n in needles {
+            assert!(msg.contains(n), "{flag}: {n:?} missing in {msg:?}");
+        }
+        assert!(o.stdout.is_empty(), "nothing on stdout when invalid");
+    }
+}
+
+/// `--check-config` accepts `text` (exit 0) and warns `FILE:LINE: PATH: `
+/// with `needle` after it; the last line says the file is valid.
+#[track_caller]
+fn warned_at(text: &str, line: usize, path: &str, needle: &str) {
+    let f = TempFile::new(text);
+    let o = run_sluice(&["--check-config", f.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", o.stderr);
+    let at = format!("sluice: warning: config file {}:{line}: {path}: ", f.path());
+    let found = o
+        .stderr
+        .lines()
+        .any(|l| l.strip_prefix(&at).is_some_and(|m| m.contains(needle)));
+    assert!(found, "{at:?} then {needle:?} missing in {:?}", o.stderr);
+    let last = o.stderr.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with(&format!("sluice: config file {} is valid (", f.path())),
+        "{last:?}"
+    );
+}
+
+const GROUP: &str = "[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:8001\"]\n";
+
+// --- unknown keys and their hints ------------------------------------------
+
+#[test]
+fn a_typo_in_a_table_gets_did_you_mean() {
+    let text = format!("listen = \"127.0.0.1:1\"\n\n{GROUP}max_fail = 2\n");
+    rejected_at(
+        &text,
+        6,
+        "upstream[0].max_fail",
+        &["unknown key `max_fail` in [[upstream]]; did you mean `max_fails`?"],
+    );
+    let check = format!("{GROUP}[upstream.health_check]\npath = \"/h\"\nrize = 2\n");
+    rejected_at(
+        &check,
+        6,
+        "upstream[0].health_check.rize",
+        &["in [upstream.health_check]; did you mean `rise`?"],
+    );
+}
+
+#[test]
+fn a_typo_at_the_top_level_gets_did_you_mean() {
+    rejected_at(
+        "listen = \"127.0.0.1:1\"\nkeepalive_timout = \"5s\"\n",
+        2,
+        "keepalive_timout",
+        &["unknown key `keepalive_timout` in the top level; did you mean `keepalive_timeout`?"],
+    );
+    // A flag's spelling is not a key, but close to one.
+    rejected_at(
+        "\n\nkeepalive-timeout = \"5s\"\n",
+        3,
+        "keepalive-timeout",
+        &["did you mean `keepalive_timeout`?"],
+    );
+}
+
+#[test]
+fn a_key_of_another_table_names_that_table() {
+    let text = format!("{GROUP}rise = 2\n");
+    rejected_at(
+        &text,
+        4,
+        "upstream[0].rise",
+        &["unknown key `rise` in [[upstream]]: it is a key of [upstream.health_check]"],
+    );
+}
+
+#[test]
+fn an_unknown_key_without_a_near_one_points_to_the_list() {
+    rejected_at(
+        "listen = \"127.0.0.1:1\"\nfrobnicate = 1\n",
+        2,
+        "frobnicate",
+        &["unknown key `frobnicate` in the top level (every key is listed in examples/sluice.toml"],
+    );
+    rejected_at(
+        "[upstream_pool]\nsize = 3\n",
+        1,
+        "upstream_pool",
+        &["unknown key `upstream_pool`"],
+    );
+}
+
+#[test]
+fn a_top_level_key_after_a_table_says_toml_put_it_there() {
+    let text = format!(
+        "listen = \"127.0.0.1:1\"\n\n{GROUP}\n[[route]]\nupstream = \"app\"\n\n\
+         admin = \"127.0.0.1:9000\"\n"
+    );
+    rejected_at(
+        &text,
+        10,
+        "route[0].admin",
+        &[
+            "`admin` is a top-level key, but it comes after the [[route]] header on line 7",
+            "top-level keys go before the first [table] or [[table]]",
+        ],
+    );
+    // After `[upstream.health_check]`: TOML put it in the check.
+    let text = format!("{GROUP}[upstream.health_check]\npath = \"/h\"\nworkers = 2\n");
+    rejected_at(
+        &text,
+        6,
+        "upstream[0].health_check.workers",
+        &["after the [upstream.health_check] header on line 4"],
+    );
+}
+
+#[test]
+fn upstream_beside_upstream_tables_says_which_form_to_keep() {
+    let before = format!("upstream = \"127.0.0.1:8001\"\n\n{GROUP}");
+    rejected_at(
+        &before,
+        3,
+        "upstream",
+        &[
+            "two forms of the same key",
+            "keep the `[[upstream]]` tables",
+            "or keep `upstream = [...]`",
+        ],
+    );
+    let after = format!("{GROUP}\nupstream = \"127.0.0.1:8001\"\n");
+    rejected_at(
+        &after,
+        5,
+        "upstream[0].upstream",
+        &[
+            "inside an [[upstream]] table",
+            "keep the `[[upstream]]` tables",
+        ],
+    );
+}
+
+// --- values --------------------------------------------------------------------
+
+#[test]
+fn a_bad_value_in_a_table_names_its_own_line() {
+    // The group starts on line 1; `rise = 0` is on line 14.
+    let text = format!(
+        "{GROUP}[upstream.health_check]\npath = \"/h\"\n{}rise = 0\n",
+        "\n".repeat(8)
+    );
+    rejected_at(
+        &text,
+        14,
+        "upstream[0].health_check.rise",
+        &["must be at least 1"],
+    );
+    let text = format!("{GROUP}[upstream.health_check]\npath = \"h\"\n");
+    rejected_at(
+        &text,
+        5,
+        "upstream[0].health_check.path",
+        &["must start with /"],
+    );
+    let weights = "[[upstream]]\nname = \"app\"\nservers = [\n  \"127.0.0.1:1\",\n  \
+                   \"127.0.0.1:2 weight=0\",\n]\n";
+    rejected_at(
+        weights,
+        5,
+        "upstream[0].servers[1]",
+        &["weight must be 1..=1000"],
+    );
+    let tls = format!("{GROUP}\ntls_ca = \"/etc/ca.pem\"\n");
+    rejected_at(
+        &tls,
+        5,
+        "upstream[0].tls_ca",
+        &["tls_* settings without tls = true"],
+    );
+}
+
+#[test]
+fn a_value_of_the_wrong_syntax_names_its_key_path() {
+    let text = format!("{GROUP}\n\nfail_timeout = \"soon\"\n");
+    rejected_at(
+        &text,
+        6,
+        "upstream[0].fail_timeout",
+        &["\"soon\" is not a duration"],
+    );
+    rejected_at(
+        "listen = \"127.0.0.1:1\"\n\nmax_retries = \"x\"\n",
+        3,
+        "max_retries",
+        &["invalid type"],
+    );
+    rejected_at(
+        "\n[[upstream]]\nname = \"app\"\n",
+        2,
+        "upstream[0]",
+        &["missing field `servers`"],
+    );
+}
+
+#[test]
+fn a_route_error_names_the_routes_key() {
+    let unknown = format!("{GROUP}\n[[route]]\nhost = \"a.example\"\nupstream = \"nope\"\n");
+    rejected_at(
+        &unknown,
+        7,
+        "route[0].upstream",
+        &["unknown upstream group \"nope\""],
+    );
+    let host = format!("{GROUP}\n[[route]]\nupstream = \"app\"\nhost = \"a.example:80\"\n");
+    rejected_at(&host, 7, "route[0].host", &["is not a host name"]);
+    let named = format!("{GROUP}\n[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:2\"]\n");
+    rejected_at(
+        &named,
+        6,
+        "upstream[1].name",
+        &["group \"app\" is declared twice"],
+    );
+}
+
+#[test]
+fn a_top_level_value_that_does_not_fit_names_its_line() {
+    rejected_at(
+        "listen = \"127.0.0.1:1\"\nhigh_watermark = 1024\nlow_watermark = 4096\n",
+        3,
+        "low_watermark",
+        &["must be below high-watermark"],
+    );
+    rejected_at(
+        "listen = \"127.0.0.1:18080\"\n\nadmin = \"127.0.0.1:18080\"\n",
+        3,
+        "admin",
+        &["overlaps the proxy's own listen address"],
+    );
+}
+
+#[test]
+fn a_value_from_a_flag_is_not_placed_in_the_file() {
+    let f = TempFile::new("listen = \"127.0.0.1:1\"\nmax_connections = 5\n");
+    let o = run_sluice(&["--check-config", f.path(), "--max-connections", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", o.stderr);
+    assert!(
+        o.stderr.contains(
+            "invalid max_connections (--max-connections / max_connections in the config file): \
+             must be at least 1"
+        ),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains(":2:"), "{}", o.stderr);
+}
+
+// --- warnings --------------------------------------------------------------------
+
+#[test]
+fn routes_without_a_catch_all_are_warned_about() {
+    let text = format!(
+        "{GROUP}\n[[route]]\nhost = \"a.example\"\nupstream = \"app\"\n\n\
+         [[route]]\npath_prefix = \"/api\"\nupstream = \"app\"\n"
+    );
+    warned_at(
+        &text,
+        9,
+        "route[1]",
+        "no route matches every request (one without host, path_prefix and scheme): \
+         a request that matches none gets 404",
+    );
+}
+
+#[test]
+fn each_warning_names_its_line() {
+    let text = format!(
+        "{GROUP}[upstream.health_check]\npath = \"/h\"\ninterval = \"1s\"\ntimeout = \"2s\"\n\n\
+         [[route]]\npath_prefix = \"api\"\nupstream = \"app\"\n\n\
+         [[route]]\nupstream = \"app\"\n\n\
+         [[route]]\nhost = \"x.example\"\nupstream = \"app\"\n"
+    );
+    warned_at(
+        &text,
+        10,
+        "route[0].path_prefix",
+        "\"api\" does not start with \"/\"",
+    );
+    warned_at(
+        &text,
+        16,
+        "route[2]",
+        "never reached: route[1] before it matches every request",
+    );
+    warned_at(
+        &text,
+        7,
+        "upstream[0].health_check.timeout",
+        "is not shorter than the interval",
+    );
+    let twice = "[[upstream]]\nname = \"app\"\nservers = [\n  \"127.0.0.1:8001\",\n  \
+                 \"127.0.0.1:8001\",\n]\n";
+    warned_at(twice, 5, "upstream[0].servers[1]", "is listed twice");
+}
+
+#[test]
+fn check_config_ends_saying_the_file_is_valid() {
+    let f = TempFile::new("listen = \"127.0.0.1:1\"\nupstream = \"127.0.0.1:2\"\n");
+    let o = run_sluice(&["--check-config", f.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", o.stderr);
+    assert_eq!(
+        o.stderr.lines().last(),
+        Some(format!("sluice: config file {} is valid", f.path()).as_str())
+    );
+    let o = run_sluice(&["--check-config", "/dev/null", "--upstream", "127.0.0.1:2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", o.stderr);
+    assert_eq!(
+        o.stderr.lines().last(),
+        Some("sluice: config file /dev/null is valid")
+    );
+}
