@@ -295,6 +295,14 @@ fn a_stream_whose_window_is_closed_does_not_hold_the_others() {
         .map(|f| f.payload.len())
         .sum();
     assert!(got <= 16_384, "{got} bytes past a 16 KiB window");
+    // The rest waits in the stream's buffer, under its high watermark: the
+    // upstream is not read past it (plus one read, as for HTTP/1).
+    let high = Config::default().high_watermark as u64;
+    assert_stays(
+        Duration::from_millis(300),
+        "the held stream stays under its watermark",
+        || proxy.stats.snapshot().buffered_bytes <= high + 64 * 1024,
+    );
     // Opening the windows lets it finish, byte for byte (the bytes read
     // already are in the backlog, which `responses` takes first).
     c.auto_window = true;
