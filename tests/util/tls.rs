@@ -1,6 +1,7 @@
 //! TLS for the tests: self-signed certificates made here (rcgen; no
 //! private key is checked in), rustls client configurations that trust
-//! them, and a blocking client stream whose reads have a bound.
+//! them, a blocking client stream whose reads have a bound, and the proxy
+//! in process with a plain and a TLS listener.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
@@ -117,12 +118,23 @@ pub fn trusting_with(
 /// A client session to `addr` asking for `localhost` (not yet
 /// handshaken: the first write or read does it).
 pub fn tls_connect(addr: SocketAddr, cfg: &Arc<rustls::ClientConfig>) -> TlsStream {
-    tls_over(TcpStream::connect(addr).unwrap(), cfg)
+    tls_connect_as(addr, cfg, "localhost")
+}
+
+/// [`tls_connect`] asking for `name` (a DNS name is sent as SNI; an IP
+/// address is not).
+pub fn tls_connect_as(addr: SocketAddr, cfg: &Arc<rustls::ClientConfig>, name: &str) -> TlsStream {
+    tls_over_as(TcpStream::connect(addr).unwrap(), cfg, name)
 }
 
 /// A client session for `localhost` over an open socket.
 pub fn tls_over(sock: TcpStream, cfg: &Arc<rustls::ClientConfig>) -> TlsStream {
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    tls_over_as(sock, cfg, "localhost")
+}
+
+/// A client session for `name` over an open socket.
+pub fn tls_over_as(sock: TcpStream, cfg: &Arc<rustls::ClientConfig>, name: &str) -> TlsStream {
+    let name = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
     let conn = rustls::ClientConnection::new(cfg.clone(), name).unwrap();
     sock.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
     sock.set_write_timeout(Some(CLIENT_TIMEOUT)).unwrap();
@@ -172,4 +184,126 @@ pub fn tls_get(addr: SocketAddr, cfg: &Arc<rustls::ClientConfig>, target: &str) 
     .unwrap();
     let (status, _, body) = read_length_response(&mut s);
     (status, body)
+}
+
+/// The error a client gets for its first request on `s` (the handshake's
+/// alert, as rustls words it).
+#[track_caller]
+pub fn first_error(s: &mut TlsStream) -> String {
+    use std::io::Write;
+    let r = s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let mut buf = [0u8; 64];
+    let read = s.read(&mut buf);
+    let err = r.err().or(read.err()).expect("the handshake fails");
+    err.to_string()
+}
+
+/// The proxy in process with a plain and a TLS listener (port 0 each);
+/// shut down on drop.
+pub struct TlsProxy {
+    pub plain: SocketAddr,
+    pub tls: SocketAddr,
+    pub handle: sluice::ServerHandle,
+    pub stats: Arc<sluice::Stats>,
+}
+
+impl Drop for TlsProxy {
+    fn drop(&mut self) {
+        self.handle.shutdown();
+    }
+}
+
+/// A [`TlsProxy`] serving `cert` in front of `upstream`, with the
+/// configuration changed by `tweak`.
+pub fn start_tls_proxy(
+    upstream: SocketAddr,
+    cert: &TestCert,
+    tweak: impl FnOnce(&mut sluice::Config),
+) -> TlsProxy {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let mut config = sluice::Config {
+        listen: vec![any],
+        listen_tls: vec![any],
+        certificate: vec![cert.spec()],
+        access_log: sluice::AccessLogTarget::Off,
+        upstream: vec![sluice::GroupSpec::new(
+            sluice::DEFAULT_GROUP,
+            vec![upstream.into()],
+        )],
+        ..sluice::Config::default()
+    };
+    tweak(&mut config);
+    let server =
+        sluice::Server::bind(config, sluice::Forward::new(upstream)).expect("Server::bind");
+    let proxy = TlsProxy {
+        plain: server.local_addr(),
+        tls: server.tls_addr().expect("a TLS listener"),
+        handle: server.handle(),
+        stats: server.stats(),
+    };
+    std::thread::spawn(move || server.run());
+    proxy
+}
+
+/// A client configuration that accepts any server certificate (it still
+/// checks the handshake's signatures): for a test that looks at which
+/// certificate was served, whatever names it covers.
+pub fn accepting_any() -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+        .with_no_client_auth();
+    Arc::new(cfg)
+}
+
+/// The verifier of [`accepting_any`].
+#[derive(Debug)]
+struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        let algs = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algs)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        let algs = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algs)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The leaf certificate the server presented on `s` (DER), once the
+/// handshake is done.
+pub fn served_leaf(s: &TlsStream) -> Vec<u8> {
+    s.conn.peer_certificates().expect("a handshake")[0]
+        .as_ref()
+        .to_vec()
 }

@@ -118,6 +118,23 @@ impl Transport {
         self.tls.as_ref().and_then(|t| t.facts())
     }
 
+    /// Counts a server session whose handshake just completed (full or
+    /// resumed): `sluice_tls_connections_total` by the version it
+    /// negotiated, and `took` (from the accept to now) in the handshake
+    /// duration histogram. Nothing for a plain transport, or one whose
+    /// handshake has not settled a version.
+    pub(crate) fn count_handshake(&self, took: std::time::Duration, stats: &Stats) {
+        let Some(facts) = self.tls_facts() else {
+            return;
+        };
+        match facts.version {
+            "TLSv1.3" => Stats::add(&stats.tls_connections_tls13, 1),
+            "TLSv1.2" => Stats::add(&stats.tls_connections_tls12, 1),
+            _ => {}
+        }
+        stats.tls_handshake_duration.observe(took);
+    }
+
     /// The `X-Forwarded-Client-Cert` value for the client's verified
     /// certificate (`tls_client_auth`), if it presented one.
     pub(crate) fn client_cert_field(&self) -> Option<&str> {
