@@ -20,6 +20,8 @@ pub struct TestCert {
     pub dir: PathBuf,
     /// The certificate's DER, for a client's trust store.
     pub der: Vec<u8>,
+    /// Its private key's DER (PKCS#8), for a server in the test.
+    pub key_der: Vec<u8>,
 }
 
 impl TestCert {
@@ -48,8 +50,19 @@ impl TestCert {
         std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
         TestCert {
             der: cert.der().to_vec(),
+            key_der: key.serialize_der(),
             dir,
         }
+    }
+
+    /// The chain (this certificate alone) for a rustls server.
+    pub fn chain(&self) -> Vec<rustls::pki_types::CertificateDer<'static>> {
+        vec![rustls::pki_types::CertificateDer::from(self.der.clone())]
+    }
+
+    /// The private key for a rustls server.
+    pub fn key(&self) -> rustls::pki_types::PrivateKeyDer<'static> {
+        rustls::pki_types::PrivateKeyDer::Pkcs8(self.key_der.clone().into())
     }
 
     pub fn cert_path(&self) -> String {
