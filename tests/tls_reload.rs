@@ -319,7 +319,10 @@ fn a_reload_under_load_fails_no_request_and_new_handshakes_get_the_new_certifica
             total.old_after_drain += l.old_after_drain;
             total.first_failure = total.first_failure.or(l.first_failure);
         }
-        println!("--workers {workers}: {} requests across the reload", total.ok);
+        println!(
+            "--workers {workers}: {} requests across the reload",
+            total.ok
+        );
         assert_eq!(
             total.failed, 0,
             "--workers {workers}: {} ok; first failure: {:?}",

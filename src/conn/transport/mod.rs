@@ -26,6 +26,8 @@ use super::io::{self as sockio, Io, Read1, interest};
 use crate::buffer::WatermarkBuffer;
 use crate::stats::Stats;
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod feed;
 mod sni_check;
 mod tls;
 
