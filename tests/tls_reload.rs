@@ -337,3 +337,87 @@ fn a_reload_under_load_fails_no_request_and_new_handshakes_get_the_new_certifica
         assert!(status.success(), "{status:?}\n{}", p.log());
     }
 }
+
+/// A self-signed certificate for `localhost` whose notAfter is `secs`
+/// seconds from now (negative: in the past), written to `dir` as
+/// `NAME.pem` and `NAME.key`.
+fn cert_ending_in(dir: &Path, name: &str, secs: i64) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let end = u64::try_from(now + secs).unwrap();
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    params.not_after = rcgen::date_time_ymd(1970, 1, 1) + Duration::from_secs(end);
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
+    std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
+}
+
+#[test]
+fn a_certificate_ending_within_14_days_or_ended_is_warned_at_start_at_reload_and_in_status() {
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let live = TestCert::new("expiry");
+    cert_ending_in(&live.dir, "soon", 3 * 86_400 + 3_600);
+    cert_ending_in(&live.dir, "past", -86_400);
+    let (tls, admin) = (free_port(), free_port());
+    let certs: String = ["soon", "past"]
+        .iter()
+        .map(|n| {
+            let d = live.dir.display();
+            format!("[[certificate]]\ncert = \"{d}/{n}.pem\"\nkey = \"{d}/{n}.key\"\n")
+        })
+        .collect();
+    let config = TempFile::new(&format!(
+        "listen_tls = \"127.0.0.1:{tls}\"\nadmin = \"127.0.0.1:{admin}\"\nupstream = \"{}\"\n{certs}",
+        upstream.addr
+    ));
+    let soon =
+        |l: &str| l.contains("WARN") && l.contains("soon.pem") && l.contains("expires in 3 days");
+    let past = |l: &str| l.contains("WARN") && l.contains("past.pem") && l.contains("has expired");
+    // The check says so too, and passes: a warning, not a refusal.
+    let o = run_sluice(&["--check-config", config.path()]);
+    assert!(o.status.success(), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("warning: certificate") && o.stderr.contains("expires in 3 days"),
+        "{}",
+        o.stderr
+    );
+    for workers in ["1", "2"] {
+        let mut p = start_ready(Path::new(config.path()), workers);
+        assert_eq!(
+            p.count(soon),
+            1,
+            "at start, --workers {workers}:\n{}",
+            p.log()
+        );
+        assert_eq!(p.count(past), 1, "{}", p.log());
+        let (code, body) = http_get(loopback(admin), "/status");
+        assert_eq!(code, 200);
+        let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let warnings: Vec<&str> = status["certificates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["warning"].as_str().unwrap_or("none"))
+            .collect();
+        assert!(warnings[0].contains("expires in 3 days"), "{status:#}");
+        assert!(warnings[1].contains("has expired"), "{status:#}");
+        let left = status["certificates"][1]["seconds_left"].as_i64().unwrap();
+        assert!(left < 0, "{status:#}");
+        p.signal(libc::SIGHUP);
+        p.wait_line(STARTUP, |l| l.contains("SIGHUP: reloaded"));
+        assert_eq!(
+            p.count(soon),
+            2,
+            "at reload, --workers {workers}:\n{}",
+            p.log()
+        );
+        assert_eq!(p.count(past), 2, "{}", p.log());
+        p.signal(libc::SIGTERM);
+        let status = p.wait_exit(Duration::from_secs(10));
+        assert!(status.success(), "{status:?}\n{}", p.log());
+    }
+}

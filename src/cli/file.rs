@@ -82,26 +82,50 @@ fn describe(text: &str, e: &toml::de::Error) -> String {
 
 /// `Config::validate`'s error with the knob in both spellings: the file's
 /// key and the command line's flag; with the file and line when the error
-/// carries the span of a value read from `file`.
+/// carries the span of a value read from `file`, or else when `file` sets
+/// that key at its top level (the line of the key; the flag, if given,
+/// overrides it, so the message keeps naming both).
 pub fn describe_invalid(e: &ConfigError, file: Option<&Path>) -> String {
+    let key = e.key.replace('-', "_");
     let whole = format!(
-        "invalid {} (--{} / {} in the config file): {}",
-        e.key,
-        e.key,
-        e.key.replace('-', "_"),
-        e.reason
+        "invalid {} (--{} / {key} in the config file): {}",
+        e.key, e.key, e.reason
     );
-    let (Some(span), Some(path)) = (e.span.as_ref(), file) else {
+    let Some(path) = file else {
         return whole;
     };
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return whole;
+    };
+    match e.span.as_ref() {
+        Some(span) => {
             let end = span.start.min(text.len());
             let line = text.get(..end).map_or(0, |t| t.matches('\n').count()) + 1;
             format!("config file {}:{line}: {}", path.display(), e.reason)
         }
-        Err(_) => whole,
+        None => match key_line(&text, &key) {
+            Some(line) => format!("config file {}:{line}: {whole}", path.display()),
+            None => whole,
+        },
     }
+}
+
+/// The line (from 1) where `text` sets the top-level `key` (`key = …`,
+/// before the first table header), if it does.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_start();
+        if line.starts_with('[') {
+            return None;
+        }
+        let named = line
+            .strip_prefix(key)
+            .or_else(|| line.strip_prefix(&format!("\"{key}\"")));
+        if named.is_some_and(|rest| rest.trim_start().starts_with('=')) {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 /// The groups in one line for the start-up log: `app=[a, b] api=[c]`.
