@@ -210,22 +210,29 @@ fn tls_keys_in_the_file_are_refused_with_file_and_line() {
         ),
     ];
     for (text, line, needle) in cases {
-        let file = TempFile::new(&text);
-        let at = format!("{}:{line}:", file.path());
-        for flag in ["--check-config", "--config"] {
-            let o = check(&[flag, file.path()]);
-            assert_eq!(o.status.code(), Some(2), "{text:?}: {}", o.stderr);
-            assert!(
-                o.stderr.contains(&at),
-                "{text:?}: {at:?} not in {}",
-                o.stderr
-            );
-            assert!(
-                o.stderr.contains(needle),
-                "{text:?}: {needle:?} not in {}",
-                o.stderr
-            );
-        }
+        refused_at(&text, line, needle, &["--check-config", "--config"]);
+    }
+}
+
+/// `text` as the config file is refused (exit 2) by each of `flags`,
+/// naming the file and `line`, and saying `needle`.
+#[track_caller]
+fn refused_at(text: &str, line: usize, needle: &str, flags: &[&str]) {
+    let file = TempFile::new(text);
+    let at = format!("{}:{line}:", file.path());
+    for flag in flags {
+        let o = check(&[flag, file.path()]);
+        assert_eq!(o.status.code(), Some(2), "{text:?}: {}", o.stderr);
+        assert!(
+            o.stderr.contains(&at),
+            "{text:?}: {at:?} not in {}",
+            o.stderr
+        );
+        assert!(
+            o.stderr.contains(needle),
+            "{text:?}: {needle:?} not in {}",
+            o.stderr
+        );
     }
 }
 
@@ -271,20 +278,7 @@ fn tls_values_refused_after_parsing_name_the_file_and_the_key_line() {
         ),
     ];
     for (text, line, needle) in cases {
-        let file = TempFile::new(&text);
-        let at = format!("{}:{line}:", file.path());
-        let o = check(&["--check-config", file.path()]);
-        assert_eq!(o.status.code(), Some(2), "{text:?}: {}", o.stderr);
-        assert!(
-            o.stderr.contains(&at),
-            "{text:?}: {at:?} not in {}",
-            o.stderr
-        );
-        assert!(
-            o.stderr.contains(needle),
-            "{text:?}: {needle:?} not in {}",
-            o.stderr
-        );
+        refused_at(&text, line, needle, &["--check-config"]);
     }
 }
 

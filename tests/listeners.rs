@@ -210,13 +210,7 @@ fn reload_keeps_every_listener_and_refuses_a_changed_set() {
         // four once the old one drained.
         std::fs::write(file.path(), config_text(&plain, &tls, upstream.addr, &cert)).unwrap();
         p.signal(libc::SIGHUP);
-        p.wait_line(STARTUP, |l| l.contains("SIGHUP: reloaded"));
-        let n: usize = workers.parse().unwrap();
-        assert!(
-            wait_until(STARTUP, || p.count(|l| l.contains("drained")) >= n),
-            "{}",
-            p.log()
-        );
+        p.wait_reloaded_and_drained(workers.parse().unwrap());
         all_answer(&plain, &tls, &cfg, "after the reload");
         p.signal(libc::SIGTERM);
         let status = p.wait_exit(Duration::from_secs(10));

@@ -21,17 +21,12 @@ use std::time::Duration;
 
 use util::*;
 
-/// A self-signed P-256 certificate for `localhost` written to `dir`'s
-/// `cert.pem` and `key.pem` (over what was there); its DER.
+/// A new certificate for `localhost` installed in `dir` (`cert.pem`,
+/// `key.pem`, over what was there, as a renewal writes them); its DER.
 fn write_cert(dir: &Path) -> Vec<u8> {
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
-    cert.der().to_vec()
+    let cert = TestCert::new("renewal");
+    install(&cert, dir);
+    cert.der.clone()
 }
 
 fn connect(port: u16, cfg: &Arc<rustls::ClientConfig>) -> TlsStream {
@@ -115,7 +110,11 @@ fn sighup_serves_the_new_certificate_to_new_handshakes_and_keeps_open_sessions()
         open.write_all(b"GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .unwrap();
         p.signal(libc::SIGHUP);
-        p.wait_line(STARTUP, |l| l.contains("SIGHUP: reloaded"));
+        // Old loops keep their listener a moment into their drain (for
+        // connections the kernel held under TCP_DEFER_ACCEPT): wait for
+        // each to drain (the request in flight answered first), then
+        // every new handshake is the new certificate's.
+        p.wait_reloaded_and_drained(workers.parse().unwrap());
         assert_eq!(
             read_answer(&mut open),
             (200, b"/slow".to_vec()),
@@ -125,15 +124,6 @@ fn sighup_serves_the_new_certificate_to_new_handshakes_and_keeps_open_sessions()
             served_leaf(&open),
             old,
             "the open session keeps its certificate"
-        );
-        // Old loops keep their listener a moment into their drain (for
-        // connections the kernel held under TCP_DEFER_ACCEPT): wait for
-        // each to drain, then every new handshake is the new certificate's.
-        let n: usize = workers.parse().unwrap();
-        assert!(
-            wait_until(STARTUP, || p.count(|l| l.contains("drained")) >= n),
-            "{}",
-            p.log()
         );
         let both = trusting(&[&old, &new]);
         for _ in 0..5 {
@@ -301,13 +291,7 @@ fn a_reload_under_load_fails_no_request_and_new_handshakes_get_the_new_certifica
         std::thread::sleep(Duration::from_millis(300)); // pacing: the load runs
         install(&new, &live.dir);
         p.signal(libc::SIGHUP);
-        p.wait_line(STARTUP, |l| l.contains("SIGHUP: reloaded"));
-        let n: usize = workers.parse().unwrap();
-        assert!(
-            wait_until(STARTUP, || p.count(|l| l.contains("drained")) >= n),
-            "{}",
-            p.log()
-        );
+        p.wait_reloaded_and_drained(workers.parse().unwrap());
         drained.store(true, SeqCst);
         std::thread::sleep(Duration::from_millis(300)); // pacing: load after the drain
         stop.store(true, SeqCst);
