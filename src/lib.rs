@@ -78,12 +78,14 @@ pub mod listen {
     pub use crate::event_loop::listen::{bind_error, check_free, reuse_port_socket};
 }
 
-/// The sans-IO codec's entry points for the fuzz targets in `fuzz/`
+/// The sans-IO codec's entry points, and the TLS transport's server side
+/// over loopback sockets, for the fuzz targets in `fuzz/`
 /// (cargo feature `fuzzing`, off by default): not an API, may change any
 /// time.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz_api {
+    pub use crate::conn::transport::feed::{End, FeedSession, ServerFeed};
     pub use crate::http::chunked::ChunkedScanner;
     pub use crate::http::framing::{request_framing, response_framing};
     pub use crate::http::sniff::check_request_start;

@@ -9,6 +9,7 @@ mod pool;
 mod pool_choice;
 mod stamp;
 mod token;
+mod transport_feed;
 
 /// A 64-bit linear congruential generator (Knuth's MMIX constants): a
 /// repeatable sequence for tests that try many operation orders.

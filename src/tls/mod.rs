@@ -28,7 +28,7 @@ pub mod secret_fd;
 pub mod server;
 pub mod sni;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub mod tickets;
 
 pub use error::TlsError;

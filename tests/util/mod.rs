@@ -9,6 +9,8 @@
 //! - [`wire`]: the buffered socket with bounded reads both sides share;
 //! - [`oracle`]: the independent HTTP parsing that checks the bytes
 //!   (`Request`, `Response`, `Framing`, `chunked_end`, `preview`);
+//! - [`tls`]: certificates made for the test (`TestCert`), client
+//!   configurations that trust them, a TLS client stream;
 //! - here: the timeouts and the bounded waits (`wait_until`,
 //!   `assert_eventually`, `assert_stays`).
 //!
@@ -25,6 +27,7 @@ pub mod binary;
 pub mod client;
 pub mod oracle;
 pub mod proxy;
+pub mod tls;
 pub mod upstream;
 pub mod wire;
 
@@ -32,7 +35,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 #[allow(unused_imports)]
-pub use self::{binary::*, client::*, oracle::*, proxy::*, upstream::*, wire::*};
+pub use self::{binary::*, client::*, oracle::*, proxy::*, tls::*, upstream::*, wire::*};
 #[allow(unused_imports)]
 pub use sluice::{
     ByRoutes, Config, Filter, Forward, GroupSpec, Headers, Peer, Reply, RequestHead, ResponseHead,

@@ -26,6 +26,8 @@ use super::io::{self as sockio, Io, Read1, interest};
 use crate::buffer::WatermarkBuffer;
 use crate::stats::Stats;
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod feed;
 mod sni_check;
 mod tls;
 
@@ -116,6 +118,23 @@ impl Transport {
     /// access record's TLS fields.
     pub(crate) fn tls_facts(&self) -> Option<TlsFacts<'_>> {
         self.tls.as_ref().and_then(|t| t.facts())
+    }
+
+    /// Counts a server session whose handshake just completed (full or
+    /// resumed): `sluice_tls_connections_total` by the version it
+    /// negotiated, and `took` (from the accept to now) in the handshake
+    /// duration histogram. Nothing for a plain transport, or one whose
+    /// handshake has not settled a version.
+    pub(crate) fn count_handshake(&self, took: std::time::Duration, stats: &Stats) {
+        let Some(facts) = self.tls_facts() else {
+            return;
+        };
+        match facts.version {
+            "TLSv1.3" => Stats::add(&stats.tls_connections_tls13, 1),
+            "TLSv1.2" => Stats::add(&stats.tls_connections_tls12, 1),
+            _ => {}
+        }
+        stats.tls_handshake_duration.observe(took);
     }
 
     /// The `X-Forwarded-Client-Cert` value for the client's verified
