@@ -365,7 +365,9 @@ fn a_certificate_ending_within_14_days_or_ended_is_warned_at_start_at_reload_and
     let o = run_sluice(&["--check-config", config.path()]);
     assert!(o.status.success(), "{}", o.stderr);
     assert!(
-        o.stderr.contains("warning: certificate") && o.stderr.contains("expires in 3 days"),
+        o.stderr.contains("warning: config file")
+            && o.stderr.contains("certificate[0].cert: certificate")
+            && o.stderr.contains("expires in 3 days"),
         "{}",
         o.stderr
     );
