@@ -8,6 +8,7 @@ mod listen;
 mod pool;
 mod pool_choice;
 mod stamp;
+mod tls_transport;
 mod token;
 
 /// A 64-bit linear congruential generator (Knuth's MMIX constants): a

@@ -22,6 +22,7 @@ use rustls::crypto::CryptoProvider;
 pub mod certs;
 pub mod client;
 pub mod client_cert;
+pub mod client_hello;
 mod error;
 pub mod identity;
 pub mod secret_fd;

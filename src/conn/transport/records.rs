@@ -1,0 +1,285 @@
+//! Record storages of the TLS sessions (ARCHITECTURE.md §3): the
+//! ciphertext read from a socket and not yet decrypted, and the ciphertext
+//! made for a socket and not yet written. rustls' unbuffered sessions keep
+//! no buffer of their own; a session holds a storage only while records
+//! are in flight and gives it back the moment its records are gone, so a
+//! connection waiting between requests (parked, or pooled upstream) holds
+//! none (issue 23's T5: an idle TLS connection costs its session's keys
+//! and state, about 2 KB, not 4 KiB of deframer on top).
+//!
+//! The storages come from a free list per loop thread (each loop is one
+//! thread, ARCHITECTURE.md §3), so a keep-alive request takes and returns
+//! two without an allocation, and the loop's periodic trim drops what the
+//! last period never took (`trim`, with `BufferPool::trim`).
+//!
+//! What it must not know: TLS, sockets, HTTP.
+
+use std::cell::RefCell;
+
+/// Bytes of a record storage: one TLS record of 16 KiB of plaintext with
+/// its header and AEAD tag (16,406 bytes in TLS 1.3, 16,413 in TLS 1.2),
+/// or two records together up to [`ENCRYPT_MAX`] plaintext bytes.
+pub(crate) const STORAGE: usize = 17 * 1024;
+
+/// Plaintext bytes encrypted per write: two records at most, whose
+/// ciphertext (29 bytes of overhead per record at most: TLS 1.2 AES-GCM)
+/// fits one [`STORAGE`]. A response head and a 16 KiB body buffer's worth
+/// leave in one write.
+pub(crate) const ENCRYPT_MAX: usize = STORAGE - 128;
+
+/// Largest storage a session may grow to: a handshake message of up to
+/// 64 KiB (rustls' cap) kept whole in the storage while it is joined
+/// from its records, with their headers.
+pub(crate) const GROW_MAX: usize = 0x10000 + 8 * 1024;
+
+/// Most storages on one thread's free list.
+const MAX_FREE: usize = 64;
+
+/// A thread's spare storages, each `len() == capacity() == STORAGE`.
+struct Free {
+    list: Vec<Vec<u8>>,
+    /// Fewest on the list since the last trim (never taken).
+    low: usize,
+}
+
+thread_local! {
+    static FREE: RefCell<Free> = const { RefCell::new(Free { list: Vec::new(), low: 0 }) };
+}
+
+/// A storage of [`STORAGE`] bytes: a spare one, else a new one.
+fn take() -> Vec<u8> {
+    FREE.with(|f| {
+        let Ok(mut f) = f.try_borrow_mut() else {
+            return None;
+        };
+        let s = f.list.pop();
+        f.low = f.low.min(f.list.len());
+        s
+    })
+    .unwrap_or_else(|| vec![0; STORAGE])
+}
+
+/// Takes a storage back: kept if it has the standard size and the list
+/// has room, else freed (one that grew for a large handshake message).
+fn give(storage: Vec<u8>) {
+    if storage.len() != STORAGE || storage.capacity() != STORAGE {
+        return;
+    }
+    FREE.with(|f| {
+        if let Ok(mut f) = f.try_borrow_mut()
+            && f.list.len() < MAX_FREE
+        {
+            f.list.push(storage);
+        }
+    });
+}
+
+/// Drops the spare storages this thread's list did not hand out since
+/// the last trim (call every `buffer::TRIM_EVERY`, from the loop). Returns
+/// how many were freed.
+pub(crate) fn trim() -> usize {
+    FREE.with(|f| {
+        let Ok(mut f) = f.try_borrow_mut() else {
+            return 0;
+        };
+        let drop = f.low.min(f.list.len());
+        let keep = f.list.len() - drop;
+        f.list.truncate(keep);
+        f.list.shrink_to_fit();
+        f.low = f.list.len();
+        drop
+    })
+}
+
+/// True when this thread's list holds spare storages (a trim could free
+/// them).
+pub(crate) fn may_trim() -> bool {
+    FREE.with(|f| f.try_borrow().is_ok_and(|f| !f.list.is_empty()))
+}
+
+/// One direction's records in flight: bytes `start..end` of a storage
+/// (none while nothing is in flight).
+#[derive(Debug, Default)]
+pub(crate) struct Records {
+    storage: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Records {
+    /// The bytes in flight, oldest first.
+    pub(crate) fn pending(&self) -> &[u8] {
+        self.storage.get(self.start..self.end).unwrap_or_default()
+    }
+
+    /// The bytes in flight, writable (rustls decrypts and joins records in
+    /// place).
+    pub(crate) fn pending_mut(&mut self) -> &mut [u8] {
+        self.storage
+            .get_mut(self.start..self.end)
+            .unwrap_or_default()
+    }
+
+    /// Bytes of storage held (0 while nothing is in flight).
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.storage.len()
+    }
+
+    /// Bytes in flight.
+    pub(crate) fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Nothing in flight.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// The free space after the bytes in flight, for a read: all of the
+    /// storage but the bytes in flight (taking a storage first if none is
+    /// held, moving the bytes in flight to the front); a full storage
+    /// grows by [`STORAGE`] (a record or a handshake message larger than
+    /// one), up to [`GROW_MAX`]. Empty when full at [`GROW_MAX`].
+    pub(crate) fn space(&mut self) -> &mut [u8] {
+        let want = if self.len() >= self.storage.len() {
+            STORAGE
+        } else {
+            1
+        };
+        self.space_for(want)
+    }
+
+    /// The free space after the bytes in flight, at least `want` bytes if
+    /// the storage may grow to that (as [`Self::space`]; for encoding a
+    /// record of a known size). A storage that grew is freed, not kept,
+    /// once it is empty.
+    pub(crate) fn space_for(&mut self, want: usize) -> &mut [u8] {
+        if self.storage.is_empty() {
+            self.storage = take();
+        }
+        if self.start > 0 {
+            // Bytes of a record not yet whole (at most one storage's
+            // worth): moved so that the next read can fill the rest.
+            self.storage.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let need = self.end.saturating_add(want).min(GROW_MAX);
+        if need > self.storage.len() {
+            self.storage.resize(need, 0);
+        }
+        self.storage.get_mut(self.end..).unwrap_or_default()
+    }
+
+    /// `n` bytes were written into [`Self::space`] or [`Self::space_for`].
+    pub(crate) fn filled(&mut self, n: usize) {
+        self.end = (self.end + n).min(self.storage.len());
+    }
+
+    /// The `n` oldest bytes are gone (written, or processed by rustls).
+    /// Once nothing is in flight the storage goes back to the free list.
+    pub(crate) fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+            give(std::mem::take(&mut self.storage));
+        }
+    }
+}
+
+impl Records {
+    /// Moves the bytes in flight, if any, into a storage of their own
+    /// size and gives the standard storage back (a connection that goes
+    /// idle over a record not yet whole holds its bytes, not 17 KiB).
+    pub(crate) fn fit(&mut self) {
+        if self.is_empty() || self.storage.len() != STORAGE {
+            return;
+        }
+        let kept = self.pending().to_vec();
+        self.end = kept.len();
+        self.start = 0;
+        give(std::mem::replace(&mut self.storage, kept));
+    }
+}
+
+impl Drop for Records {
+    fn drop(&mut self) {
+        give(std::mem::take(&mut self.storage));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_is_held_only_while_bytes_are_in_flight() {
+        let mut r = Records::default();
+        assert!(r.is_empty() && r.storage.is_empty());
+        let s = r.space();
+        assert!(s.len() >= 10);
+        s[..3].copy_from_slice(b"abc");
+        r.filled(3);
+        assert_eq!(r.pending(), b"abc");
+        r.consume(1);
+        assert_eq!(r.pending(), b"bc");
+        assert!(!r.storage.is_empty());
+        r.consume(2);
+        assert!(r.is_empty() && r.storage.is_empty(), "given back");
+    }
+
+    #[test]
+    fn space_compacts_then_grows_up_to_the_cap() {
+        let mut r = Records::default();
+        assert_eq!(r.space().len(), STORAGE);
+        r.filled(STORAGE);
+        r.consume(STORAGE - 5);
+        // the 5 left move to the front: the rest of the storage is room
+        assert_eq!(r.space().len(), STORAGE - 5);
+        assert_eq!(r.pending().len(), 5);
+        r.filled(STORAGE - 5);
+        // full: a read's space grows by a storage, up to GROW_MAX in all
+        assert_eq!(r.space().len(), STORAGE);
+        assert_eq!(r.space_for(1000).len(), STORAGE);
+        let room = r.space_for(GROW_MAX).len();
+        assert_eq!(room, GROW_MAX - STORAGE);
+        r.filled(room);
+        assert_eq!(r.len(), GROW_MAX);
+        assert!(r.space().is_empty(), "full at the cap");
+    }
+
+    #[test]
+    fn fit_keeps_a_partial_record_in_its_own_size() {
+        let mut r = Records::default();
+        r.space()[..4].copy_from_slice(b"part");
+        r.filled(4);
+        r.fit();
+        assert_eq!(r.pending(), b"part");
+        assert_eq!(r.storage.len(), 4);
+        // more bytes: it grows again
+        r.space()[..2].copy_from_slice(b"!!");
+        r.filled(2);
+        assert_eq!(r.pending(), b"part!!");
+    }
+
+    #[test]
+    fn spare_storages_are_reused_and_trimmed() {
+        // this test's thread starts with an empty list
+        assert_eq!(trim(), 0);
+        let mut a = Records::default();
+        a.space();
+        a.filled(1);
+        a.consume(1); // back on the list
+        assert!(may_trim());
+        let mut b = Records::default();
+        b.space(); // taken again: no allocation
+        assert!(!may_trim());
+        b.filled(1);
+        drop(b); // back again
+        assert_eq!(trim(), 0, "it was taken since the last trim");
+        assert_eq!(trim(), 1, "not taken for a whole period");
+        assert!(!may_trim());
+    }
+}
