@@ -5,7 +5,9 @@
 //! are in flight and gives it back the moment its records are gone, so a
 //! connection waiting between requests (parked, or pooled upstream) holds
 //! none (issue 23's T5: an idle TLS connection costs its session's keys
-//! and state, about 2 KB, not 4 KiB of deframer on top).
+//! and state, about 2 KB, not 4 KiB of deframer on top). A storage holds
+//! two full records, so a 32 KiB body buffer is encrypted and written in
+//! one `send`; a read takes at most one record's worth.
 //!
 //! The storages come from a free list per loop thread (each loop is one
 //! thread, ARCHITECTURE.md §3), so a keep-alive request takes and returns
@@ -16,16 +18,36 @@
 
 use std::cell::RefCell;
 
-/// Bytes of a record storage: one TLS record of 16 KiB of plaintext with
-/// its header and AEAD tag (16,406 bytes in TLS 1.3, 16,413 in TLS 1.2),
-/// or two records together up to [`ENCRYPT_MAX`] plaintext bytes.
-pub(crate) const STORAGE: usize = 17 * 1024;
+/// Bytes of a record storage: two TLS records of 16 KiB of plaintext with
+/// their headers and AEAD tags (16,406 bytes each in TLS 1.3, 16,413 in
+/// TLS 1.2), so that a 32 KiB body buffer (the default high watermark)
+/// leaves in one write.
+pub(crate) const STORAGE: usize = 33 * 1024;
 
-/// Plaintext bytes encrypted per write: two records at most, whose
-/// ciphertext (29 bytes of overhead per record at most: TLS 1.2 AES-GCM)
-/// fits one [`STORAGE`]. A response head and a 16 KiB body buffer's worth
-/// leave in one write.
+/// Most ciphertext bytes one socket read takes: one whole record (a
+/// client that uploads faster than the upstream takes holds at most one
+/// record of ciphertext beside its buffer).
+pub(crate) const READ_MAX: usize = 17 * 1024;
+
+/// Plaintext bytes encrypted per write at most: what fits one
+/// [`STORAGE`] with the overhead of its records (29 bytes per record at
+/// most: TLS 1.2 AES-GCM).
 pub(crate) const ENCRYPT_MAX: usize = STORAGE - 128;
+
+/// Plaintext bytes of a full TLS record (RFC 8446 §5.1: 2^14).
+pub(crate) const RECORD: usize = 16 * 1024;
+
+/// The plaintext bytes to encrypt for one write when `pending` wait: all
+/// of them if they fit [`ENCRYPT_MAX`], else two full records (so a large
+/// body goes out in whole 16 KiB records, two per `send`, not as full
+/// records and a short one).
+pub(crate) fn encrypt_take(pending: usize) -> usize {
+    if pending <= ENCRYPT_MAX {
+        pending
+    } else {
+        2 * RECORD
+    }
+}
 
 /// Largest storage a session may grow to: a handshake message of up to
 /// 64 KiB (rustls' cap) kept whole in the storage while it is joined
@@ -213,6 +235,17 @@ impl Drop for Records {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_takes_all_that_fits_else_one_full_record() {
+        assert_eq!(encrypt_take(38), 38);
+        // a 16 KiB body and its head: two records, one write
+        assert_eq!(encrypt_take(16 * 1024 + 240), 16 * 1024 + 240);
+        assert_eq!(encrypt_take(ENCRYPT_MAX), ENCRYPT_MAX);
+        // a 32 KiB body buffer: one write
+        assert_eq!(encrypt_take(32 * 1024), 32 * 1024);
+        assert_eq!(encrypt_take(ENCRYPT_MAX + 1), 2 * RECORD);
+    }
 
     #[test]
     fn storage_is_held_only_while_bytes_are_in_flight() {

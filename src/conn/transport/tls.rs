@@ -10,7 +10,8 @@
 //! held only while records are in flight, and an idle connection keeps
 //! only the session (about 2.2 KB; `examples/tls_session_mem.rs`). It also
 //! lets one socket read take a whole record (17 KiB) instead of rustls'
-//! 4 KiB step, so an upload takes a read per record.
+//! 4 KiB step, so an upload takes a read per record, and a 32 KiB body
+//! buffer leaves in one `send` of two records.
 //!
 //! The four points of the layout review (SEAMS.md §3.1), settled here:
 //! - **Short reads.** A socket read that was short clears `readable` as on
@@ -23,9 +24,9 @@
 //!   wants WRITABLE whatever the machine's buffers say, and a close waits
 //!   for them ([`Tls::wants_write`]).
 //! - **Bounded memory.** New plaintext is encrypted only once the previous
-//!   ciphertext is on the socket, and at most `ENCRYPT_MAX` bytes at a
-//!   time, so a session holds at most one write's worth beside the
-//!   machine's own buffer; reading stops at one storage of ciphertext.
+//!   ciphertext is on the socket, and at most 33 KiB at a time, so a
+//!   session holds at most one write's worth beside the machine's own
+//!   buffer; a socket read takes one record's worth (17 KiB) at most.
 //! - **Plain HTTP on a TLS port.** The first byte of a server session is
 //!   looked at before rustls sees it: a TLS handshake record (22) goes on;
 //!   an ASCII letter (a request line) turns the transport plain, so that
@@ -45,7 +46,7 @@ use std::sync::Arc;
 use mio::net::TcpStream;
 
 use super::super::io::{Io, Read1};
-use super::records::{ENCRYPT_MAX, Records};
+use super::records::{READ_MAX, Records, encrypt_take};
 use super::session::{Run, Session, Sink};
 use crate::buffer::WatermarkBuffer;
 use crate::stats::Stats;
@@ -429,13 +430,13 @@ impl Tls {
     ) -> io::Result<Option<usize>> {
         loop {
             let space = self.rx.space();
-            if space.is_empty() {
+            let want = space.len().min(READ_MAX);
+            let Some(space) = space.get_mut(..want).filter(|s| !s.is_empty()) else {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     "TLS record or handshake message too large",
                 ));
-            }
-            let want = space.len();
+            };
             Stats::add(&stats.socket_reads, 1);
             match stream.read(space) {
                 Ok(0) => {
@@ -466,8 +467,9 @@ impl Tls {
         }
     }
 
-    /// One write of `buf`'s plaintext: encrypted (at most `ENCRYPT_MAX`
-    /// bytes) only if no earlier ciphertext waits, so a session holds at
+    /// One write of `buf`'s plaintext: encrypted (all of it up to 33 KiB,
+    /// else two 16 KiB records: `records::encrypt_take`) only if no earlier
+    /// ciphertext waits, so a session holds at
     /// most one write's worth, then flushed. `fin_follows`: once `buf` is
     /// empty, `close_notify` goes behind the last bytes, and everything
     /// with `MSG_MORE`. Returns the plaintext bytes taken.
@@ -487,7 +489,7 @@ impl Tls {
         }
         let mut n = 0;
         if self.tx.is_empty() && !buf.is_empty() && !self.session.is_handshaking() {
-            let take = buf.pending().min(ENCRYPT_MAX);
+            let take = encrypt_take(buf.pending());
             let plain = buf.as_slice().get(..take).unwrap_or_default();
             let close = fin_follows && take == buf.pending();
             n = self.pass(None, plain, close)?.encrypted;
