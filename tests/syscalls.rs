@@ -14,7 +14,7 @@
 
 mod util;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 
@@ -187,24 +187,6 @@ impl TestTls {
 fn tls_round_trip(s: &mut TlsStream, path: &str) -> (u16, usize) {
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
         .unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut byte).unwrap(), 1, "closed inside a head");
-        head.push(byte[0]);
-        assert!(head.len() < 64 * 1024, "no end of head");
-    }
-    let head = String::from_utf8_lossy(&head).to_string();
-    let status = head[9..12].parse().unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    s.read_exact(&mut body).unwrap();
-    (status, len)
+    let (status, _, body) = read_length_response(s);
+    (status, body.len())
 }

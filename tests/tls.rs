@@ -133,31 +133,7 @@ fn connect_as(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, name: &str) -> T
 
 /// Reads one response with a `Content-Length` body: (status, head, body).
 fn read_response(s: &mut impl Read) -> (u16, String, Vec<u8>) {
-    let mut raw = Vec::new();
-    let mut byte = [0u8; 1];
-    while !raw.ends_with(b"\r\n\r\n") {
-        let n = s.read(&mut byte).expect("reading a response head");
-        assert_eq!(
-            n,
-            1,
-            "closed inside a head: {}",
-            String::from_utf8_lossy(&raw)
-        );
-        raw.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&raw).to_string();
-    let status = head[9..12].parse().unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    s.read_exact(&mut body).expect("reading a body");
-    (status, head, body)
+    read_length_response(s)
 }
 
 #[test]

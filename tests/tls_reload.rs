@@ -12,7 +12,7 @@
 
 mod util;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -70,24 +70,8 @@ fn get_on(s: &mut TlsStream, target: &str) -> (u16, Vec<u8>) {
 
 /// One response with a `Content-Length` body.
 fn read_answer(s: &mut TlsStream) -> (u16, Vec<u8>) {
-    let mut raw = Vec::new();
-    let mut byte = [0u8; 1];
-    while !raw.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut byte).expect("a response head"), 1, "closed");
-        raw.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&raw).to_string();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    s.read_exact(&mut body).unwrap();
-    (head[9..12].parse().unwrap(), body)
+    let (status, _, body) = read_length_response(s);
+    (status, body)
 }
 
 /// The leaf certificate the server presented on `s`.
