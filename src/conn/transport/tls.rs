@@ -26,7 +26,8 @@
 //! - **Bounded memory.** New plaintext is encrypted only once the previous
 //!   ciphertext is on the socket, and at most 33 KiB at a time, so a
 //!   session holds at most one write's worth beside the machine's own
-//!   buffer; a socket read takes one record's worth (17 KiB) at most.
+//!   buffer (a slow reader's 16 KiB buffer and its head: 17 KiB); a
+//!   socket read takes one record's worth (17 KiB) at most.
 //! - **Plain HTTP on a TLS port.** The first byte of a server session is
 //!   looked at before rustls sees it: a TLS handshake record (22) goes on;
 //!   an ASCII letter (a request line) turns the transport plain, so that
@@ -46,7 +47,7 @@ use std::sync::Arc;
 use mio::net::TcpStream;
 
 use super::super::io::{Io, Read1};
-use super::records::{READ_MAX, Records, encrypt_take};
+use super::records::{Records, encrypt_take, sealed_len};
 use super::session::{Run, Session, Sink};
 use crate::buffer::WatermarkBuffer;
 use crate::stats::Stats;
@@ -430,13 +431,13 @@ impl Tls {
     ) -> io::Result<Option<usize>> {
         loop {
             let space = self.rx.space();
-            let want = space.len().min(READ_MAX);
-            let Some(space) = space.get_mut(..want).filter(|s| !s.is_empty()) else {
+            if space.is_empty() {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     "TLS record or handshake message too large",
                 ));
-            };
+            }
+            let want = space.len();
             Stats::add(&stats.socket_reads, 1);
             match stream.read(space) {
                 Ok(0) => {
@@ -490,6 +491,9 @@ impl Tls {
         let mut n = 0;
         if self.tx.is_empty() && !buf.is_empty() && !self.session.is_handshaking() {
             let take = encrypt_take(buf.pending());
+            // A storage of the size this write needs (a slow reader's
+            // 16 KiB buffer takes a small one).
+            self.tx.space_for(sealed_len(take));
             let plain = buf.as_slice().get(..take).unwrap_or_default();
             let close = fin_follows && take == buf.pending();
             n = self.pass(None, plain, close)?.encrypted;
@@ -530,6 +534,9 @@ impl Tls {
                 Err(e) => return Err(e),
             }
         }
+        // Nothing in flight: no storage kept (a write that encrypted
+        // nothing took one too).
+        self.tx.consume(0);
         Ok(wrote)
     }
 
