@@ -15,7 +15,7 @@
 //!   the relay.
 //! - `event_loop`: the only caller of `poll()`; [`Server`] is its handle.
 //! - [`tls`]: certificates, SNI, ticket keys, rustls configurations
-//!   (sans-IO; the transport that drives them over sockets is to come).
+//!   (sans-IO; `conn`'s transport drives the sessions over sockets).
 //!
 //! The user's hooks are the [`Filter`] trait.
 

@@ -81,7 +81,9 @@ impl Server {
                     let id = ConnId::new(entry.key(), generation);
                     let transport = match (tls, self.tls.as_ref()) {
                         (true, Some(cfg)) => {
-                            match rustls::ServerConnection::new(cfg.config.clone()) {
+                            match rustls::server::UnbufferedServerConnection::new(
+                                cfg.config.clone(),
+                            ) {
                                 Ok(c) => Transport::tls(stream, Tls::server(c, cfg.sni_check())),
                                 Err(e) => {
                                     debug!("TLS session for {addr}: {e}");

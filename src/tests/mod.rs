@@ -8,6 +8,7 @@ mod listen;
 mod pool;
 mod pool_choice;
 mod stamp;
+mod tls_transport;
 mod token;
 mod transport_feed;
 

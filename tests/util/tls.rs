@@ -154,37 +154,6 @@ pub fn tls_over_as(sock: TcpStream, cfg: &Arc<rustls::ClientConfig>, name: &str)
     rustls::StreamOwned::new(conn, sock)
 }
 
-/// Reads one response with a `Content-Length` body (or none): status,
-/// head, body.
-#[track_caller]
-pub fn read_length_response(s: &mut impl Read) -> (u16, String, Vec<u8>) {
-    let mut raw = Vec::new();
-    let mut byte = [0u8; 1];
-    while !raw.ends_with(b"\r\n\r\n") {
-        let n = s.read(&mut byte).expect("reading a response head");
-        assert_eq!(
-            n,
-            1,
-            "closed inside a head: {}",
-            String::from_utf8_lossy(&raw)
-        );
-        raw.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&raw).to_string();
-    let status = head[9..12].parse().unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    s.read_exact(&mut body).expect("reading a body");
-    (status, head, body)
-}
-
 /// `GET target` on a new TLS connection to `addr` with `Connection:
 /// close`: status and body.
 #[track_caller]
@@ -195,7 +164,7 @@ pub fn tls_get(addr: SocketAddr, cfg: &Arc<rustls::ClientConfig>, target: &str) 
         format!("GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
     )
     .unwrap();
-    let (status, _, body) = read_length_response(&mut s);
+    let (status, _, body) = super::wire::read_length_response(&mut s);
     (status, body)
 }
 

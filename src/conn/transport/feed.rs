@@ -85,7 +85,7 @@ impl ServerFeed {
         client.set_nonblocking(true)?;
         // Closed with a reset: no TIME_WAIT left behind per session.
         socket2::SockRef::from(&client).set_linger(Some(Duration::ZERO))?;
-        let conn = rustls::ServerConnection::new(self.tls.config.clone())
+        let conn = rustls::server::UnbufferedServerConnection::new(self.tls.config.clone())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let stream = mio::net::TcpStream::from_std(server);
         let stats = Arc::new(Stats::default());

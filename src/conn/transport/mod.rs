@@ -28,9 +28,11 @@ use crate::stats::Stats;
 
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod feed;
-mod sni_check;
+mod records;
+mod session;
 mod tls;
 
+pub(crate) use records::{may_trim as may_trim_records, trim as trim_records};
 use tls::Sniff;
 pub(crate) use tls::{Tls, TlsFacts};
 
@@ -158,6 +160,21 @@ impl Transport {
         self.tls
             .as_ref()
             .is_some_and(|t| t.is_handshaking() || t.wants_write() || t.holds_plaintext())
+    }
+
+    /// Bytes a TLS session holds in record storages now (tests).
+    #[cfg(test)]
+    pub(crate) fn tls_held(&self) -> usize {
+        self.tls.as_ref().map_or(0, |t| t.held())
+    }
+
+    /// The connection goes idle (a client parked, an upstream pooled): a
+    /// TLS session keeps no record storage (the bytes of a record not yet
+    /// whole, if any, move into one of their own size).
+    pub(crate) fn fit_idle(&mut self) {
+        if let Some(t) = self.tls.as_mut() {
+            t.fit_idle();
+        }
     }
 
     /// The transport has bytes of its own to write (TLS records: a
