@@ -351,6 +351,102 @@ else
     fail "HTTPS" "no openssl to make a test certificate (apt-get install openssl)"
 fi
 
+# --- 7b'. HTTPS at size: 100 MiB down and up byte for byte, slow TLS readers --
+# (issue 23's test list; here rather than in cargo test: the release binary
+# moves 100 MiB in a second, a debug build in tens). The upstream streams a
+# file for GET and answers a POST with its body's length and sha256.
+SLOGB="$TMP/sluice-tls-big.log"
+: >"$SLOGB"
+if [[ -f "$TMP/tls-cert.pem" ]]; then
+    head -c 104857600 /dev/urandom >"$TMP/www/big100.bin"
+    BIG100_SUM="$(sha256sum <"$TMP/www/big100.bin" | cut -d' ' -f1)"
+    cat >"$TMP/sink.py" <<'PY'
+import hashlib, http.server, shutil, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        path = sys.argv[2] + "/" + self.path.lstrip("/").split("?")[0]
+        try:
+            f = open(path, "rb")
+        except OSError:
+            self.send_error(404)
+            return
+        with f:
+            f.seek(0, 2)
+            self.send_response(200)
+            self.send_header("Content-Length", str(f.tell()))
+            self.end_headers()
+            f.seek(0)
+            try:
+                shutil.copyfileobj(f, self.wfile, 65536)
+            except OSError:
+                pass
+    def do_POST(self):
+        left = int(self.headers["Content-Length"])
+        h, n = hashlib.sha256(), 0
+        while left > 0:
+            chunk = self.rfile.read(min(left, 65536))
+            if not chunk:
+                break
+            h.update(chunk)
+            n += len(chunk)
+            left -= len(chunk)
+        body = f"{n} {h.hexdigest()}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+    SINK_PORT="$(free_port)"
+    lib_bg python3 "$TMP/sink.py" "$SINK_PORT" "$TMP/www" </dev/null >"$TMP/sink.log" 2>&1
+    SINK_PID=$BG_PID
+    wait_http "$SINK_PID" "http://127.0.0.1:$SINK_PORT/small.txt" "python3 sink upstream" "$TMP/sink.log"
+    TLSB_PORT="$(free_port)"
+    start_sluice "$SLOGB" "$SINK_PORT" --listen-tls "127.0.0.1:$TLSB_PORT" \
+        --tls-cert "$TMP/tls-cert.pem" --tls-key "$TMP/tls-key.pem"
+    TLSB_PID=$SLUICE_PID
+    wait_http "$TLSB_PID" "http://127.0.0.1:$SLUICE_PORT/small.txt" "sluice (TLS, big)" "$SLOGB"
+    HTTPS=(--cacert "$TMP/tls-cert.pem" --resolve "localhost:$TLSB_PORT:127.0.0.1")
+    set +e
+    sum="$(curl -sS --max-time 60 "${HTTPS[@]}" "https://localhost:$TLSB_PORT/big100.bin" \
+        | sha256sum | cut -d' ' -f1)"
+    up="$(curl -sS --max-time 60 "${HTTPS[@]}" --data-binary "@$TMP/www/big100.bin" \
+        -H 'Content-Type: application/octet-stream' "https://localhost:$TLSB_PORT/upload" 2>&1)"
+    set -e
+    if [[ "$sum" == "$BIG100_SUM" ]]; then pass "HTTPS: 100 MiB download byte for byte"
+    else fail "HTTPS 100 MiB download" "sha256 $sum, want $BIG100_SUM" "$(tail -n 5 "$SLOGB")"; fi
+    if [[ "$up" == "104857600 $BIG100_SUM" ]]; then pass "HTTPS: 100 MiB upload byte for byte"
+    else fail "HTTPS 100 MiB upload" "upstream saw: $up" "want: 104857600 $BIG100_SUM" "$(tail -n 5 "$SLOGB")"; fi
+    # Four readers at 10 kB/s of a 100 MiB body: the proxy reads the
+    # upstream only as they drain (watermarks; rustls holds at most one
+    # write's worth), so its RSS does not grow while they read.
+    rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$TLSB_PID/status"; }
+    SLOW_PIDS=()
+    for _ in 1 2 3 4; do
+        lib_bg curl -sS --max-time 7 --limit-rate 10k "${HTTPS[@]}" -o /dev/null \
+            "https://localhost:$TLSB_PORT/big100.bin"
+        SLOW_PIDS+=("$BG_PID")
+    done
+    sleep 1.5
+    rss1="$(rss_kb)"
+    sleep 4
+    rss2="$(rss_kb)"
+    for pid in "${SLOW_PIDS[@]}"; do stop_pid "$pid" 2 2>/dev/null || true; done
+    if [[ -n "$rss1" && -n "$rss2" && $((rss2 - rss1)) -lt 1024 ]]; then
+        pass "4 slow TLS readers (curl --limit-rate 10k): RSS flat (${rss1} kB -> ${rss2} kB over 4 s)"
+    else
+        fail "slow TLS readers' RSS" "RSS ${rss1:-?} kB after 1.5 s, ${rss2:-?} kB 4 s later (want < 1024 kB growth)"
+    fi
+    stop_pid "$TLSB_PID" 5 || true
+    stop_pid "$SINK_PID" 5 || true
+    rm -f "$TMP/www/big100.bin"
+else
+    fail "HTTPS at size" "no test certificate (see the HTTPS check above)"
+fi
+
 # --- 7b2. HTTP/2 in cleartext (--http2-cleartext): h2c and HTTP/1.1 on one port -----
 SLOGC="$TMP/sluice-h2c.log"
 start_sluice "$SLOGC" "$UP11_PORT" --http2-cleartext
@@ -433,7 +529,7 @@ else
 fi
 
 # --- 8. the proxies are still up and did not panic -----------------------------
-for f in "$SLOG" "$SLOG11" "$SLOGD" "$SLOGT" "$SLOGP"; do
+for f in "$SLOG" "$SLOG11" "$SLOGD" "$SLOGT" "$SLOGB" "$SLOGP"; do
     if grep -q 'panicked' "$f"; then fail "no panic in $(basename "$f")" "$(grep -m3 -A2 'panicked' "$f")"; fi
 done
 if kill -0 "$MAIN_PID" 2>/dev/null; then pass "sluice still running after all checks"

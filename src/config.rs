@@ -559,30 +559,6 @@ settings! {
     }
 }
 
-impl Config {
-    /// The one plain listener the event loop serves today; `None` when
-    /// only a TLS listener is configured (`listen_tls` without `listen`).
-    ///
-    /// Errors: no listener at all is configured, or several plain ones are
-    /// (the loop accepts on one address so far; `--check-config` accepts
-    /// several).
-    pub fn plain_listener(&self) -> Result<Option<SocketAddr>, ConfigError> {
-        match self.listen.as_slice() {
-            [one] => Ok(Some(*one)),
-            [] if !self.listen_tls.is_empty() => Ok(None),
-            [] => Err(ConfigError::new(
-                "listen",
-                "no listener is configured (listen or listen_tls)",
-            )),
-            _ => Err(ConfigError::new(
-                "listen",
-                "several plain listen addresses are not served by this build \
-                 yet (the loop accepts on one)",
-            )),
-        }
-    }
-}
-
 /// One certificate of the TLS listeners: `[[certificate]]` in the file,
 /// `--tls-cert FILE --tls-key FILE` on the command line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,7 +17,7 @@
 //!   the relay.
 //! - `event_loop`: the only caller of `poll()`; [`Server`] is its handle.
 //! - [`tls`]: certificates, SNI, ticket keys, rustls configurations
-//!   (sans-IO; the transport that drives them over sockets is to come).
+//!   (sans-IO; `conn`'s transport drives the sessions over sockets).
 //!
 //! The user's hooks are the [`Filter`] trait.
 
@@ -85,12 +85,14 @@ pub mod listen {
     pub use crate::event_loop::listen::{bind_error, check_free, reuse_port_socket};
 }
 
-/// The sans-IO codec's entry points for the fuzz targets in `fuzz/`
+/// The sans-IO codec's entry points, and the TLS transport's server side
+/// over loopback sockets, for the fuzz targets in `fuzz/`
 /// (cargo feature `fuzzing`, off by default): not an API, may change any
 /// time.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz_api {
+    pub use crate::conn::transport::feed::{End, FeedSession, ServerFeed};
     pub use crate::h2::PREFACE;
     pub use crate::h2::decode::{Frame, FrameDecoder};
     pub use crate::h2::hpack::{Decoder as HpackDecoder, FieldList, HpackError};

@@ -195,7 +195,10 @@ fn start(config: Config, source: Option<Source>, worker: bool) -> ExitCode {
         "sluice {} pid={} on {} → upstream {upstream}",
         env!("CARGO_PKG_VERSION"),
         std::process::id(),
-        server.local_addr()
+        workers::Listens {
+            plain: server.plain_addrs(),
+            tls: server.tls_addrs(),
+        }
     );
     // The listener is up: the pid file, then readiness.
     let _pid_file = match config.pid_file.as_deref().map(PidFile::write) {

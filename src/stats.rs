@@ -6,7 +6,8 @@
 //!
 //! Besides the named fields, two tables the access record fills
 //! (`conn::access`): requests by status class and termination state
-//! ([`Outcomes`]), and two latency histograms ([`Histogram`]). The metrics
+//! ([`Outcomes`]), and three latency histograms ([`Histogram`]): two the
+//! access record fills, one the TLS handshakes with clients. The metrics
 //! endpoint publishes all of it (`metrics`), in [`Stats::values`] order.
 //!
 //! What it must not know: connections, HTTP; it only holds numbers.
@@ -26,6 +27,9 @@ macro_rules! stats {
             /// Upstream first-byte times (head complete → first response
             /// byte from the upstream).
             pub upstream_first_byte: Histogram,
+            /// TLS handshakes with clients that completed (full or
+            /// resumed): from the accept to the handshake's end.
+            pub tls_handshake_duration: Histogram,
         }
 
         /// Names of the named fields, in [`Stats::values`] order.
@@ -44,14 +48,15 @@ macro_rules! stats {
             }
 
             /// Every number, in a fixed order: the named fields
-            /// ([`FIELD_NAMES`]), then the outcome table, then the two
-            /// histograms ([`VALUE_COUNT`] in all).
+            /// ([`FIELD_NAMES`]), then the outcome table, then the three
+            /// histograms ([`Histograms`] order; [`VALUE_COUNT`] in all).
             pub(crate) fn values(&self) -> impl Iterator<Item = u64> + '_ {
                 [ $( &self.$name, )* ]
                     .into_iter()
                     .chain(self.outcomes.0.iter())
                     .chain(self.request_duration.cells())
                     .chain(self.upstream_first_byte.cells())
+                    .chain(self.tls_handshake_duration.cells())
                     .map(|v| v.load(Ordering::Relaxed))
             }
         }
@@ -241,6 +246,12 @@ stats! {
     /// TLS handshakes with clients not finished within
     /// `tls_handshake_timeout` (counter).
     tls_handshakes_timeout,
+    /// Client connections whose TLS handshake completed on TLS 1.2
+    /// (counter).
+    tls_connections_tls12,
+    /// Client connections whose TLS handshake completed on TLS 1.3
+    /// (counter).
+    tls_connections_tls13,
     /// Access records dropped: the log's reader (a pipe or socket) took
     /// no bytes while 4 MiB waited, or none before the stop, or had
     /// closed its end (counter).
@@ -326,9 +337,24 @@ pub struct Histogram {
 /// Cells one [`Histogram`] adds to [`Stats::values`].
 pub(crate) const HISTOGRAM_CELLS: usize = BUCKETS.len() + 3;
 
+/// The histograms of [`Stats`], in [`Stats::values`] order (the index
+/// says where a histogram's cells start after the outcome table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Histograms {
+    /// [`Stats::request_duration`].
+    RequestDuration = 0,
+    /// [`Stats::upstream_first_byte`].
+    UpstreamFirstByte = 1,
+    /// [`Stats::tls_handshake_duration`].
+    TlsHandshake = 2,
+}
+
+/// How many histograms [`Stats`] has.
+const HISTOGRAMS: usize = 3;
+
 /// Numbers in [`Stats::values`].
 pub(crate) const VALUE_COUNT: usize =
-    FIELD_NAMES.len() + CLASSES.len() * TERMINATIONS + 2 * HISTOGRAM_CELLS;
+    FIELD_NAMES.len() + CLASSES.len() * TERMINATIONS + HISTOGRAMS * HISTOGRAM_CELLS;
 
 impl Default for Histogram {
     fn default() -> Self {

@@ -210,22 +210,75 @@ fn tls_keys_in_the_file_are_refused_with_file_and_line() {
         ),
     ];
     for (text, line, needle) in cases {
-        let file = TempFile::new(&text);
-        let at = format!("{}:{line}:", file.path());
-        for flag in ["--check-config", "--config"] {
-            let o = check(&[flag, file.path()]);
-            assert_eq!(o.status.code(), Some(2), "{text:?}: {}", o.stderr);
-            assert!(
-                o.stderr.contains(&at),
-                "{text:?}: {at:?} not in {}",
-                o.stderr
-            );
-            assert!(
-                o.stderr.contains(needle),
-                "{text:?}: {needle:?} not in {}",
-                o.stderr
-            );
-        }
+        refused_at(&text, line, needle, &["--check-config", "--config"]);
+    }
+}
+
+/// `text` as the config file is refused (exit 2) by each of `flags`,
+/// naming the file and `line`, and saying `needle`.
+#[track_caller]
+fn refused_at(text: &str, line: usize, needle: &str, flags: &[&str]) {
+    let file = TempFile::new(text);
+    let at = format!("{}:{line}:", file.path());
+    for flag in flags {
+        let o = check(&[flag, file.path()]);
+        assert_eq!(o.status.code(), Some(2), "{text:?}: {}", o.stderr);
+        assert!(
+            o.stderr.contains(&at),
+            "{text:?}: {at:?} not in {}",
+            o.stderr
+        );
+        assert!(
+            o.stderr.contains(needle),
+            "{text:?}: {needle:?} not in {}",
+            o.stderr
+        );
+    }
+}
+
+/// Mistakes `Config::validate` and the TLS check find after parsing (no
+/// value span): the line of the key in the file is named all the same.
+#[test]
+fn tls_values_refused_after_parsing_name_the_file_and_the_key_line() {
+    let f = Files::new("validate");
+    let cert = format!(
+        "[[certificate]]\ncert = {:?}\nkey = {:?}\n",
+        f.path("cert.pem"),
+        f.path("key.pem")
+    );
+    let cases = [
+        (
+            format!("listen_tls = \"127.0.0.1:8443\"\n\ntls_handshake_timeout = \"0s\"\n{cert}"),
+            3,
+            "tls_handshake_timeout",
+        ),
+        (
+            format!("listen_tls = \"127.0.0.1:8443\"\ntls_client_auth = \"required\"\n{cert}"),
+            2,
+            "needs tls_client_ca",
+        ),
+        (
+            format!(
+                "listen_tls = \"127.0.0.1:8443\"\ntls_client_auth = \"optional\"\n\
+                 tls_client_ca = {:?}\n{cert}",
+                f.path("missing-ca.pem")
+            ),
+            3,
+            "missing-ca.pem",
+        ),
+        (
+            "listen = \"127.0.0.1:8443\"\nlisten_tls = \"127.0.0.1:8443\"\n".to_string() + &cert,
+            1,
+            "overlaps",
+        ),
+        (
+            "listen = []\nlisten_tls = \"127.0.0.1:8443\"\n".to_string(),
+            2,
+            "needs a certificate",
+        ),
+    ];
+    for (text, line, needle) in cases {
+        refused_at(&text, line, needle, &["--check-config"]);
     }
 }
 

@@ -585,3 +585,47 @@ fn rfc9113_6_8_a_drain_sends_goaway_twice_and_finishes_the_stream_in_flight() {
     assert_eq!(r[&id].status, 200);
     assert_eq!(r[&id].body, b"late");
 }
+
+#[test]
+fn rfc9113_3_2_tls_offers_h2_first_and_no_http2_offers_http_1_1() {
+    use std::io::{Read, Write};
+    let up = answering("over tls");
+    let cert = TestCert::new("h2alpn");
+    let proxy = start_tls_proxy(up.addr, &cert, |_| {});
+    let cfg = trusting_with(
+        &[&cert.der],
+        rustls::DEFAULT_VERSIONS,
+        &[b"h2", b"http/1.1"],
+    );
+    let mut s = tls_connect(proxy.tls, &cfg);
+    // The preface, an empty SETTINGS and a GET, then the answer's frames.
+    let mut c = H2Client::frame_bytes(kind::SETTINGS, 0, 0, &[]);
+    let mut enc = hpack::Encoder::new();
+    let block = enc.encode(
+        get_fields("/tls")
+            .iter()
+            .map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+    );
+    c.extend(H2Client::frame_bytes(
+        kind::HEADERS,
+        flag::END_HEADERS | flag::END_STREAM,
+        1,
+        &block,
+    ));
+    s.write_all(&[PREFACE, c.as_slice()].concat()).unwrap();
+    assert_eq!(s.conn.alpn_protocol(), Some(&b"h2"[..]));
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(8).any(|w| w == b"over tls") {
+        let n = s.read(&mut buf).expect("frames over TLS");
+        assert!(n > 0, "closed");
+        got.extend_from_slice(&buf[..n]);
+    }
+    // With --no-http2 the same client gets HTTP/1.1.
+    let proxy = start_tls_proxy(up.addr, &cert, |c| c.http2 = false);
+    let mut s = tls_connect(proxy.tls, &cfg);
+    s.write_all(b"GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    assert_eq!(s.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    assert_eq!(read_length_response(&mut s).0, 200);
+}

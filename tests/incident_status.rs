@@ -127,6 +127,8 @@ fn status_shows_ejected_checked_down_and_maintenance_with_their_reasons() {
         m.contains("sluice_upstream_server_first_byte_seconds_count{"),
         "{m}"
     );
+    // Per-bucket counts made cumulative once: +Inf is the count.
+    assert!(assert_histograms_whole(&m) >= 3, "{m}");
 }
 
 #[test]

@@ -508,10 +508,10 @@ fn invalid_values_exit_2_naming_the_flag() {
             vec!["--admin", "127.0.0.1:1", "--admin", "127.0.0.1:2"],
             "--admin: given more than once",
         ),
-        // `--listen` is repeatable now; this build's loop serves one.
+        // `--listen` is repeatable; one address twice is not.
         (
-            vec!["--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0"],
-            "several plain listen addresses are not served by this build yet",
+            vec!["--listen", "127.0.0.1:18090", "--listen", "127.0.0.1:18090"],
+            "127.0.0.1:18090 overlaps 127.0.0.1:18090",
         ),
     ] {
         let o = run_sluice(&args);

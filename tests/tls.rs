@@ -9,167 +9,27 @@
 mod util;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::thread;
 use std::time::Duration;
 
-use sluice::{CertificateSpec, Config, DEFAULT_GROUP, Forward, GroupSpec, Server, ServerHandle};
 use util::*;
 
-/// A self-signed P-256 certificate for `localhost` in a temporary
-/// directory, removed on drop.
-struct Cert {
-    dir: PathBuf,
-    der: Vec<u8>,
-}
-
-impl Cert {
-    fn new(tag: &str) -> Cert {
-        let dir = std::env::temp_dir().join(format!("sluice-tls-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-        std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
-        std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
-        Cert {
-            der: cert.der().to_vec(),
-            dir,
-        }
-    }
-
-    fn spec(&self) -> CertificateSpec {
-        CertificateSpec::new(self.dir.join("cert.pem"), self.dir.join("key.pem"))
-    }
-}
-
-impl Drop for Cert {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A proxy with a plain and a TLS listener in front of `upstream`.
-struct TlsProxy {
-    plain: SocketAddr,
-    tls: SocketAddr,
-    handle: ServerHandle,
-    stats: Arc<sluice::Stats>,
-    _cert: Arc<Cert>,
-}
-
-impl Drop for TlsProxy {
-    fn drop(&mut self) {
-        self.handle.shutdown();
-    }
-}
-
-fn start(upstream: SocketAddr, cert: Arc<Cert>) -> TlsProxy {
-    start_with(upstream, cert, |_| {})
-}
-
-/// [`start`] with the configuration changed by `tweak`.
-fn start_with(upstream: SocketAddr, cert: Arc<Cert>, tweak: impl FnOnce(&mut Config)) -> TlsProxy {
-    let mut config = Config {
-        listen: vec!["127.0.0.1:0".parse().unwrap()],
-        listen_tls: vec!["127.0.0.1:0".parse().unwrap()],
-        certificate: vec![cert.spec()],
-        access_log: sluice::AccessLogTarget::Off,
-        upstream: vec![GroupSpec::new(DEFAULT_GROUP, vec![upstream.into()])],
-        ..Config::default()
-    };
-    tweak(&mut config);
-    let server = Server::bind(config, Forward::new(upstream)).expect("Server::bind");
-    let plain = server.local_addr();
-    let tls = server.tls_addr().expect("a TLS listener");
-    let handle = server.handle();
-    let stats = server.stats();
-    thread::spawn(move || server.run());
-    TlsProxy {
-        plain,
-        tls,
-        handle,
-        stats,
-        _cert: cert,
-    }
-}
-
 /// A rustls client configuration trusting `cert`, offering `alpn`.
-fn client_config(cert: &Cert, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls::pki_types::CertificateDer::from(cert.der.clone()))
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Arc::new(cfg)
-}
-
-type TlsStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
-
-fn connect(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>) -> TlsStream {
-    connect_as(addr, cfg, "localhost")
-}
-
-/// [`connect`] asking for `name` (a DNS name is sent as SNI; an IP
-/// address is not).
-fn connect_as(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, name: &str) -> TlsStream {
-    let name = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
-    let conn = rustls::ClientConnection::new(cfg, name).unwrap();
-    let sock = TcpStream::connect(addr).unwrap();
-    sock.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
-    rustls::StreamOwned::new(conn, sock)
-}
-
-/// Reads one response with a `Content-Length` body: (status, head, body).
-fn read_response(s: &mut impl Read) -> (u16, String, Vec<u8>) {
-    let mut raw = Vec::new();
-    let mut byte = [0u8; 1];
-    while !raw.ends_with(b"\r\n\r\n") {
-        let n = s.read(&mut byte).expect("reading a response head");
-        assert_eq!(
-            n,
-            1,
-            "closed inside a head: {}",
-            String::from_utf8_lossy(&raw)
-        );
-        raw.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&raw).to_string();
-    let status = head[9..12].parse().unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    s.read_exact(&mut body).expect("reading a body");
-    (status, head, body)
+fn client_config(cert: &TestCert, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    trusting_with(&[&cert.der], rustls::DEFAULT_VERSIONS, alpn)
 }
 
 #[test]
 fn a_request_over_tls_is_answered_and_the_upstream_sees_https() {
     let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
-    let cert = Arc::new(Cert::new("basic"));
-    let proxy = start(upstream.addr, cert.clone());
-    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
+    let cert = TestCert::new("basic");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |_| {});
+    let mut s = tls_connect(proxy.tls, &client_config(&cert, &[b"http/1.1"]));
     for i in 0..3 {
         s.write_all(format!("GET /{i} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
             .unwrap();
-        let (status, head, body) = read_response(&mut s);
+        let (status, head, body) = read_length_response(&mut s);
         assert_eq!(status, 200, "{head}");
         assert_eq!(body, format!("/{i}").as_bytes());
     }
@@ -194,12 +54,12 @@ fn a_request_over_tls_is_answered_and_the_upstream_sees_https() {
 #[test]
 fn a_client_offering_no_alpn_speaks_http_1_1() {
     let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
-    let cert = Arc::new(Cert::new("noalpn"));
-    let proxy = start(upstream.addr, cert.clone());
-    let mut s = connect(proxy.tls, client_config(&cert, &[]));
+    let cert = TestCert::new("noalpn");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |_| {});
+    let mut s = tls_connect(proxy.tls, &client_config(&cert, &[]));
     s.write_all(b"GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .unwrap();
-    assert_eq!(read_response(&mut s).0, 200);
+    assert_eq!(read_length_response(&mut s).0, 200);
 }
 
 #[test]
@@ -219,19 +79,19 @@ fn large_bodies_cross_tls_byte_for_byte_both_ways() {
             r
         }
     }));
-    let cert = Arc::new(Cert::new("large"));
-    let proxy = start(upstream.addr, cert.clone());
-    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
+    let cert = TestCert::new("large");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |_| {});
+    let mut s = tls_connect(proxy.tls, &client_config(&cert, &[b"http/1.1"]));
     s.write_all(b"GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .unwrap();
-    let (status, _, got) = read_response(&mut s);
+    let (status, _, got) = read_length_response(&mut s);
     assert_eq!(status, 200);
     assert!(got == body, "the download arrived changed");
     let mut req = format!("POST /up HTTP/1.1\r\nHost: localhost\r\nContent-Length: {size}\r\n\r\n")
         .into_bytes();
     req.extend_from_slice(&body);
     s.write_all(&req).unwrap();
-    let (status, _, answer) = read_response(&mut s);
+    let (status, _, answer) = read_length_response(&mut s);
     assert_eq!(status, 200);
     let sum: u64 = body.iter().map(|&b| b as u64).sum();
     assert_eq!(String::from_utf8_lossy(&answer), format!("{size} {sum}"));
@@ -240,8 +100,8 @@ fn large_bodies_cross_tls_byte_for_byte_both_ways() {
 #[test]
 fn plain_http_on_the_tls_port_gets_a_plaintext_400_naming_https() {
     let upstream = Upstream::start(never_answer());
-    let cert = Arc::new(Cert::new("plain"));
-    let proxy = start(upstream.addr, cert);
+    let cert = TestCert::new("plain");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |_| {});
     let mut c = Client::connect(proxy.tls);
     c.send(get("/"));
     let raw = c.read_until_closed(CLIENT_TIMEOUT);
@@ -254,8 +114,8 @@ fn plain_http_on_the_tls_port_gets_a_plaintext_400_naming_https() {
 #[test]
 fn bytes_that_are_neither_tls_nor_http_on_the_tls_port_are_closed() {
     let upstream = Upstream::start(never_answer());
-    let cert = Arc::new(Cert::new("junk"));
-    let proxy = start(upstream.addr, cert);
+    let cert = TestCert::new("junk");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |_| {});
     let mut c = Client::connect(proxy.tls);
     c.send(b"\x00\x01\x02 junk\r\n\r\n");
     let raw = c.read_until_closed(CLIENT_TIMEOUT);
@@ -265,9 +125,9 @@ fn bytes_that_are_neither_tls_nor_http_on_the_tls_port_are_closed() {
 #[test]
 fn a_client_whose_alpn_has_nothing_in_common_gets_an_alert() {
     let upstream = Upstream::start(never_answer());
-    let cert = Arc::new(Cert::new("alpn"));
-    let proxy = start(upstream.addr, cert.clone());
-    let mut s = connect(proxy.tls, client_config(&cert, &[b"spdy/3"]));
+    let cert = TestCert::new("alpn");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |_| {});
+    let mut s = tls_connect(proxy.tls, &client_config(&cert, &[b"spdy/3"]));
     let r = s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
     let mut buf = [0u8; 64];
     let read = s.read(&mut buf);
@@ -278,44 +138,32 @@ fn a_client_whose_alpn_has_nothing_in_common_gets_an_alert() {
 #[test]
 fn a_silent_connection_to_the_tls_port_is_closed_at_the_handshake_timeout() {
     let upstream = Upstream::start(never_answer());
-    let cert = Arc::new(Cert::new("slow"));
-    let config = Config {
-        listen: vec!["127.0.0.1:0".parse().unwrap()],
-        listen_tls: vec!["127.0.0.1:0".parse().unwrap()],
-        certificate: vec![cert.spec()],
-        access_log: sluice::AccessLogTarget::Off,
-        tls_handshake_timeout: Duration::from_millis(300),
-        defer_accept: false,
-        upstream: vec![GroupSpec::new(DEFAULT_GROUP, vec![upstream.addr.into()])],
-        ..Config::default()
-    };
-    let server = Server::bind(config, Forward::new(upstream.addr)).unwrap();
-    let tls = server.tls_addr().unwrap();
-    let handle = server.handle();
-    let stats = server.stats();
-    thread::spawn(move || server.run());
+    let cert = TestCert::new("slow");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |c| {
+        c.tls_handshake_timeout = Duration::from_millis(300);
+        c.defer_accept = false;
+    });
     // The first bytes of a ClientHello, then nothing.
-    let mut c = Client::connect(tls);
+    let mut c = Client::connect(proxy.tls);
     c.send(b"\x16\x03\x01\x00\xc8\x01\x00\x00\xc4\x03\x03");
     let started = std::time::Instant::now();
     let rest = c.read_until_closed(Duration::from_secs(5));
     assert!(rest.is_empty(), "{}", preview(&rest));
     // Well before the 10 s head timeout that would otherwise apply.
     assert!(started.elapsed() < Duration::from_secs(5));
-    assert_eq!(stats.snapshot().tls_handshakes_timeout, 1);
-    handle.shutdown();
+    assert_eq!(proxy.stats.snapshot().tls_handshakes_timeout, 1);
 }
 
 #[test]
 fn a_request_and_close_notify_in_one_segment_get_the_answer_then_a_prompt_clean_close() {
     let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
-    let cert = Arc::new(Cert::new("cn1"));
-    let proxy = start(upstream.addr, cert.clone());
-    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
+    let cert = TestCert::new("cn1");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |_| {});
+    let mut s = tls_connect(proxy.tls, &client_config(&cert, &[b"http/1.1"]));
     // The handshake first (a request on it is answered).
     s.write_all(b"GET /first HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .unwrap();
-    assert_eq!(read_response(&mut s).0, 200);
+    assert_eq!(read_length_response(&mut s).0, 200);
     // Then a request and close_notify as one write of the socket.
     s.conn
         .writer()
@@ -328,7 +176,7 @@ fn a_request_and_close_notify_in_one_segment_get_the_answer_then_a_prompt_clean_
     }
     s.sock.write_all(&wire).unwrap();
     let started = std::time::Instant::now();
-    let (status, _, body) = read_response(&mut s);
+    let (status, _, body) = read_length_response(&mut s);
     assert_eq!((status, body.as_slice()), (200, &b"/last"[..]));
     // Then the proxy's close_notify (a clean end, not a bare FIN), at once
     // rather than at the 60 s keep-alive timeout.
@@ -346,12 +194,12 @@ fn a_request_and_close_notify_in_one_segment_get_the_answer_then_a_prompt_clean_
 #[test]
 fn an_idle_session_closed_by_the_client_gets_close_notify_back() {
     let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
-    let cert = Arc::new(Cert::new("cn2"));
-    let proxy = start(upstream.addr, cert.clone());
-    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
+    let cert = TestCert::new("cn2");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |_| {});
+    let mut s = tls_connect(proxy.tls, &client_config(&cert, &[b"http/1.1"]));
     s.write_all(b"GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .unwrap();
-    assert_eq!(read_response(&mut s).0, 200);
+    assert_eq!(read_length_response(&mut s).0, 200);
     s.conn.send_close_notify();
     s.flush().unwrap();
     let mut rest = Vec::new();
@@ -362,12 +210,12 @@ fn an_idle_session_closed_by_the_client_gets_close_notify_back() {
 #[test]
 fn a_client_offering_only_http_1_0_in_alpn_is_served() {
     let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
-    let cert = Arc::new(Cert::new("h10"));
-    let proxy = start(upstream.addr, cert.clone());
-    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.0"]));
+    let cert = TestCert::new("h10");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |_| {});
+    let mut s = tls_connect(proxy.tls, &client_config(&cert, &[b"http/1.0"]));
     s.write_all(b"GET /old HTTP/1.0\r\nHost: localhost\r\n\r\n")
         .unwrap();
-    let (status, _, body) = read_response(&mut s);
+    let (status, _, body) = read_length_response(&mut s);
     assert_eq!((status, body.as_slice()), (200, &b"/old"[..]));
     assert_eq!(s.conn.alpn_protocol(), Some(&b"http/1.0"[..]));
 }
@@ -375,8 +223,8 @@ fn a_client_offering_only_http_1_0_in_alpn_is_served() {
 #[test]
 fn a_lower_case_request_line_on_the_tls_port_gets_the_400_too() {
     let upstream = Upstream::start(never_answer());
-    let cert = Arc::new(Cert::new("lower"));
-    let proxy = start(upstream.addr, cert);
+    let cert = TestCert::new("lower");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |_| {});
     let mut c = Client::connect(proxy.tls);
     c.send(b"get / HTTP/1.1\r\nHost: x\r\n\r\n");
     let text = String::from_utf8_lossy(&c.read_until_closed(CLIENT_TIMEOUT)).to_string();
@@ -386,33 +234,24 @@ fn a_lower_case_request_line_on_the_tls_port_gets_the_400_too() {
     );
 }
 
-/// The error a client gets for its first request on `s` (the handshake's).
-fn first_error(s: &mut TlsStream) -> String {
-    let r = s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
-    let mut buf = [0u8; 64];
-    let read = s.read(&mut buf);
-    let err = r.err().or(read.err()).expect("the handshake fails");
-    err.to_string()
-}
-
 #[test]
 fn with_reject_an_unknown_name_or_none_gets_unrecognized_name_and_a_known_one_is_served() {
     let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
-    let cert = Arc::new(Cert::new("reject"));
-    let proxy = start_with(upstream.addr, cert.clone(), |c| {
+    let cert = TestCert::new("reject");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |c| {
         c.tls_unknown_sni = sluice::UnknownSni::Reject;
     });
     let cfg = client_config(&cert, &[b"http/1.1"]);
-    let err = first_error(&mut connect_as(proxy.tls, cfg.clone(), "other.test"));
+    let err = first_error(&mut tls_connect_as(proxy.tls, &cfg, "other.test"));
     assert!(err.contains("UnrecognisedName"), "{err}");
     // An IP address: the ClientHello carries no SNI at all.
-    let err = first_error(&mut connect_as(proxy.tls, cfg.clone(), "127.0.0.1"));
+    let err = first_error(&mut tls_connect_as(proxy.tls, &cfg, "127.0.0.1"));
     assert!(err.contains("UnrecognisedName"), "{err}");
     // The name the certificate covers, in another case.
-    let mut s = connect_as(proxy.tls, cfg, "LOCALHOST");
+    let mut s = tls_connect_as(proxy.tls, &cfg, "LOCALHOST");
     s.write_all(b"GET /known HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .unwrap();
-    let (status, _, body) = read_response(&mut s);
+    let (status, _, body) = read_length_response(&mut s);
     assert_eq!((status, body.as_slice()), (200, &b"/known"[..]));
     let st = proxy.stats.snapshot();
     assert_eq!(
@@ -425,20 +264,20 @@ fn with_reject_an_unknown_name_or_none_gets_unrecognized_name_and_a_known_one_is
 #[test]
 fn access_records_carry_the_tls_fields_and_a_second_session_is_resumed() {
     let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
-    let cert = Arc::new(Cert::new("record"));
+    let cert = TestCert::new("record");
     let log = TempFile::new("");
     let path = log.path().to_string();
-    let proxy = start_with(upstream.addr, cert.clone(), move |c| {
+    let proxy = start_tls_proxy(upstream.addr, &cert, move |c| {
         c.access_log = sluice::AccessLogTarget::File(path.into());
         c.access_log_format = sluice::AccessLogFormat::Json;
     });
     // One client configuration: its session cache keeps the ticket.
     let cfg = client_config(&cert, &[b"http/1.1"]);
     for i in 0..2 {
-        let mut s = connect(proxy.tls, cfg.clone());
+        let mut s = tls_connect(proxy.tls, &cfg);
         s.write_all(format!("GET /{i} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
             .unwrap();
-        assert_eq!(read_response(&mut s).0, 200);
+        assert_eq!(read_length_response(&mut s).0, 200);
         s.conn.send_close_notify();
         let _ = s.flush();
         if i == 1 {
@@ -519,82 +358,131 @@ fn client_pki(dir: &std::path::Path) -> ClientPki {
     }
 }
 
-#[test]
-fn a_verified_client_certificate_goes_upstream_and_a_forged_field_never_does() {
-    // The upstream answers with every X-Forwarded-Client-Cert it got.
-    let upstream = Upstream::start(serve(|req| {
-        ok_response(&req.header_all("x-forwarded-client-cert").join("|"))
-    }));
-    let cert = Arc::new(Cert::new("mtls"));
-    let pki = client_pki(&cert.dir);
-    let ca_file = pki.ca_file.clone();
-    let proxy = start_with(upstream.addr, cert.clone(), move |c| {
-        c.tls_client_auth = sluice::ClientAuth::Optional;
-        c.tls_client_ca = Some(ca_file);
-    });
-    let forged =
-        "GET / HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-Client-Cert: Hash=forged\r\n\r\n";
+impl ClientPki {
+    /// The `X-Forwarded-Client-Cert` value the proxy makes for this
+    /// client certificate.
+    fn forwarded(&self) -> String {
+        let digest = ring::digest::digest(&ring::digest::SHA256, self.chain[0].as_ref());
+        let hash: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        format!("Hash={hash};Subject=\"CN=client one\";DNS=client.test")
+    }
+}
+
+/// A client configuration trusting `cert` that presents `pki`'s client
+/// certificate.
+fn with_client_cert(cert: &TestCert, pki: &ClientPki) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(rustls::pki_types::CertificateDer::from(cert.der.clone()))
         .unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let with_cert = rustls::ClientConfig::builder_with_provider(provider)
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_root_certificates(roots)
         .with_client_auth_cert(pki.chain.clone(), pki.key.clone_key())
         .unwrap();
-    let mut s = connect(proxy.tls, Arc::new(with_cert));
-    s.write_all(forged.as_bytes()).unwrap();
-    let (status, _, body) = read_response(&mut s);
+    Arc::new(cfg)
+}
+
+/// A request carrying a forged `X-Forwarded-Client-Cert`.
+const FORGED: &str =
+    "GET / HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-Client-Cert: Hash=forged\r\n\r\n";
+
+/// An upstream that answers with every `X-Forwarded-Client-Cert` it got.
+fn xfcc_echo() -> Upstream {
+    Upstream::start(serve(|req| {
+        ok_response(&req.header_all("x-forwarded-client-cert").join("|"))
+    }))
+}
+
+#[test]
+fn a_verified_client_certificate_goes_upstream_and_a_forged_field_never_does() {
+    let upstream = xfcc_echo();
+    let cert = TestCert::new("mtls");
+    let pki = client_pki(&cert.dir);
+    let ca_file = pki.ca_file.clone();
+    let proxy = start_tls_proxy(upstream.addr, &cert, move |c| {
+        c.tls_client_auth = sluice::ClientAuth::Optional;
+        c.tls_client_ca = Some(ca_file);
+    });
+    let mut s = tls_connect(proxy.tls, &with_client_cert(&cert, &pki));
+    s.write_all(FORGED.as_bytes()).unwrap();
+    let (status, _, body) = read_length_response(&mut s);
     assert_eq!(status, 200);
-    let digest = ring::digest::digest(&ring::digest::SHA256, pki.chain[0].as_ref());
-    let hash: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(
         String::from_utf8_lossy(&body),
-        format!("Hash={hash};Subject=\"CN=client one\";DNS=client.test"),
+        pki.forwarded(),
         "one field, the proxy's"
     );
     // Optional: a client without a certificate is served, without the
     // field, and so is one on the plain port.
-    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
-    s.write_all(forged.as_bytes()).unwrap();
-    let (status, _, body) = read_response(&mut s);
+    let mut s = tls_connect(proxy.tls, &client_config(&cert, &[b"http/1.1"]));
+    s.write_all(FORGED.as_bytes()).unwrap();
+    let (status, _, body) = read_length_response(&mut s);
     assert_eq!((status, body.as_slice()), (200, &b""[..]));
     let mut c = Client::connect(proxy.plain);
-    let r = c.round_trip(forged.as_bytes());
+    let r = c.round_trip(FORGED.as_bytes());
     assert_eq!((r.status, r.body.as_slice()), (200, &b""[..]));
 }
 
 #[test]
 fn with_client_auth_required_a_client_without_a_certificate_is_refused() {
     let upstream = Upstream::start(never_answer());
-    let cert = Arc::new(Cert::new("mtls-req"));
+    let cert = TestCert::new("mtls-req");
     let pki = client_pki(&cert.dir);
     let ca_file = pki.ca_file.clone();
-    let proxy = start_with(upstream.addr, cert.clone(), move |c| {
+    let proxy = start_tls_proxy(upstream.addr, &cert, move |c| {
         c.tls_client_auth = sluice::ClientAuth::Required;
         c.tls_client_ca = Some(ca_file);
     });
-    let err = first_error(&mut connect(
+    let err = first_error(&mut tls_connect(
         proxy.tls,
-        client_config(&cert, &[b"http/1.1"]),
+        &client_config(&cert, &[b"http/1.1"]),
     ));
     assert!(err.contains("CertificateRequired"), "{err}");
     assert_eq!(proxy.stats.snapshot().tls_handshakes_failed, 1);
 }
 
 #[test]
+fn with_client_auth_required_a_verified_client_is_served_and_a_forged_field_never_goes_upstream() {
+    let upstream = xfcc_echo();
+    let cert = TestCert::new("mtls-req-ok");
+    let pki = client_pki(&cert.dir);
+    let ca_file = pki.ca_file.clone();
+    let proxy = start_tls_proxy(upstream.addr, &cert, move |c| {
+        c.tls_client_auth = sluice::ClientAuth::Required;
+        c.tls_client_ca = Some(ca_file);
+    });
+    let mut s = tls_connect(proxy.tls, &with_client_cert(&cert, &pki));
+    for _ in 0..2 {
+        s.write_all(FORGED.as_bytes()).unwrap();
+        let (status, _, body) = read_length_response(&mut s);
+        assert_eq!(status, 200);
+        assert_eq!(String::from_utf8_lossy(&body), pki.forwarded());
+    }
+    // The plain listener beside it: no client certificate there, and the
+    // forged field is removed all the same.
+    let r = Client::connect(proxy.plain).round_trip(FORGED.as_bytes());
+    assert_eq!((r.status, r.body.as_slice()), (200, &b""[..]));
+    let st = proxy.stats.snapshot();
+    assert_eq!(
+        (st.tls_handshakes, st.tls_handshakes_failed),
+        (1, 0),
+        "{st:?}"
+    );
+}
+
+#[test]
 fn status_lists_the_certificates_and_metrics_have_their_expiry_and_the_handshakes() {
     let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
-    let cert = Arc::new(Cert::new("status"));
+    let cert = TestCert::new("status");
     let admin = loopback(free_port());
-    let proxy = start_with(upstream.addr, cert.clone(), move |c| c.admin = Some(admin));
-    let mut s = connect(proxy.tls, client_config(&cert, &[b"http/1.1"]));
+    let proxy = start_tls_proxy(upstream.addr, &cert, move |c| c.admin = Some(admin));
+    let mut s = tls_connect(proxy.tls, &client_config(&cert, &[b"http/1.1"]));
     s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .unwrap();
-    assert_eq!(read_response(&mut s).0, 200);
+    assert_eq!(read_length_response(&mut s).0, 200);
     let (code, body) = http_get(admin, "/status");
     assert_eq!(code, 200);
     let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
@@ -626,8 +514,8 @@ fn a_client_hello_larger_than_the_head_buffer_completes() {
     // with no new readiness event between them.
     let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
     for reject in [false, true] {
-        let cert = Arc::new(Cert::new(&format!("bighello-{reject}")));
-        let proxy = start_with(upstream.addr, cert.clone(), |c| {
+        let cert = TestCert::new(&format!("bighello-{reject}"));
+        let proxy = start_tls_proxy(upstream.addr, &cert, |c| {
             if reject {
                 c.tls_unknown_sni = sluice::UnknownSni::Reject;
             }
@@ -637,10 +525,10 @@ fn a_client_hello_larger_than_the_head_buffer_completes() {
             .chain([b"http/1.1".to_vec()])
             .collect();
         let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
-        let mut s = connect(proxy.tls, client_config(&cert, &names));
+        let mut s = tls_connect(proxy.tls, &client_config(&cert, &names));
         s.write_all(b"GET /big-hello HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .unwrap();
-        let (status, _, body) = read_response(&mut s);
+        let (status, _, body) = read_length_response(&mut s);
         assert_eq!(
             (status, body.as_slice()),
             (200, &b"/big-hello"[..]),

@@ -3,8 +3,10 @@
 //! part of the connect (its failure is a connect failure, so a bad
 //! certificate gets 502 after the retry rules); a pooled TLS connection is
 //! reused; a record that is not data arriving while it is idle (a TLS 1.3
-//! `KeyUpdate`) keeps it pooled, `close_notify` evicts it before any
-//! request takes it. The upstream is a rustls server in the test, on
+//! `KeyUpdate`, a `NewSessionTicket`) keeps it pooled, `close_notify` (with
+//! or without a FIN) evicts it before any request takes it; a failed
+//! verification is a 502 and the error log names the name that did not
+//! match. The upstream is a rustls server in the test, on
 //! 127.0.0.1:0; certificates are made here (rcgen).
 
 mod util;
@@ -21,40 +23,17 @@ use std::time::Duration;
 use sluice::{Config, DEFAULT_GROUP, GroupSpec, Server, ServerHandle, Stats};
 use util::*;
 
-/// A self-signed certificate for `name`, its key, and the PEM file the
-/// proxy trusts it by.
-struct Cert {
-    dir: PathBuf,
-    chain: Vec<rustls::pki_types::CertificateDer<'static>>,
-    key: rustls::pki_types::PrivateKeyDer<'static>,
-}
+/// A self-signed certificate for `name` (and the PEM file the proxy
+/// trusts it by: `ca()`).
+struct Cert(TestCert);
 
 impl Cert {
     fn new(tag: &str, name: &str) -> Cert {
-        let dir = std::env::temp_dir().join(format!("sluice-tlsup-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-        let cert = rcgen::CertificateParams::new(vec![name.to_string()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-        std::fs::write(dir.join("ca.pem"), cert.pem()).unwrap();
-        Cert {
-            dir,
-            chain: vec![cert.der().clone()],
-            key: rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        }
+        Cert(TestCert::for_names(tag, &[name]))
     }
 
     fn ca(&self) -> PathBuf {
-        self.dir.join("ca.pem")
-    }
-}
-
-impl Drop for Cert {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.0.dir.join("cert.pem")
     }
 }
 
@@ -63,7 +42,10 @@ type Session = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
 /// What the test tells an idle upstream session to do.
 enum Poke {
     KeyUpdate,
+    /// `close_notify`, then the FIN.
     CloseNotify,
+    /// `close_notify` alone: the TCP connection stays open.
+    CloseNotifyOnly,
 }
 
 /// A TLS upstream: answers every request on a session with `200` and the
@@ -86,7 +68,7 @@ fn tls_upstream_on(bind: &str, cert: &Cert) -> TlsUpstream {
         .with_protocol_versions(&[&rustls::version::TLS13])
         .unwrap()
         .with_no_client_auth()
-        .with_single_cert(cert.chain.clone(), cert.key.clone_key())
+        .with_single_cert(cert.0.chain(), cert.0.key())
         .unwrap();
     let cfg = Arc::new(cfg);
     let listener = TcpListener::bind(bind).unwrap();
@@ -111,6 +93,92 @@ fn tls_upstream_on(bind: &str, cert: &Cert) -> TlsUpstream {
     }
 }
 
+/// The response [`serve`] gives to a request for `target`.
+fn answer(target: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{target}",
+        target.len()
+    )
+}
+
+/// A TLS 1.3 upstream for one session whose `NewSessionTicket`s arrive
+/// only while the proxy's connection idles in the pool. rustls writes a
+/// server's tickets when it reads the client's Finished; this server
+/// answers the first request (for `first`, known in advance) as half-RTT
+/// data right behind its own Finished, before reading anything more, and
+/// reads the client's Finished (and that request) only when poked; then
+/// it serves on as [`tls_upstream`]'s sessions do. Returns its address,
+/// the poke, and the ticket bytes it wrote when poked.
+fn ticket_upstream(
+    cert: &Cert,
+    first: &'static str,
+) -> (SocketAddr, mpsc::Sender<Poke>, Arc<AtomicUsize>) {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(cert.0.chain(), cert.0.key())
+        .unwrap();
+    cfg.send_half_rtt_data = true;
+    cfg.send_tls13_tickets = 2;
+    let cfg = Arc::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel::<Poke>();
+    let written = Arc::new(AtomicUsize::new(0));
+    let tickets = written.clone();
+    thread::spawn(move || {
+        let Ok((mut sock, _)) = listener.accept() else {
+            return;
+        };
+        sock.set_read_timeout(Some(UPSTREAM_TIMEOUT)).unwrap();
+        let mut conn = rustls::ServerConnection::new(cfg).unwrap();
+        // The ClientHello, then this server's flight and the half-RTT
+        // answer.
+        while !conn.wants_write() {
+            if conn.read_tls(&mut sock).unwrap_or(0) == 0 || conn.process_new_packets().is_err() {
+                return;
+            }
+        }
+        conn.writer().write_all(answer(first).as_bytes()).unwrap();
+        while conn.wants_write() {
+            if conn.write_tls(&mut sock).is_err() {
+                return;
+            }
+        }
+        assert!(
+            conn.is_handshaking(),
+            "the client's Finished is not read yet"
+        );
+        if rx.recv_timeout(UPSTREAM_TIMEOUT).is_err() {
+            return;
+        }
+        // Poked: the client's Finished and the first request; the tickets
+        // go out now, while the proxy's connection is parked.
+        let mut head = Vec::new();
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            if conn.read_tls(&mut sock).unwrap_or(0) == 0 || conn.process_new_packets().is_err() {
+                return;
+            }
+            let mut chunk = [0u8; 4096];
+            if let Ok(n) = conn.reader().read(&mut chunk) {
+                head.extend_from_slice(&chunk[..n]);
+            }
+        }
+        let mut n = 0;
+        while conn.wants_write() {
+            match conn.write_tls(&mut sock) {
+                Ok(k) => n += k,
+                Err(_) => return,
+            }
+        }
+        written.store(n, Ordering::SeqCst);
+        serve(Session::new(conn, sock), Arc::new(Mutex::new(rx)));
+    });
+    (addr, tx, tickets)
+}
+
 /// Serves requests (heads only) until the proxy closes; between requests
 /// it waits up to 50 ms at a time for a poke.
 fn serve(mut s: Session, pokes: Arc<Mutex<mpsc::Receiver<Poke>>>) {
@@ -133,10 +201,12 @@ fn serve(mut s: Session, pokes: Arc<Mutex<mpsc::Receiver<Poke>>>) {
                             let _ = s.conn.refresh_traffic_keys();
                             let _ = s.flush();
                         }
-                        Poke::CloseNotify => {
+                        Poke::CloseNotify | Poke::CloseNotifyOnly => {
                             s.conn.send_close_notify();
                             let _ = s.flush();
-                            let _ = s.sock.shutdown(std::net::Shutdown::Write);
+                            if matches!(p, Poke::CloseNotify) {
+                                let _ = s.sock.shutdown(std::net::Shutdown::Write);
+                            }
                         }
                     }
                 }
@@ -148,11 +218,7 @@ fn serve(mut s: Session, pokes: Arc<Mutex<mpsc::Receiver<Poke>>>) {
             let head = String::from_utf8_lossy(&buf[..end]).to_string();
             buf.drain(..end + 4);
             let target = head.split(' ').nth(1).unwrap_or("?").to_string();
-            let resp = format!(
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{target}",
-                target.len()
-            );
-            if s.write_all(resp.as_bytes()).is_err() {
+            if s.write_all(answer(&target).as_bytes()).is_err() {
                 return;
             }
         }
@@ -255,6 +321,59 @@ fn a_key_update_while_idle_keeps_the_connection_pooled() {
 }
 
 #[test]
+fn a_session_ticket_arriving_while_idle_keeps_the_connection_pooled() {
+    let cert = Cert::new("ticket", "api.internal");
+    let (addr, poke, tickets) = ticket_upstream(&cert, "/1");
+    let proxy = proxy_to(addr, cert.ca(), "api.internal");
+    let mut c = Client::connect(proxy.addr);
+    let r = c.round_trip(get("/1"));
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"/1"[..]));
+    assert!(wait_until(WAIT, || proxy.stats.snapshot().pool_idle == 1));
+    poke.send(Poke::KeyUpdate).unwrap();
+    assert!(wait_until(WAIT, || tickets.load(Ordering::SeqCst) > 0));
+    // The tickets arrive while the connection is parked: the proxy reads
+    // them through the session (an event on a parked socket), stores
+    // them, and keeps the connection.
+    thread::sleep(Duration::from_millis(300));
+    let s = proxy.stats.snapshot();
+    assert_eq!(s.pool_idle, 1, "still pooled: {s:?}");
+    assert_eq!(
+        (s.pool_evicted_unexpected_data, s.pool_evicted_peer_closed),
+        (0, 0),
+        "{s:?}"
+    );
+    let r = c.round_trip(get("/2"));
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"/2"[..]));
+    let s = proxy.stats.snapshot();
+    assert_eq!((s.upstream_connects, s.upstream_reuses), (1, 1), "{s:?}");
+}
+
+#[test]
+fn close_notify_alone_while_idle_evicts_the_connection_before_any_request_takes_it() {
+    let cert = Cert::new("cnonly", "api.internal");
+    let up = tls_upstream(&cert);
+    let proxy = proxy_to(up.addr, cert.ca(), "api.internal");
+    let mut c = Client::connect(proxy.addr);
+    assert_eq!(c.round_trip(get("/1")).status, 200);
+    assert!(wait_until(WAIT, || proxy.stats.snapshot().pool_idle == 1));
+    // close_notify with no FIN behind it: the TCP connection stays open,
+    // the session is over.
+    up.pokes.send(Poke::CloseNotifyOnly).unwrap();
+    assert!(
+        wait_until(WAIT, || proxy.stats.snapshot().pool_evicted_peer_closed
+            == 1),
+        "{:?}",
+        proxy.stats.snapshot()
+    );
+    assert_eq!(proxy.stats.snapshot().pool_idle, 0);
+    let r = c.round_trip(get("/2"));
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"/2"[..]));
+    let s = proxy.stats.snapshot();
+    assert_eq!((s.retries, s.status_502), (0, 0), "{s:?}");
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 2, "a new session");
+}
+
+#[test]
 fn close_notify_while_idle_evicts_the_connection_before_any_request_takes_it() {
     let cert = Cert::new("cn", "api.internal");
     let up = tls_upstream(&cert);
@@ -311,7 +430,7 @@ fn each_server_of_a_tls_group_is_verified_by_its_own_name() {
         Cert::new("srv2", "127.0.0.2"),
     );
     let (up1, up2) = (tls_upstream(&one), tls_upstream_on("127.0.0.2:0", &two));
-    let both = one.dir.join("both.pem");
+    let both = one.0.dir.join("both.pem");
     let pem = |c: &Cert| std::fs::read_to_string(c.ca()).unwrap();
     std::fs::write(&both, pem(&one) + &pem(&two)).unwrap();
     let mut group = GroupSpec::new(DEFAULT_GROUP, vec![up1.addr.into(), up2.addr.into()]);
@@ -369,4 +488,26 @@ fn a_failed_upstream_handshake_is_logged_as_upstream_tls_error() {
     let record: serde_json::Value = serde_json::from_str(line).unwrap();
     assert_eq!(record["termination"], "upstream_tls_error", "{record}");
     assert_eq!(record["upstreams"][0]["outcome"], "tls_error", "{record}");
+}
+
+#[test]
+fn a_verification_failure_is_a_502_and_the_error_log_says_why() {
+    let cert = Cert::new("why", "other.internal");
+    let up = tls_upstream(&cert);
+    let port = free_port();
+    let file = TempFile::new(&format!(
+        "listen = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"api\"\nservers = [\"{}\"]\n\
+         tls = true\ntls_server_name = \"api.internal\"\ntls_ca = \"{}\"\n",
+        up.addr,
+        cert.ca().display()
+    ));
+    let p = SluiceProcess::start_listening(&["--config", file.path()]);
+    let r = Client::connect(loopback(port)).round_trip(get_close("/"));
+    assert_eq!(r.status, 502, "{}", preview(&r.head));
+    let line = p.wait_line(WAIT, |l| l.contains("TLS handshake failed"));
+    assert!(line.contains(&up.addr.to_string()), "{line}");
+    assert!(
+        line.contains("api.internal"),
+        "the name that did not match: {line}"
+    );
 }

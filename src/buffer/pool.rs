@@ -212,6 +212,13 @@ impl BufferPool {
         dropped
     }
 
+    /// `n` storages of another free list were freed to the allocator (the
+    /// TLS record storages, `conn/transport/records.rs`): the next trim
+    /// gives the memory back to the OS as for its own.
+    pub fn freed_elsewhere(&mut self, n: usize) {
+        self.released += n;
+    }
+
     /// True when a trim could free something (the loop wakes for it only
     /// then).
     pub fn may_trim(&self) -> bool {

@@ -39,7 +39,7 @@ Graceful drain: stop accepting, let exchanges in flight finish within
 .TP
 \fBSIGHUP\fR
 Reload the config file (with the command line's flags laid over it). An invalid
-file, or one that changes \fBlisten\fR, is refused with an ERROR line and the running
+file, or one that changes \fBlisten\fR or \fBlisten_tls\fR, is refused with an ERROR line and the running
 configuration stays. Run \fBsluice \-\-check\-config\fR first to see whether a reload will take.
 .TP
 \fBSIGUSR1\fR

@@ -258,10 +258,10 @@ impl Loops {
     /// Binds a loop with `new` on a thread of its own, then drains the
     /// others.
     fn start(&mut self, new: Config) -> Result<(), String> {
-        if new.listen != self.config.listen {
+        if new.listen != self.config.listen || new.listen_tls != self.config.listen_tls {
             return Err(format!(
-                "listen cannot change on reload ({:?} → {:?}): restart instead",
-                self.config.listen, new.listen
+                "listen cannot change on reload ({:?} {:?} → {:?} {:?}): restart instead",
+                self.config.listen, self.config.listen_tls, new.listen, new.listen_tls
             ));
         }
         if new.workers != self.config.workers {

@@ -1,12 +1,13 @@
 //! `--workers N` (N > 1): this process becomes a small supervisor of N
 //! worker processes (`cli::workers`), each one loop on one thread with its
-//! own `SO_REUSEPORT` listener on the same address; the kernel spreads new
-//! connections across them.
+//! own `SO_REUSEPORT` listeners on the same addresses; the kernel spreads
+//! new connections across them.
 //!
-//! - Start: the address is checked (nothing else may listen there, unless
-//!   `--takeover`) and held by a bound, non-listening socket: this reports
-//!   a bad address before any worker starts, turns port 0 into one real
-//!   port for all workers, and receives no connection. Once every worker
+//! - Start: every `listen` and `listen_tls` address is checked (nothing
+//!   else may listen there, unless `--takeover`) and held by a bound,
+//!   non-listening socket: this reports a bad address before any worker
+//!   starts, turns each port 0 into one real port for all workers, and
+//!   receives no connection. Once every worker
 //!   said `READY=1` (`cli::notify`), the supervisor tells the service
 //!   manager `READY=1` and writes `--pid-file`.
 //! - At start, before the first generation is ready, a worker that exits
@@ -18,8 +19,8 @@
 //! - Later, a worker that exits unasked is restarted after a backoff (100
 //!   ms, doubling to 5 s, back to 100 ms once a worker lived 10 s).
 //! - SIGHUP (reload): the configuration is read again (`cli::source`). If
-//!   it is invalid, or changes `listen`, it is refused and logged, and
-//!   nothing changes. Otherwise a new generation of workers starts with
+//!   it is invalid, or changes `listen` or `listen_tls`, it is refused and
+//!   logged, and nothing changes. Otherwise a new generation of workers starts with
 //!   it; once all of them are ready, the old generation gets SIGTERM and
 //!   drains (it is not restarted). A new worker that dies before it is
 //!   ready, or cannot be started (the executable was removed), or a
@@ -88,35 +89,17 @@ struct Supervisor {
 /// Runs `n` workers until a signal and their exit. `signals` must already
 /// be registered (`signals::register`).
 pub fn run(config: Config, n: usize, source: &Source, mut signals: Signals) -> ExitCode {
-    let first = match config.plain_listener() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("sluice: cannot start: {e}");
-            return ExitCode::from(2);
-        }
+    // Every address, plain and TLS, is held: checked, and port 0 made
+    // one real port for every worker.
+    let hold_all = |addrs: &[SocketAddr]| -> std::io::Result<Vec<(socket2::Socket, SocketAddr)>> {
+        addrs.iter().map(|a| hold(*a, config.takeover)).collect()
     };
-    // The TLS address is held as the plain one is: checked, and port 0
-    // made one real port for every worker.
-    let first_tls = match config.listen_tls.as_slice() {
-        [] => None,
-        [one] => Some(*one),
-        _ => {
-            eprintln!(
-                "sluice: cannot start: listen_tls: several TLS listen addresses are not \
-                 served by this build yet (the loop accepts TLS on one)"
-            );
-            return ExitCode::from(2);
-        }
-    };
-    let held = first
-        .map(|a| hold(a, config.takeover))
-        .transpose()
-        .and_then(|p| Ok((p, first_tls.map(|a| hold(a, config.takeover)).transpose()?)));
+    let held = hold_all(&config.listen).and_then(|p| Ok((p, hold_all(&config.listen_tls)?)));
     let (held, listen) = match held {
         Ok((plain, tls)) => {
             let listen = Listens {
-                plain: plain.as_ref().map(|h| h.1),
-                tls: tls.as_ref().map(|h| h.1),
+                plain: plain.iter().map(|h| h.1).collect(),
+                tls: tls.iter().map(|h| h.1).collect(),
             };
             ((plain, tls), listen)
         }

@@ -60,25 +60,33 @@ pub fn worker_config() -> Option<Result<(usize, Config), String>> {
     })())
 }
 
-/// The addresses the supervisor holds for its workers (port 0 resolved
-/// to the one real port all of them share): the plain listener's and the
-/// TLS listener's, each if configured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The addresses the supervisor holds for its workers (each port 0
+/// resolved to the one real port all of them share): the plain
+/// listeners' and the TLS listeners', in their configured order.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listens {
     /// `listen`.
-    pub plain: Option<std::net::SocketAddr>,
+    pub plain: Vec<std::net::SocketAddr>,
     /// `listen_tls`.
-    pub tls: Option<std::net::SocketAddr>,
+    pub tls: Vec<std::net::SocketAddr>,
 }
 
 impl std::fmt::Display for Listens {
-    /// `127.0.0.1:8080`, `TLS 127.0.0.1:8443`, or both joined by ` and `.
+    /// `127.0.0.1:8080, 127.0.0.1:8081`, `TLS 127.0.0.1:8443`, or both
+    /// joined by ` and `.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.plain, self.tls) {
-            (Some(p), Some(t)) => write!(f, "{p} and TLS {t}"),
-            (Some(p), None) => write!(f, "{p}"),
-            (None, Some(t)) => write!(f, "TLS {t}"),
-            (None, None) => write!(f, "-"),
+        let join = |addrs: &[std::net::SocketAddr]| {
+            addrs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match (self.plain.is_empty(), self.tls.is_empty()) {
+            (false, false) => write!(f, "{} and TLS {}", join(&self.plain), join(&self.tls)),
+            (false, true) => write!(f, "{}", join(&self.plain)),
+            (true, false) => write!(f, "TLS {}", join(&self.tls)),
+            (true, true) => write!(f, "-"),
         }
     }
 }
@@ -88,8 +96,8 @@ impl std::fmt::Display for Listens {
 /// file of their own.
 pub fn for_workers(config: &Config, listen: &Listens) -> Result<Arc<String>, String> {
     let worker = Config {
-        listen: listen.plain.into_iter().collect(),
-        listen_tls: listen.tls.into_iter().collect(),
+        listen: listen.plain.clone(),
+        listen_tls: listen.tls.clone(),
         takeover: true,
         workers: 1,
         pid_file: None,

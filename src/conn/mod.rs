@@ -381,6 +381,9 @@ impl Shared {
     /// Drops the spare exchanges the last period never took (called with
     /// the buffer trim, every `buffer::TRIM_EVERY`). Returns how many.
     pub(crate) fn trim_spare(&mut self) -> usize {
+        // The TLS record storages this loop's thread did not use.
+        let records = transport::trim_records();
+        self.bufs.freed_elsewhere(records);
         let drop = self.spare_low.min(self.spare.len());
         self.spare.truncate(self.spare.len() - drop);
         self.spare.shrink_to_fit();
@@ -388,10 +391,11 @@ impl Shared {
         drop
     }
 
-    /// True when [`Shared::trim_spare`] or the buffer trim could free
+    /// True when [`Shared::trim_spare`] (spare exchanges, TLS record
+    /// storages) or the buffer trim could free
     /// something (the loop wakes for a trim only then).
     pub(crate) fn may_trim(&self) -> bool {
-        self.bufs.may_trim() || !self.spare.is_empty()
+        self.bufs.may_trim() || !self.spare.is_empty() || transport::may_trim_records()
     }
 
     /// Keeps a finished exchange for reuse (its buffers and upstream must

@@ -9,29 +9,23 @@ use crate::conn::client::{admit_client, sends_proxy_header};
 use crate::conn::transport::{Tls, Transport};
 
 impl Server {
-    /// Accepts what waits on the plain listener (and, at a cap or a
-    /// pause that ends, on the TLS one too: both share the budget).
+    /// Accepts what waits on every listener (at a cap or a pause that
+    /// ends, and at a drain's start: they share one budget).
     pub(super) fn accept(&mut self) {
-        self.accept_on(false);
-        if self.tls_listener.is_some() {
-            self.accept_on(true);
+        for i in 0..self.listeners.len() {
+            self.accept_on(i);
         }
     }
 
-    /// Accepts what waits on the TLS listener.
-    pub(super) fn accept_tls(&mut self) {
-        self.accept_on(true);
-    }
-
-    fn accept_on(&mut self, tls: bool) {
-        let listener = if tls {
-            self.tls_listener.as_ref()
-        } else {
-            self.listener.as_ref()
-        };
-        let Some(listener) = listener else {
+    /// Accepts what waits on listener `index` (`token::listener`), until
+    /// its queue is empty, the connection cap, the descriptor budget or
+    /// an `EMFILE` pause.
+    pub(super) fn accept_on(&mut self, index: usize) {
+        let Some(l) = self.listeners.get(index) else {
             return;
         };
+        let (listener, tls) = (l.socket.clone(), l.tls);
+        let listener = &*listener;
         if self.accept_paused_until.is_some() {
             return;
         }
@@ -87,7 +81,9 @@ impl Server {
                     let id = ConnId::new(entry.key(), generation);
                     let transport = match (tls, self.tls.as_ref()) {
                         (true, Some(cfg)) => {
-                            match rustls::ServerConnection::new(cfg.config.clone()) {
+                            match rustls::server::UnbufferedServerConnection::new(
+                                cfg.config.clone(),
+                            ) {
                                 Ok(c) => Transport::tls(stream, Tls::server(c, cfg.sni_check())),
                                 Err(e) => {
                                     debug!("TLS session for {addr}: {e}");

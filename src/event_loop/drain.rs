@@ -38,8 +38,8 @@ impl Server {
             // what arrives meanwhile is served here, drained.
             let mut deferred = false;
             if self.sh.cfg.defer_accept {
-                for l in [&self.listener, &self.tls_listener].into_iter().flatten() {
-                    deferred |= listen::set_defer_accept(l, 0).is_ok();
+                for l in &self.listeners {
+                    deferred |= listen::set_defer_accept(&*l.socket, 0).is_ok();
                 }
             }
             if deferred {
@@ -65,7 +65,7 @@ impl Server {
         let sh = &mut self.sh;
         sh.ups.close_idle(&sh.stats);
         sh.checks.close_all();
-        if self.clients.is_empty() && self.listener.is_none() && self.tls_listener.is_none() {
+        if self.clients.is_empty() && self.listeners.is_empty() {
             // The admin endpoints last: stop accepting, answer what was
             // accepted (each within its 5 s, and never past the drain
             // deadline), then end — an admin connection is not dropped
@@ -90,7 +90,7 @@ impl Server {
         false
     }
 
-    /// Stops accepting: the listener is deregistered and closed, and new
+    /// Stops accepting: every listener is deregistered and closed, and new
     /// connections go to the other processes on the port (or, handed
     /// over, to the successor that serves on the same socket). Deregistered
     /// by its descriptor: a successor's copy keeps the socket open, and
@@ -98,11 +98,8 @@ impl Server {
     fn close_listener(&mut self) {
         use std::os::fd::AsRawFd;
         self.listener_close_at = None;
-        for l in [self.listener.take(), self.tls_listener.take()]
-            .into_iter()
-            .flatten()
-        {
-            let fd = l.as_raw_fd();
+        for l in std::mem::take(&mut self.listeners) {
+            let fd = l.socket.as_raw_fd();
             let _ = self.sh.registry.deregister(&mut mio::unix::SourceFd(&fd));
         }
     }

@@ -22,11 +22,9 @@ pub struct ServerHandle {
     pub(super) reopen: Arc<AtomicBool>,
     pub(super) unready: Arc<AtomicBool>,
     pub(super) waker: Weak<Waker>,
-    /// The loop's listening socket while it has one.
-    pub(super) listener: Weak<TcpListener>,
-    /// The loop's TLS listening socket while it has one.
-    pub(super) tls_listener: Weak<TcpListener>,
-    /// Set when a successor serves on that socket (`Server::succeed`).
+    /// The loop's listening sockets while it has them, by listener index.
+    pub(super) listeners: Vec<Weak<TcpListener>>,
+    /// Set when a successor serves on those sockets (`Server::succeed`).
     pub(super) handed_over: Arc<AtomicBool>,
     /// Where the loop hands its servers' health to a successor.
     pub(super) carry: Arc<crate::upstreams::carry::CarrySlot>,
@@ -44,9 +42,6 @@ impl ServerHandle {
         self.waker.strong_count() > 0
     }
 
-    /// A copy of the loop's listening socket (a new descriptor for the
-    /// same socket and accept queue), if the loop still listens.
-    ///
     /// The loop's servers' health and its pool's learned idle limits,
     /// asked of it and waited for at most [`CARRY_WAIT`], with when it
     /// was taken; `None` if it did not answer (ended, or stuck).
@@ -54,19 +49,16 @@ impl ServerHandle {
         self.carry.request(|| self.wake(), CARRY_WAIT)
     }
 
-    /// A copy of the loop's listening socket (a new descriptor for the
-    /// same socket and accept queue), if the loop still listens.
+    /// Copies of the loop's listening sockets (new descriptors for the
+    /// same sockets and accept queues), by listener index; `None` for one
+    /// the loop no longer has (its drain closed them).
     ///
-    /// Errors: the `dup` failed (`EMFILE`).
-    pub(super) fn listener_copy(&self) -> Option<std::io::Result<std::net::TcpListener>> {
-        copy_of(&self.listener)
-    }
-
-    /// A copy of the loop's TLS listening socket, as [`Self::listener_copy`].
-    ///
-    /// Errors: the `dup` failed (`EMFILE`).
-    pub(super) fn tls_listener_copy(&self) -> Option<std::io::Result<std::net::TcpListener>> {
-        copy_of(&self.tls_listener)
+    /// Errors: a `dup` failed (`EMFILE`).
+    pub(super) fn listener_copies(&self) -> std::io::Result<Vec<Option<std::net::TcpListener>>> {
+        self.listeners
+            .iter()
+            .map(|l| copy_of(l).transpose())
+            .collect()
     }
 
     fn wake(&self) {

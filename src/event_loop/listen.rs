@@ -231,44 +231,64 @@ pub(crate) fn fit_to_fd_limit(max_connections: usize) -> FdBudget {
     }
 }
 
-/// A TLS listener and the server configuration of its connections.
-pub(super) type TlsListener = (Option<Arc<TcpListener>>, Option<crate::tls::ServerTls>);
+/// One listening socket of the loop: shared with the handle (`Weak`), so
+/// that a reload's successor can serve on the same socket
+/// (`Server::succeed`), and whether its connections speak TLS.
+#[derive(Debug)]
+pub(super) struct Listener {
+    /// The socket, registered under `token::listener(its index)`.
+    pub socket: Arc<TcpListener>,
+    /// A `listen_tls` address: accepted connections get a server session.
+    pub tls: bool,
+}
 
-/// The TLS listener of `config` (its first `listen_tls` address; a
-/// predecessor's copy when inherited) registered under
-/// [`super::token::LISTENER_TLS`], and the server configuration its connections
-/// use (`tls::server_config`: certificates, SNI, ALPN, tickets). `None`
-/// without `listen_tls`.
+/// The listeners of `config`, in order (every `listen` address, then
+/// every `listen_tls` one; listener `i` is registered under
+/// [`super::token::listener`]`(i)`), and the server configuration the TLS
+/// ones' connections use (`tls::server_config`: certificates, SNI, ALPN,
+/// tickets; `None` without `listen_tls`). `inherited[i]`: a predecessor's
+/// copy of listener `i` to serve on instead of binding (its
+/// `TCP_DEFER_ACCEPT` is set to `config`'s once the loop is built,
+/// [`set_defer`]).
 ///
-/// Errors: several TLS addresses (one is served so far), the bind, the
+/// Errors: no address at all, a bind (the error names the address), the
 /// certificates (the error names the file).
-pub(super) fn tls_listener(
+pub(super) fn open_listeners(
     config: &Config,
-    inherited: Option<std::net::TcpListener>,
+    mut inherited: Vec<Option<std::net::TcpListener>>,
     registry: &mio::Registry,
-) -> io::Result<TlsListener> {
-    let addr = match config.listen_tls.as_slice() {
-        [] => return Ok((None, None)),
-        [one] => *one,
-        _ => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "listen_tls: several TLS listen addresses are not served by this build yet \
-                 (the loop accepts TLS on one)",
-            ));
+) -> io::Result<(Vec<Listener>, Option<crate::tls::ServerTls>)> {
+    if config.listen.is_empty() && config.listen_tls.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "no listener is configured (listen or listen_tls)",
+        ));
+    }
+    let tls = if config.listen_tls.is_empty() {
+        None
+    } else {
+        Some(
+            crate::tls::server_config(config)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
+        )
+    };
+    inherited.resize_with(config.listen.len() + config.listen_tls.len(), || None);
+    let addrs = config.listen.iter().map(|a| (a, false));
+    let addrs = addrs.chain(config.listen_tls.iter().map(|a| (a, true)));
+    let mut listeners = Vec::with_capacity(inherited.len());
+    for (i, ((addr, tls), old)) in addrs.zip(inherited).enumerate() {
+        let mut socket = match old {
+            Some(l) => inherit(l)?,
+            None => bind_listener(*addr, config.takeover, config.defer_accept)?,
+        };
+        registry.register(&mut socket, super::token::listener(i), Interest::READABLE)?;
+        if tls {
+            info!("listening for TLS on {}", socket.local_addr()?);
         }
-    };
-    let tls = crate::tls::server_config(config)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-    let mut listener = match inherited {
-        Some(l) => inherit(l)?,
-        None => bind_listener(addr, config.takeover, config.defer_accept)?,
-    };
-    registry.register(
-        &mut listener,
-        super::token::LISTENER_TLS,
-        Interest::READABLE,
-    )?;
-    info!("listening for TLS on {}", listener.local_addr()?);
-    Ok((Some(Arc::new(listener)), Some(tls)))
+        listeners.push(Listener {
+            socket: Arc::new(socket),
+            tls,
+        });
+    }
+    Ok((listeners, tls))
 }

@@ -1,4 +1,4 @@
-//! The event loop: the only caller of `poll()`. It owns the listener, the
+//! The event loop: the only caller of `poll()`. It owns the listeners, the
 //! client slab (`Slab<Entry>`: a `Client` with its generation, queue
 //! flag and armed deadline), the timer heap of client deadlines, and
 //! `Shared`, which holds the upstream connections (their own slab, in
@@ -18,13 +18,12 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
-use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Waker};
+use mio::{Events, Poll, Waker};
 use slab::Slab;
 
 use crate::access_log::AccessLog;
@@ -39,7 +38,7 @@ use crate::stats::Stats;
 use crate::upstreams::dns::{Resolver, ResolverThread, SystemResolver};
 use admin::Admin;
 use fd_share::FdShare;
-use listen::{bind_listener, fit_to_fd_limit, has_pending};
+use listen::{Listener, fit_to_fd_limit, has_pending};
 use timer::{Timers, poll_timeout};
 use token::{ConnId, Generations, Kind};
 use upstreams_setup::build_groups;
@@ -89,12 +88,11 @@ struct Entry {
 /// A bound proxy, ready to `run` on the current thread.
 pub struct Server {
     poll: Poll,
-    /// Shared with the handle (`Weak`), so that a reload's successor can
-    /// serve on the same socket ([`Server::succeed`]).
-    listener: Option<Arc<TcpListener>>,
-    /// The TLS listener (`--listen-tls`) and the server configuration of
-    /// its connections, shared with the handle like `listener`.
-    tls_listener: Option<Arc<TcpListener>>,
+    /// The listening sockets, in `token::listener` order: every `listen`
+    /// address, then every `listen_tls` one (empty once a drain closed
+    /// them).
+    listeners: Vec<Listener>,
+    /// The server configuration of the TLS listeners' connections.
     tls: Option<crate::tls::ServerTls>,
     local_addr: SocketAddr,
     clients: Slab<Entry>,
@@ -165,7 +163,7 @@ impl Server {
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let obs = Observer::standalone(&config)?;
-        Server::build(config, filter, obs, resolver, None)
+        Server::build(config, filter, obs, resolver, Vec::new())
     }
 
     /// Like [`Server::bind`], with the metrics region and admin listener
@@ -178,16 +176,18 @@ impl Server {
         filter: impl Filter + Send + 'static,
         obs: Option<Observer>,
     ) -> io::Result<Server> {
-        Server::build(config, filter, obs, Arc::new(SystemResolver), None)
+        Server::build(config, filter, obs, Arc::new(SystemResolver), Vec::new())
     }
 
     /// Like [`Server::bind_with`], for the loop that succeeds
     /// `predecessor` in this process (a reload with `--workers 1`): it
-    /// serves on a copy of the predecessor's listening socket, so the
-    /// accept queue is the same one and nothing queued on it is reset when
-    /// the predecessor drains (nginx's workers inherit their listeners the
+    /// serves on copies of the predecessor's listening sockets (listener
+    /// `i` of the one is listener `i` of the other: a reload that changes
+    /// `listen` or `listen_tls` is refused before this), so the accept
+    /// queues are the same and nothing queued on them is reset when the
+    /// predecessor drains (nginx's workers inherit their listeners the
     /// same way); no bind that could fail. Without a predecessor, or if it
-    /// closed its listener already, it binds as `bind_with` does.
+    /// closed its listeners already, it binds as `bind_with` does.
     ///
     /// Errors: as [`Server::bind`].
     pub fn succeed(
@@ -196,20 +196,11 @@ impl Server {
         obs: Option<Observer>,
         predecessor: Option<&ServerHandle>,
     ) -> io::Result<Server> {
-        let inherited = predecessor
-            .and_then(ServerHandle::listener_copy)
-            .transpose()?;
-        let inherited_tls = predecessor
-            .and_then(ServerHandle::tls_listener_copy)
-            .transpose()?;
-        let mut server = Server::build_with(
-            config,
-            filter,
-            obs,
-            Arc::new(SystemResolver),
-            inherited,
-            inherited_tls,
-        )?;
+        let inherited = match predecessor {
+            Some(p) => p.listener_copies()?,
+            None => Vec::new(),
+        };
+        let mut server = Server::build(config, filter, obs, Arc::new(SystemResolver), inherited)?;
         if let Some(p) = predecessor {
             p.handed_over.store(true, Ordering::SeqCst);
             // Health survives the reload (issue 27 item 4).
@@ -221,29 +212,17 @@ impl Server {
         Ok(server)
     }
 
-    /// Binds and assembles the loop: the listener, the admin endpoints of
+    /// Binds and assembles the loop: the listeners, the admin endpoints of
     /// `obs`, the upstream groups (host names resolved by `resolver`, and
     /// re-resolved on its thread), the pool, the buffers, the access log.
-    /// `inherited`: a predecessor's listening socket to serve on instead
-    /// of binding one.
+    /// `inherited`: a predecessor's listening sockets to serve on instead
+    /// of binding (by listener index; `None` or missing: bind).
     fn build(
         config: Config,
         filter: impl Filter + Send + 'static,
         obs: Option<Observer>,
         resolver: Arc<dyn Resolver>,
-        inherited: Option<std::net::TcpListener>,
-    ) -> io::Result<Server> {
-        Server::build_with(config, filter, obs, resolver, inherited, None)
-    }
-
-    /// [`Server::build`] with the predecessor's TLS listener too.
-    fn build_with(
-        config: Config,
-        filter: impl Filter + Send + 'static,
-        obs: Option<Observer>,
-        resolver: Arc<dyn Resolver>,
-        inherited: Option<std::net::TcpListener>,
-        inherited_tls: Option<std::net::TcpListener>,
+        inherited: Vec<Option<std::net::TcpListener>>,
     ) -> io::Result<Server> {
         config
             .validate()
@@ -253,30 +232,13 @@ impl Server {
         let budget = fit_to_fd_limit(config.max_connections);
         config.max_connections = budget.max_connections;
         let poll = Poll::new()?;
-        let inherits = inherited.is_some();
-        let plain = config
-            .plain_listener()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        let mut listener = match (inherited, plain) {
-            (Some(l), _) => Some(listen::inherit(l)?),
-            (None, Some(addr)) => Some(bind_listener(addr, config.takeover, config.defer_accept)?),
-            // `listen_tls` alone: no plain listener.
-            (None, None) => None,
-        };
-        if let Some(l) = listener.as_mut() {
-            poll.registry()
-                .register(l, token::LISTENER, Interest::READABLE)?;
-        }
-        let (tls_listener, tls) = listen::tls_listener(&config, inherited_tls, poll.registry())?;
-        let local_addr = match (&listener, &tls_listener) {
-            (Some(l), _) => l.local_addr()?,
-            (None, Some(t)) => t.local_addr()?,
-            (None, None) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "no listener is configured (listen or listen_tls)",
-                ));
-            }
+        let inherits: Vec<bool> = inherited.iter().map(Option::is_some).collect();
+        let (listeners, tls) = listen::open_listeners(&config, inherited, poll.registry())?;
+        // The first plain address, else the first TLS one (there is one:
+        // `open_listeners` refuses none).
+        let local_addr = match listeners.first() {
+            Some(l) => l.socket.local_addr()?,
+            None => return Err(io::Error::other("no listener")),
         };
         let waker = Arc::new(Waker::new(poll.registry(), token::WAKER)?);
         let write = admin_write::WriteAccess::from_config(&config)?;
@@ -294,9 +256,9 @@ impl Server {
             config.pool_idle_timeout,
         );
         let access = AccessLog::open(&config.access_log, config.access_log_format)?;
-        if inherits && let Some(l) = &listener {
-            // Last: a reload that fails leaves the shared socket as it was.
-            listen::set_defer(l, config.defer_accept)?;
+        for (l, _) in listeners.iter().zip(inherits).filter(|(_, i)| *i) {
+            // Last: a reload that fails leaves the shared sockets as they were.
+            listen::set_defer(&*l.socket, config.defer_accept)?;
         }
         let mut sh = Shared::new(config, Box::new(filter), registry, pool, groups, access);
         sh.intern_tls_groups()
@@ -309,8 +271,7 @@ impl Server {
         let cap = sh.cfg.max_connections;
         let mut server = Server {
             poll,
-            listener: listener.map(Arc::new),
-            tls_listener,
+            listeners,
             tls,
             local_addr,
             clients: Slab::with_capacity(cap),
@@ -346,14 +307,36 @@ impl Server {
         Ok(server)
     }
 
-    /// The address the listener is bound to (the real port if 0 was asked).
+    /// The address the first listener is bound to (the real port if 0
+    /// was asked): the first `listen` address, or without one the first
+    /// `listen_tls` address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
-    /// The TLS listener's address, if `--listen-tls` is set.
+    /// The first TLS listener's address, if `--listen-tls` is set.
     pub fn tls_addr(&self) -> Option<SocketAddr> {
-        self.tls_listener.as_ref().and_then(|l| l.local_addr().ok())
+        self.tls_addrs().first().copied()
+    }
+
+    /// Every plain listener's address, in the order of `listen` (real
+    /// ports).
+    pub fn plain_addrs(&self) -> Vec<SocketAddr> {
+        self.addrs(false)
+    }
+
+    /// Every TLS listener's address, in the order of `listen_tls` (real
+    /// ports).
+    pub fn tls_addrs(&self) -> Vec<SocketAddr> {
+        self.addrs(true)
+    }
+
+    fn addrs(&self, tls: bool) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter(|l| l.tls == tls)
+            .filter_map(|l| l.socket.local_addr().ok())
+            .collect()
     }
 
     /// The admin listener's address, if `--admin` is set.
@@ -380,14 +363,11 @@ impl Server {
             reopen: self.reopen.clone(),
             unready: self.unready.clone(),
             waker: Arc::downgrade(&self.waker),
-            listener: self
-                .listener
-                .as_ref()
-                .map_or_else(Weak::new, Arc::downgrade),
-            tls_listener: self
-                .tls_listener
-                .as_ref()
-                .map_or_else(Weak::new, Arc::downgrade),
+            listeners: self
+                .listeners
+                .iter()
+                .map(|l| Arc::downgrade(&l.socket))
+                .collect(),
             handed_over: self.handed_over.clone(),
             carry: self.carry.clone(),
         }
@@ -397,8 +377,8 @@ impl Server {
     /// `poll` itself fails; a connection's error ends that connection.
     pub fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
-        if self.listener.is_some() {
-            info!("listening on {}", self.local_addr);
+        for addr in self.plain_addrs() {
+            info!("listening on {addr}");
         }
         if let Some(o) = self.obs.as_mut() {
             o.publish(&self.sh.stats, false);
@@ -443,12 +423,12 @@ impl Server {
             self.sh.now = returned;
             self.sh.date.update(std::time::SystemTime::now());
             for event in events.iter() {
-                match event.token() {
-                    token::LISTENER => self.accept(),
-                    token::LISTENER_TLS => self.accept_tls(),
-                    token::WAKER => self.apply_dns(),
-                    token::TIER_WAKE => board::apply_modes(&mut self.sh),
-                    t => {
+                let t = event.token();
+                match token::listener_index(t) {
+                    Some(i) => self.accept_on(i),
+                    None if t == token::WAKER => self.apply_dns(),
+                    None if t == token::TIER_WAKE => board::apply_modes(&mut self.sh),
+                    None => {
                         let draining = self.not_ready();
                         let now = self.sh.now;
                         if !admin::dispatch(

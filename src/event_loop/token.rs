@@ -1,7 +1,8 @@
 //! Tokens: how an event finds its connection (ARCHITECTURE.md §3).
 //!
 //! Layout of a `mio::Token` (64-bit `usize`): bits 0..3 the kind (client,
-//! upstream or health-check socket), bits 3..32 the slab key, bits 32..64 a generation
+//! upstream or health-check socket; an admin connection; a listener), bits
+//! 3..32 the slab key (a listener's: its index), bits 32..64 a generation
 //! given to the slot when it was filled. A slot freed and reused within one
 //! batch of events gets a new generation, so a stale event of the old
 //! connection carries the old one and is dropped instead of reaching the
@@ -15,14 +16,29 @@ use mio::Token;
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!("sluice's token layout needs 64-bit usize");
 
-/// The listener.
-pub(crate) const LISTENER: Token = Token(usize::MAX);
-/// The waker (signals, shutdown requests).
+/// The waker (signals, shutdown requests; kind bits 6).
 pub(crate) const WAKER: Token = Token(usize::MAX - 1);
 /// The admin listener (kind bits 5).
 pub(crate) const ADMIN_LISTENER: Token = Token(usize::MAX - 2);
-/// The TLS listener (kind bits 4, all ones above: no slot's token).
-pub(crate) const LISTENER_TLS: Token = Token(usize::MAX - 3);
+
+/// Kind bits of a listener's token ([`listener`]).
+const LISTENER_KIND: usize = 4;
+
+/// The token of listener number `index` (the loop's listeners in order:
+/// every `listen` address, then every `listen_tls` one): kind bits 4 with
+/// generation 0, which neither the reserved tokens (all ones above their
+/// kind) nor any connection has.
+pub(crate) fn listener(index: usize) -> Token {
+    Token(((index & KEY_MASK) << KIND_BITS) | LISTENER_KIND)
+}
+
+/// The listener index a token names, if it is a listener's (see
+/// [`listener`]).
+pub(crate) fn listener_index(token: Token) -> Option<usize> {
+    let t = token.0;
+    (t & KIND_MASK == LISTENER_KIND && t >> 32 == 0).then_some((t >> KIND_BITS) & KEY_MASK)
+}
+
 /// The workers' tier board's eventfd (`tier_board`: the modes table
 /// changed). Kind bits 3 with all ones above: not an admin connection's
 /// token (those have generation 0).
@@ -40,9 +56,12 @@ pub(crate) fn admin_key(token: Token) -> Option<usize> {
     (t & KIND_MASK == 3 && t >> 32 == 0).then_some((t >> KIND_BITS) & KEY_MASK)
 }
 
-/// What a token names. Kind value 3 is an admin connection ([`admin`]);
-/// 4, 5, 6 and 7 stay unused: the reserved tokens (`usize::MAX - 4` to
-/// `usize::MAX`) carry them (and 3) in their low three bits.
+/// What a token names. Kind value 3 is an admin connection ([`admin`]),
+/// 4 a listener ([`listener`]); the reserved tokens (the tier board's
+/// `usize::MAX - 4`, the admin listener's `usize::MAX - 2`, the waker's
+/// `usize::MAX - 1`) carry 3, 5 and 6 in their low three bits with all
+/// ones above, which no connection's or listener's token has (theirs have
+/// generation 0 or a slot's); 7 stays unused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A client (downstream) socket.

@@ -22,7 +22,7 @@ use super::certs::CertView;
 use super::region::LoopView;
 use super::tier::WorkerStates;
 use crate::conn::access::{Termination, rfc3339_ms};
-use crate::stats::{BUCKETS, CLASSES, FIELD_NAMES, HISTOGRAM_CELLS, TERMINATIONS};
+use crate::stats::{BUCKETS, CLASSES, FIELD_NAMES, HISTOGRAM_CELLS, Histograms, TERMINATIONS};
 use crate::upstreams::ServerState;
 
 /// The `Content-Type` of `/metrics`.
@@ -47,6 +47,15 @@ const PLAIN: &[Plain] = &[
             ("tls_handshakes_resumed", Some(("result", "resumed"))),
             ("tls_handshakes_failed", Some(("result", "failed"))),
             ("tls_handshakes_timeout", Some(("result", "timeout"))),
+        ],
+    ),
+    (
+        "sluice_tls_connections",
+        "Client connections whose TLS handshake completed, by the version negotiated.",
+        MetricType::Counter,
+        &[
+            ("tls_connections_tls12", Some(("version", "TLSv1.2"))),
+            ("tls_connections_tls13", Some(("version", "TLSv1.3"))),
         ],
     ),
     (
@@ -394,10 +403,11 @@ impl Slots {
         encoder: &mut DescriptorEncoder,
         name: &str,
         help: &str,
-        which: usize,
+        which: Histograms,
     ) -> Result<(), std::fmt::Error> {
         let mut m = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
-        let start = FIELD_NAMES.len() + CLASSES.len() * TERMINATIONS + which * HISTOGRAM_CELLS;
+        let start =
+            FIELD_NAMES.len() + CLASSES.len() * TERMINATIONS + which as usize * HISTOGRAM_CELLS;
         for v in &self.0 {
             let cells = v.values.get(start..start + HISTOGRAM_CELLS).unwrap_or(&[]);
             let buckets: Vec<(f64, u64)> = BUCKETS
@@ -449,13 +459,19 @@ impl Collector for Slots {
             &mut encoder,
             "sluice_request_duration_seconds",
             "Request duration, head complete to record written.",
-            0,
+            Histograms::RequestDuration,
         )?;
         self.histogram(
             &mut encoder,
             "sluice_upstream_first_byte_seconds",
             "Time from request head complete to the first response byte from the upstream.",
-            1,
+            Histograms::UpstreamFirstByte,
+        )?;
+        self.histogram(
+            &mut encoder,
+            "sluice_tls_handshake_duration_seconds",
+            "TLS handshakes with clients that completed (full or resumed), from the accept to the handshake's end.",
+            Histograms::TlsHandshake,
         )?;
         for (name, help, kind, fields) in PLAIN {
             let mut m = encoder.encode_descriptor(name, help, None, *kind)?;
@@ -587,17 +603,14 @@ impl Collector for Servers {
             MetricType::Histogram,
         )?;
         for (w, s) in self.each() {
-            let mut total = 0;
+            // Per-bucket counts: the encoder makes them cumulative.
             let buckets: Vec<(f64, u64)> = BUCKETS
                 .iter()
                 .copied()
                 .chain([f64::INFINITY])
                 .zip(s.traffic.buckets)
-                .map(|(b, n)| {
-                    total += n;
-                    (b, total)
-                })
                 .collect();
+            let total = s.traffic.buckets.iter().sum();
             let sum = s.traffic.sum_us as f64 / 1e6;
             m.encode_family(&labels_of(w, s))?
                 .encode_histogram::<Labels>(sum, total, &buckets, None)?;

@@ -8,7 +8,9 @@ mod listen;
 mod pool;
 mod pool_choice;
 mod stamp;
+mod tls_transport;
 mod token;
+mod transport_feed;
 
 /// A 64-bit linear congruential generator (Knuth's MMIX constants): a
 /// repeatable sequence for tests that try many operation orders.

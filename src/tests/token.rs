@@ -21,8 +21,25 @@ fn token_round_trips_kind_key_and_generation() {
 
 #[test]
 fn the_reserved_tokens_are_no_connection_kind() {
-    assert_eq!(token::split(token::LISTENER), None);
+    assert_eq!(token::split(token::listener(0)), None);
     assert_eq!(token::split(token::WAKER), None);
+    assert_eq!(token::split(token::ADMIN_LISTENER), None);
+}
+
+#[test]
+fn listener_tokens_name_their_index_and_nothing_else() {
+    for i in [0, 1, 7, 1000] {
+        assert_eq!(token::listener_index(token::listener(i)), Some(i));
+        assert_eq!(token::split(token::listener(i)), None);
+        assert_eq!(token::admin_key(token::listener(i)), None);
+    }
+    for t in [token::WAKER, token::ADMIN_LISTENER, token::admin(3)] {
+        assert_eq!(token::listener_index(t), None, "{t:?}");
+    }
+    let id = ConnId::new(4, 9);
+    for kind in [Kind::Client, Kind::Upstream, Kind::Check] {
+        assert_eq!(token::listener_index(id.token(kind)), None);
+    }
 }
 
 #[test]
@@ -49,7 +66,7 @@ fn a_reused_slot_gets_a_token_the_old_events_do_not_match() {
 
 #[test]
 fn reserved_tokens_are_not_connection_tokens() {
-    assert!(token::split(token::LISTENER).is_none());
+    assert!(token::split(token::listener(2)).is_none());
     assert!(token::split(token::WAKER).is_none());
 }
 

@@ -10,9 +10,10 @@
 //! provider", has the measurement against aws-lc-rs).
 //!
 //! What it must not know: sockets, mio, the loop, connections. It hands
-//! out `Arc<ServerConfig>` / `Arc<ClientConfig>` and facts; the transport
-//! (`conn/transport/`, to come) drives rustls' `ServerConnection` and
-//! `ClientConnection` over the sockets.
+//! out `Arc<ServerConfig>` / `Arc<ClientConfig>` and facts, and reads a
+//! ClientHello's server name (`client_hello.rs`); the transport
+//! (`conn/transport/`) drives rustls' unbuffered server and client
+//! sessions over the sockets.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -22,13 +23,14 @@ use rustls::crypto::CryptoProvider;
 pub mod certs;
 pub mod client;
 pub mod client_cert;
+pub mod client_hello;
 mod error;
 pub mod identity;
 pub mod secret_fd;
 pub mod server;
 pub mod sni;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub mod tickets;
 
 pub use error::TlsError;

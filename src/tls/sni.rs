@@ -16,13 +16,12 @@
 //!
 //! Refusing a name: when the resolver returns no certificate, rustls 0.23
 //! ends the handshake with the alert `access_denied` (server/hs.rs), not
-//! `unrecognized_name`. The transport therefore decides first, with
-//! rustls' `Acceptor` (which hands over the ClientHello before any
-//! configuration is chosen): [`CertStore::covers`] says whether the
-//! ClientHello's name is served, and [`UNRECOGNIZED_NAME_ALERT`] is the
-//! record to write before closing (RFC 8446 §6.2, RFC 6066 §3). The
-//! resolver's `None` stays as the fallback for a caller that skips that
-//! step.
+//! `unrecognized_name`. The transport therefore decides first, reading
+//! the ClientHello's name itself before the session acts on the hello
+//! (`client_hello.rs`): [`CertStore::covers`] says whether that name is
+//! served, and [`UNRECOGNIZED_NAME_ALERT`] is the record to write before
+//! closing (RFC 8446 §6.2, RFC 6066 §3). The resolver's `None` stays as
+//! the fallback for a caller that skips that step.
 //!
 //! What it must not know: sockets, the loop, files (certificates come
 //! loaded).

@@ -263,6 +263,19 @@ impl SluiceProcess {
         })
     }
 
+    /// After a SIGHUP: waits for `SIGHUP: reloaded`, then until `loops`
+    /// loops in all logged `drained` (the old side of a first reload: one
+    /// per worker).
+    #[track_caller]
+    pub fn wait_reloaded_and_drained(&self, loops: usize) {
+        self.wait_line(STARTUP, |l| l.contains("SIGHUP: reloaded"));
+        assert!(
+            wait_until(STARTUP, || self.count(|l| l.contains("drained")) >= loops),
+            "{}",
+            self.log()
+        );
+    }
+
     /// Sends `sig` to the process.
     pub fn signal(&self, sig: i32) {
         send_signal(self.pid(), sig);

@@ -11,6 +11,8 @@
 //! - [`wire`]: the buffered socket with bounded reads both sides share;
 //! - [`oracle`]: the independent HTTP parsing that checks the bytes
 //!   (`Request`, `Response`, `Framing`, `chunked_end`, `preview`);
+//! - [`tls`]: certificates made for the test (`TestCert`), client
+//!   configurations that trust them, a TLS client stream;
 //! - here: the timeouts and the bounded waits (`wait_until`,
 //!   `assert_eventually`, `assert_stays`).
 //!
@@ -28,6 +30,7 @@ pub mod client;
 pub mod h2;
 pub mod oracle;
 pub mod proxy;
+pub mod tls;
 pub mod upstream;
 pub mod wire;
 
@@ -35,7 +38,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 #[allow(unused_imports)]
-pub use self::{binary::*, client::*, h2::*, oracle::*, proxy::*, upstream::*, wire::*};
+pub use self::{binary::*, client::*, h2::*, oracle::*, proxy::*, tls::*, upstream::*, wire::*};
 #[allow(unused_imports)]
 pub use sluice::{
     ByRoutes, Config, Filter, Forward, GroupSpec, Headers, Peer, Reply, RequestHead, ResponseHead,

@@ -285,3 +285,40 @@ impl Response {
         }
     }
 }
+
+/// Checks every histogram of a Prometheus text exposition: its `+Inf`
+/// bucket is its `_count` (the buckets are cumulative once, not twice),
+/// and its buckets never decrease. Returns how many histograms it checked.
+#[track_caller]
+pub fn assert_histograms_whole(metrics: &str) -> usize {
+    let value = |series: &str| -> Option<f64> {
+        metrics.lines().find_map(|l| {
+            l.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+                .and_then(|v| v.trim().parse().ok())
+        })
+    };
+    let mut checked = 0;
+    let mut last: Option<(String, f64)> = None;
+    for line in metrics.lines().filter(|l| l.contains("_bucket{")) {
+        let (series, v) = line.rsplit_once(' ').expect("a sample line");
+        let v: f64 = v.parse().expect("a number");
+        let (name, labels) = series.split_once("_bucket{").expect("a bucket");
+        let (labels, le) = labels.rsplit_once("le=\"").expect("an le label");
+        let family = format!("{name}{{{labels}");
+        if let Some((f, prev)) = &last
+            && *f == family
+        {
+            assert!(v >= *prev, "{line}: below the bucket before it ({prev})");
+        }
+        last = Some((family, v));
+        if le.starts_with("+Inf") {
+            let labels = labels.trim_end_matches(',');
+            let count = value(&format!("{name}_count{{{labels}}}"))
+                .unwrap_or_else(|| panic!("no {name}_count{{{labels}}}"));
+            assert_eq!(v, count, "{line}: +Inf bucket vs _count");
+            checked += 1;
+        }
+    }
+    checked
+}

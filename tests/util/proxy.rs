@@ -22,6 +22,8 @@ use super::wait_until;
 pub struct Proxy {
     /// Where clients connect.
     pub addr: SocketAddr,
+    /// Where TLS clients connect, when the config has `listen_tls`.
+    pub tls: Option<SocketAddr>,
     /// The server's counters.
     pub stats: Arc<Stats>,
     /// Stops the server.
@@ -76,6 +78,7 @@ pub fn start_proxy(tweak: impl FnOnce(&mut Config), filter: impl Filter + Send +
     config.listen = vec!["127.0.0.1:0".parse().unwrap()];
     let server = Server::bind(config, filter).expect("Server::bind");
     let addr = server.local_addr();
+    let tls = server.tls_addr();
     let stats = server.stats();
     let handle = server.handle();
     let join = thread::Builder::new()
@@ -84,6 +87,7 @@ pub fn start_proxy(tweak: impl FnOnce(&mut Config), filter: impl Filter + Send +
         .expect("spawn loop thread");
     Proxy {
         addr,
+        tls,
         stats,
         handle,
         join: Some(join),

@@ -170,3 +170,31 @@ impl Wire {
         self.stream.flush()
     }
 }
+
+/// One response with a `Content-Length` body (or none) read from any
+/// stream, e.g. a rustls stream whose bytes a [`Wire`] cannot see: the head
+/// byte by byte (up to 64 KiB), then the body. (status, head, body).
+#[track_caller]
+pub fn read_length_response(s: &mut impl Read) -> (u16, String, Vec<u8>) {
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") {
+        let n = s.read(&mut byte).expect("reading a response head");
+        assert_eq!(n, 1, "closed inside a head: {}", preview(&raw));
+        raw.push(byte[0]);
+        assert!(raw.len() < 64 * 1024, "no end of head: {}", preview(&raw));
+    }
+    let head = String::from_utf8_lossy(&raw).to_string();
+    let status = head.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).expect("reading a body");
+    (status, head, body)
+}

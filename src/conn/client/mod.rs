@@ -405,25 +405,41 @@ impl ClientConn {
         match self.state {
             State::Closed | State::ToH2 => Ok(false),
             State::Closing { .. } => self.discard_client(),
-            State::Head => match relay::read_client_head(&mut self.side, &mut env)? {
-                Read1::Idle => Ok(false),
-                Read1::Eof => Ok(true),
-                Read1::Data(_) => {
-                    if self.head_started.is_none() {
-                        self.head_started = Some(if self.requests == 0 {
-                            self.accepted_at
-                        } else {
-                            sh.now
-                        });
-                    }
-                    self.set_idle(false, &sh.stats);
-                    Ok(true)
+            State::Head => {
+                let handshaking = self.side.stream.is_handshaking();
+                let read = relay::read_client_head(&mut self.side, &mut env);
+                // A server handshake ends on a read (the client's
+                // Finished): counted once, with its time since the accept.
+                if handshaking && !self.side.stream.is_handshaking() {
+                    let took = sh.now.saturating_duration_since(self.accepted_at);
+                    self.side.stream.count_handshake(took, &sh.stats);
                 }
-            },
+                self.head_read(read?, sh)
+            }
             State::Busy => match self.exchange.as_deref_mut() {
                 Some(ex) => relay::read_request(&mut self.side, ex, &mut env),
                 None => Ok(false),
             },
+        }
+    }
+
+    /// What a read of a request head gave: the head's start is noted, and
+    /// the connection is no longer idle.
+    fn head_read(&mut self, read: Read1, sh: &Shared) -> Result<bool> {
+        match read {
+            Read1::Idle => Ok(false),
+            Read1::Eof => Ok(true),
+            Read1::Data(_) => {
+                if self.head_started.is_none() {
+                    self.head_started = Some(if self.requests == 0 {
+                        self.accepted_at
+                    } else {
+                        sh.now
+                    });
+                }
+                self.set_idle(false, &sh.stats);
+                Ok(true)
+            }
         }
     }
 

@@ -241,8 +241,10 @@ impl ClientConn {
 
     /// The parked form (only for a [`ClientConn::parkable`] machine: what
     /// else it holds is dropped).
-    fn into_parked(self) -> Parked {
+    fn into_parked(mut self) -> Parked {
         let served = self.requests > 0;
+        // A TLS session gives its record storage back (§4).
+        self.side.stream.fit_idle();
         Parked {
             id: self.id,
             stream: self.side.stream,

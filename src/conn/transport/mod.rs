@@ -26,9 +26,13 @@ use super::io::{self as sockio, Io, Read1, interest};
 use crate::buffer::WatermarkBuffer;
 use crate::stats::Stats;
 
-mod sni_check;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod feed;
+mod records;
+mod session;
 mod tls;
 
+pub(crate) use records::{may_trim as may_trim_records, trim as trim_records};
 use tls::Sniff;
 pub(crate) use tls::{Tls, TlsFacts};
 
@@ -124,6 +128,23 @@ impl Transport {
         self.tls.as_ref().and_then(|t| t.facts())
     }
 
+    /// Counts a server session whose handshake just completed (full or
+    /// resumed): `sluice_tls_connections_total` by the version it
+    /// negotiated, and `took` (from the accept to now) in the handshake
+    /// duration histogram. Nothing for a plain transport, or one whose
+    /// handshake has not settled a version.
+    pub(crate) fn count_handshake(&self, took: std::time::Duration, stats: &Stats) {
+        let Some(facts) = self.tls_facts() else {
+            return;
+        };
+        match facts.version {
+            "TLSv1.3" => Stats::add(&stats.tls_connections_tls13, 1),
+            "TLSv1.2" => Stats::add(&stats.tls_connections_tls12, 1),
+            _ => {}
+        }
+        stats.tls_handshake_duration.observe(took);
+    }
+
     /// The `X-Forwarded-Client-Cert` value for the client's verified
     /// certificate (`tls_client_auth`), if it presented one.
     pub(crate) fn client_cert_field(&self) -> Option<&str> {
@@ -145,6 +166,21 @@ impl Transport {
         self.tls
             .as_ref()
             .is_some_and(|t| t.is_handshaking() || t.wants_write() || t.holds_plaintext())
+    }
+
+    /// Bytes a TLS session holds in record storages now (tests).
+    #[cfg(test)]
+    pub(crate) fn tls_held(&self) -> usize {
+        self.tls.as_ref().map_or(0, |t| t.held())
+    }
+
+    /// The connection goes idle (a client parked, an upstream pooled): a
+    /// TLS session keeps no record storage (the bytes of a record not yet
+    /// whole, if any, move into one of their own size).
+    pub(crate) fn fit_idle(&mut self) {
+        if let Some(t) = self.tls.as_mut() {
+            t.fit_idle();
+        }
     }
 
     /// The transport has bytes of its own to write (TLS records: a

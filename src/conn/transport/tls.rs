@@ -1,41 +1,57 @@
 //! A rustls session over the transport's socket, driven sans-IO in the one
-//! loop (DESIGN §10): `read_tls` → `process_new_packets` → `reader`, and
-//! `writer` → `write_tls`. No threads, no blocking calls.
+//! loop (DESIGN §10) through rustls' unbuffered API (`session.rs`): the
+//! socket's bytes go into a record storage (`records.rs`), rustls
+//! decrypts them, and encrypts into another storage that the transport
+//! writes. No threads, no blocking calls.
+//!
+//! Why unbuffered: rustls' buffered `ServerConnection` keeps a 4 KiB
+//! deframer buffer from its first read to its end, so an idle keep-alive
+//! TLS connection cost about 7 KB; here the storages are the transport's,
+//! held only while records are in flight, and an idle connection keeps
+//! only the session (about 2.2 KB; `examples/tls_session_mem.rs`). It also
+//! lets one socket read take a whole record (17 KiB) instead of rustls'
+//! 4 KiB step, so an upload takes a read per record, and a 32 KiB body
+//! buffer leaves in one `send` of two records.
 //!
 //! The four points of the layout review (SEAMS.md §3.1), settled here:
 //! - **Short reads.** A socket read that was short clears `readable` as on
-//!   a plain socket, but rustls may still hold decrypted bytes (or more
-//!   whole records) that no readiness event will announce: `plain` says
-//!   so, and [`Tls::may_read`] keeps the machine reading until rustls says
-//!   `WouldBlock`.
-//! - **Write interest.** While rustls holds TLS bytes not yet on the
+//!   a plain socket, but records may still wait (in rustls for lack of
+//!   room, in `rest`, or unprocessed in the storage) that no readiness
+//!   event will announce: [`Tls::may_read`] keeps the machine reading
+//!   until they are gone.
+//! - **Write interest.** While the storage holds TLS bytes not yet on the
 //!   socket (a handshake flight, an alert, `close_notify`), the transport
 //!   wants WRITABLE whatever the machine's buffers say, and a close waits
 //!   for them ([`Tls::wants_write`]).
 //! - **Bounded memory.** New plaintext is encrypted only once the previous
-//!   ciphertext is on the socket, so rustls holds at most one write's worth
-//!   beside the machine's own buffer.
+//!   ciphertext is on the socket, and at most 33 KiB at a time, so a
+//!   session holds at most one write's worth beside the machine's own
+//!   buffer (a slow reader's 16 KiB buffer and its head: 17 KiB); a
+//!   socket read takes one record's worth (17 KiB) at most.
 //! - **Plain HTTP on a TLS port.** The first byte of a server session is
 //!   looked at before rustls sees it: a TLS handshake record (22) goes on;
 //!   an ASCII letter (a request line) turns the transport plain, so that
 //!   the machine can answer a plaintext 400 naming HTTPS (nginx's 497);
 //!   anything else is an error (the connection closes).
 //!
-//! rustls reads at most 4 KiB of ciphertext per `read_tls` (its deframer's
-//! step), so a large upload through TLS takes a socket read per 4 KiB;
-//! a request head or a small body takes one.
+//! The ClientHello's name is read from the first bytes as they come
+//! (`tls::client_hello`): for the access record, and under
+//! `tls_unknown_sni = "reject"` to answer `unrecognized_name` before the
+//! session acts on a hello no certificate covers.
 //!
 //! What it must not know: HTTP, the watermarks' meaning.
 
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, Read};
 use std::sync::Arc;
 
 use mio::net::TcpStream;
 
 use super::super::io::{Io, Read1};
-use super::sni_check::{SniCheck, Verdict};
+use super::records::{Records, encrypt_take, sealed_len};
+use super::session::{Run, Session, Sink};
 use crate::buffer::WatermarkBuffer;
 use crate::stats::Stats;
+use crate::tls::client_hello::{Hello, HelloScan};
 use crate::tls::sni::{CertStore, UNRECOGNIZED_NAME_ALERT};
 
 /// The first byte of a TLS handshake record (RFC 8446 §5.1, `handshake`).
@@ -56,22 +72,36 @@ pub(crate) enum Sniff {
     PlainHttp,
 }
 
-/// One rustls session (server or client side) and what the socket's
-/// readiness does not say about it.
+/// One rustls session (server or client side), its record storages, and
+/// what the socket's readiness does not say about it.
 pub(crate) struct Tls {
-    conn: rustls::Connection,
-    /// Decrypted bytes (or the peer's close) wait in rustls.
-    plain: bool,
-    /// rustls saw the peer's `close_notify` (or the socket's EOF): once
-    /// the plaintext before it is read, the reader says so.
+    session: Session,
+    /// Ciphertext read from the socket, not yet processed by rustls.
+    rx: Records,
+    /// Ciphertext for the socket, not yet written.
+    tx: Records,
+    /// Decrypted bytes the caller's buffer had no room for, oldest first
+    /// (no allocation unless a record did not fit).
+    rest: Vec<u8>,
+    /// Records may wait that no socket event will announce: new bytes in
+    /// `rx` not yet processed, or a decrypted record left in rustls (the
+    /// last pass stopped for lack of room, or at its state bound).
+    unprocessed: bool,
+    /// rustls read the peer's `close_notify`, or the socket said EOF:
+    /// once the plaintext before it is read, reads say `Eof`.
     peer_closed: bool,
     /// What the first bytes were (server sessions; client ones start at
     /// `Tls`).
     pub(super) sniff: Sniff,
-    /// The SNI look still to decide (`sni_check.rs`; a server session of
-    /// a listener with `tls_unknown_sni = "reject"`, until its ClientHello
-    /// is whole).
-    sni_check: Option<Box<SniCheck>>,
+    /// The ClientHello's name, looked for until the hello is whole
+    /// (server sessions).
+    hello: Option<HelloScan>,
+    /// The certificates a name must be covered by (a listener with
+    /// `tls_unknown_sni = "reject"`), until the hello is judged.
+    reject: Option<Arc<CertStore>>,
+    /// The name the ClientHello asked for (lower case), for the access
+    /// record.
+    sni: Option<Box<str>>,
     /// The `X-Forwarded-Client-Cert` value of the client's verified
     /// certificate, made once when the handshake ends (a server session
     /// under `tls_client_auth`).
@@ -95,59 +125,12 @@ pub(crate) struct TlsFacts<'a> {
 impl std::fmt::Debug for Tls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tls")
-            .field("handshaking", &self.conn.is_handshaking())
-            .field("plain", &self.plain)
+            .field("handshaking", &self.session.is_handshaking())
+            .field("rx", &self.rx.len())
+            .field("tx", &self.tx.len())
+            .field("rest", &self.rest.len())
             .field("sniff", &self.sniff)
             .finish()
-    }
-}
-
-/// A reader over the socket that counts its calls and records whether the
-/// one read was short (the socket drained).
-struct SocketReader<'a> {
-    stream: &'a mut TcpStream,
-    stats: &'a Stats,
-    short: bool,
-    eof: bool,
-}
-
-impl Read for SocketReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        Stats::add(&self.stats.socket_reads, 1);
-        let n = self.stream.read(buf)?;
-        self.short = n < buf.len();
-        self.eof = n == 0;
-        Ok(n)
-    }
-}
-
-/// A writer over the socket that counts its calls and sends with
-/// `MSG_MORE` when a FIN follows (the records and the FIN in one segment).
-struct SocketWriter<'a> {
-    stream: &'a TcpStream,
-    stats: &'a Stats,
-    more: bool,
-}
-
-impl SocketWriter<'_> {
-    fn flags(&self) -> libc::c_int {
-        libc::MSG_NOSIGNAL | if self.more { libc::MSG_MORE } else { 0 }
-    }
-}
-
-impl Write for SocketWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        Stats::add(&self.stats.socket_writes, 1);
-        socket2::SockRef::from(self.stream).send_with_flags(buf, self.flags())
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        Stats::add(&self.stats.socket_writes, 1);
-        socket2::SockRef::from(self.stream).send_vectored_with_flags(bufs, self.flags())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 
@@ -157,77 +140,175 @@ fn tls_error(e: rustls::Error) -> io::Error {
 
 impl Tls {
     /// A server session (a TLS listener's accepted connection): its first
-    /// bytes are sniffed.
-    /// With `sni_check`, the ClientHello's name is looked at against that
-    /// store before rustls answers it (`sni_check.rs`).
+    /// bytes are sniffed and its ClientHello's name read. With `reject`,
+    /// a name no certificate of that store covers gets `unrecognized_name`
+    /// before rustls answers the hello.
     pub(crate) fn server(
-        conn: rustls::ServerConnection,
-        sni_check: Option<Arc<CertStore>>,
+        conn: rustls::server::UnbufferedServerConnection,
+        reject: Option<Arc<CertStore>>,
     ) -> Self {
-        Tls {
-            conn: conn.into(),
-            plain: false,
-            peer_closed: false,
-            sniff: Sniff::Unknown,
-            sni_check: sni_check.map(|s| Box::new(SniCheck::new(s))),
-            client_cert: None,
-        }
+        Tls::new(Session::Server(conn), Sniff::Unknown, reject)
     }
 
     /// A client session (an upstream TLS connection).
-    pub(crate) fn client(conn: rustls::ClientConnection) -> Self {
+    pub(crate) fn client(conn: rustls::client::UnbufferedClientConnection) -> Self {
+        Tls::new(Session::Client(conn), Sniff::Tls, None)
+    }
+
+    fn new(session: Session, sniff: Sniff, reject: Option<Arc<CertStore>>) -> Self {
+        let server = matches!(session, Session::Server(_));
         Tls {
-            conn: conn.into(),
-            plain: false,
+            session,
+            rx: Records::default(),
+            tx: Records::default(),
+            rest: Vec::new(),
+            unprocessed: false,
             peer_closed: false,
-            sniff: Sniff::Tls,
-            sni_check: None,
+            sniff,
+            hello: server.then(HelloScan::default),
+            reject,
+            sni: None,
             client_cert: None,
         }
     }
 
-    /// A read may give something: the socket is readable, or rustls holds
-    /// decrypted bytes or the peer's close.
+    /// A read may give something: the socket is readable, or bytes wait
+    /// that no event will announce.
     pub(crate) fn may_read(&self, io: &Io) -> bool {
-        io.readable || self.plain
+        io.readable || self.holds_plaintext()
     }
 
     /// The handshake chose HTTP/2 by ALPN (`h2`, RFC 9113 §3.2).
     pub(crate) fn alpn_h2(&self) -> bool {
-        !self.conn.is_handshaking()
-            && self.conn.alpn_protocol() == Some(crate::tls::server::ALPN_H2)
+        !self.session.is_handshaking()
+            && self.session.common().alpn_protocol() == Some(crate::tls::server::ALPN_H2)
     }
 
-    /// rustls holds decrypted bytes (or the peer's close) not yet read.
+    /// Decrypted bytes (or records not yet processed, or the peer's close)
+    /// wait to be read.
     pub(crate) fn holds_plaintext(&self) -> bool {
-        self.plain
+        !self.rest.is_empty() || self.unprocessed || self.peer_closed
     }
 
-    /// rustls holds TLS bytes not yet written to the socket.
+    /// TLS bytes wait to be written to the socket.
     pub(crate) fn wants_write(&self) -> bool {
-        self.conn.wants_write()
+        !self.tx.is_empty()
     }
 
     /// The handshake is still going on.
     pub(crate) fn is_handshaking(&self) -> bool {
-        self.conn.is_handshaking()
+        self.session.is_handshaking()
     }
 
-    /// Queues `close_notify` (RFC 8446 §6.1) once; it goes with the next
-    /// flush.
+    /// Encrypts `close_notify` (RFC 8446 §6.1) once, behind anything
+    /// queued; it goes with the next flush. Nothing while the handshake
+    /// runs (the connection then closes silently).
     pub(crate) fn close_notify(&mut self) {
-        self.conn.send_close_notify();
+        if self.session.is_handshaking() {
+            return;
+        }
+        let _ = self.pass(None, &[], true);
+    }
+
+    /// One pass of the session over the storages (see `session.rs`),
+    /// with the handshake's end counted (a server session) and an error
+    /// counted as a failed handshake while it lasted.
+    fn pass(&mut self, sink: Option<Sink<'_>>, plain: &[u8], close: bool) -> io::Result<Run> {
+        let handshaking = self.session.is_handshaking();
+        let r = self.session.run(
+            &mut self.rx,
+            &mut self.tx,
+            &mut self.rest,
+            sink,
+            plain,
+            close,
+        );
+        let server = matches!(self.session, Session::Server(_));
+        match r {
+            Ok(run) => {
+                self.unprocessed = run.more;
+                self.peer_closed |= run.peer_closed;
+                if handshaking && server && !self.session.is_handshaking() {
+                    self.handshake_done();
+                }
+                Ok(run)
+            }
+            Err(e) => {
+                if handshaking && server {
+                    log::debug!("TLS handshake with a client failed: {e}");
+                }
+                Err(tls_error(e))
+            }
+        }
+    }
+
+    /// A server session's handshake just ended: the client certificate's
+    /// field is made once.
+    fn handshake_done(&mut self) {
+        self.client_cert = self
+            .peer_leaf()
+            .and_then(crate::tls::client_cert::forwarded_value)
+            .map(String::into_boxed_str);
+    }
+
+    /// Counts a server session's completed handshake (`ok` or
+    /// `resumed`), or its failure.
+    fn count(&self, before: bool, failed: bool, stats: &Stats) {
+        if !before || !matches!(self.session, Session::Server(_)) {
+            return;
+        }
+        if failed {
+            Stats::add(&stats.tls_handshakes_failed, 1);
+        } else if !self.session.is_handshaking() {
+            let resumed =
+                self.session.common().handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+            Stats::add(
+                if resumed {
+                    &stats.tls_handshakes_resumed
+                } else {
+                    &stats.tls_handshakes
+                },
+                1,
+            );
+        }
+    }
+
+    /// A pass over what `rx` holds, with the answer flushed at once while
+    /// the handshake runs (a flight the peer waits for, or the alert of a
+    /// failure), and the handshake's end or failure counted.
+    fn process(
+        &mut self,
+        stream: &TcpStream,
+        io: &mut Io,
+        sink: Option<Sink<'_>>,
+        stats: &Stats,
+    ) -> io::Result<Run> {
+        let before = self.session.is_handshaking();
+        let r = self.pass(sink, &[], false);
+        self.count(before, r.is_err(), stats);
+        if !self.tx.is_empty() {
+            // A handshake flight, tickets, an alert: the peer may wait for
+            // them, and no event would flush them.
+            let flushed = self.flush(stream, io, false, stats);
+            if r.is_ok() {
+                flushed?;
+            }
+        }
+        r
     }
 
     /// One read of plaintext into `buf` (at most `max` bytes, never past
-    /// its room): what rustls holds first, else one socket read, decrypted
-    /// (a handshake step's answer is flushed at once). `Read1::Eof` at the
-    /// peer's `close_notify` or the socket's EOF. On the first bytes of a
-    /// server session that are a plaintext request line, they are put in
-    /// `buf` and `sniff` becomes `PlainHttp` (the caller turns plain).
+    /// its room): what is already decrypted first, then the records the
+    /// storage holds, else one socket read, decrypted (a handshake step's
+    /// answer is flushed at once). `Read1::Eof` at the peer's
+    /// `close_notify` or the socket's EOF, once the bytes before it are
+    /// read. On the first bytes of a server session that are a plaintext
+    /// request line, they are put in `buf` and `sniff` becomes `PlainHttp`
+    /// (the caller turns plain).
     ///
     /// Errors: the socket's; invalid TLS (`InvalidData`, rustls' alert
-    /// queued and flushed once); bytes that are neither TLS nor HTTP.
+    /// flushed once); bytes that are neither TLS nor HTTP; a name no
+    /// certificate covers under `reject`.
     pub(crate) fn read_into(
         &mut self,
         stream: &mut TcpStream,
@@ -240,202 +321,168 @@ impl Tls {
             return Ok(Read1::Idle);
         }
         for _ in 0..MAX_READ_ROUNDS {
-            if self.plain {
-                let conn = &mut self.conn;
-                let mut offered = 0;
-                let r = buf.fill_with(max, |space| {
-                    offered = space.len();
-                    match conn.reader().read(space) {
-                        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
-                        other => other,
-                    }
-                });
-                match r {
-                    Ok((0, _)) => {
-                        self.plain = false;
-                        return Ok(Read1::Eof);
-                    }
-                    Ok((n, _)) => {
-                        // A read that did not fill what was offered
-                        // emptied rustls' plaintext; a close behind it
-                        // (a request and `close_notify` in one read) is
-                        // still to be read, and no event will say so.
-                        self.plain = n >= offered || self.peer_closed;
-                        return Ok(Read1::Data(n));
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.plain = false,
-                    Err(e) => return Err(e),
+            if !self.rest.is_empty() {
+                return Ok(Read1::Data(self.give_rest(buf, max)));
+            }
+            if self.unprocessed {
+                let run = self.process(stream, io, Some(Sink { buf, max }), stats)?;
+                if run.taken > 0 {
+                    return Ok(Read1::Data(run.taken));
                 }
+                if run.more {
+                    // No room for the next record after all.
+                    return Ok(Read1::Idle);
+                }
+                continue;
+            }
+            if self.peer_closed {
+                return Ok(Read1::Eof);
             }
             if !io.readable {
                 return Ok(Read1::Idle);
             }
-            if self.sniff == Sniff::Unknown || self.sni_check.is_some() {
-                match self.sniff_first(stream, io, buf, max, stats)? {
-                    // The bytes went to rustls (a ClientHello longer than
-                    // `buf`'s room: a browser's with post-quantum key
-                    // shares is 1.8 KB): read on, no event will say more
-                    // is there.
-                    Read1::Idle if self.sniff == Sniff::Tls => continue,
-                    r => return Ok(r),
-                }
-            }
-            let Some(eof) = self.read_socket(stream, io, stats)? else {
+            let Some(n) = self.read_socket(stream, io, stats)? else {
                 return Ok(Read1::Idle);
             };
-            self.process(stream, io, stats)?;
-            if eof {
-                // rustls now reports the close (clean or not) through its
-                // reader once the plaintext before it is read.
-                io.readable = false;
-                self.plain = true;
-                self.peer_closed = true;
-            }
-        }
-        Ok(Read1::Idle)
-    }
-
-    /// The first read of a server session (and, while the SNI look lasts,
-    /// the next ones): the socket's bytes land in `buf` and are looked at.
-    /// A TLS record is handed to the SNI look if any, then to rustls (and
-    /// taken back out of `buf`); a request line stays in `buf`.
-    ///
-    /// Errors: as [`Self::read_into`]; a name no certificate covers
-    /// (`unrecognized_name` written, counted as a failed handshake).
-    fn sniff_first(
-        &mut self,
-        stream: &mut TcpStream,
-        io: &mut Io,
-        buf: &mut WatermarkBuffer,
-        max: usize,
-        stats: &Stats,
-    ) -> io::Result<Read1> {
-        let before = buf.pending();
-        let r = super::super::io::read_into(stream, io, buf, max, stats)?;
-        let Read1::Data(n) = r else {
-            return Ok(r);
-        };
-        let fresh = buf.as_slice().get(before..).unwrap_or(&[]);
-        if self.sniff == Sniff::Unknown {
-            match fresh.first() {
-                Some(&HANDSHAKE_RECORD) => self.sniff = Sniff::Tls,
-                Some(b) if b.is_ascii_alphabetic() => {
-                    self.sniff = Sniff::PlainHttp;
+            if self.sniff != Sniff::Tls && n > 0 {
+                self.sniff_first()?;
+                if self.sniff == Sniff::PlainHttp {
+                    let bytes = self.rx.pending();
+                    let n = bytes.len();
+                    buf.extend_from_slice(bytes);
+                    self.rx.consume(n);
                     return Ok(Read1::Data(n));
                 }
-                _ => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "neither TLS nor HTTP on a TLS port",
-                    ));
-                }
+            }
+            if self.hello.is_some() {
+                self.look_at_hello(stream, n, stats)?;
             }
         }
-        if let Some(check) = self.sni_check.as_mut() {
-            match check.feed(fresh) {
-                Verdict::Undecided => {}
-                Verdict::Served => self.sni_check = None,
-                Verdict::Refused(name) => {
-                    self.sni_check = None;
-                    buf.unfill(n);
-                    return Err(refuse(stream, stats, name));
-                }
-            }
-        }
-        let mut bytes = fresh;
-        while !bytes.is_empty() {
-            match self.conn.read_tls(&mut bytes) {
-                Ok(0) => break,
-                Ok(_) => self.process(stream, io, stats)?,
-                Err(e) => return Err(e),
-            }
-        }
-        buf.unfill(n);
         Ok(Read1::Idle)
     }
 
-    /// One `read_tls` from the socket (`Interrupted` retried). Returns
-    /// `None` at `WouldBlock` (`readable` cleared), else whether the socket
-    /// said EOF; a short read clears `readable` as on a plain socket (not
-    /// once an event reported the FIN).
+    /// Moves up to `max` bytes of `rest` into `buf`; the count.
+    fn give_rest(&mut self, buf: &mut WatermarkBuffer, max: usize) -> usize {
+        let rest = &mut self.rest;
+        let r = buf.fill_with(max, |space| {
+            let n = space.len().min(rest.len());
+            if let (Some(dst), Some(src)) = (space.get_mut(..n), rest.get(..n)) {
+                dst.copy_from_slice(src);
+            }
+            Ok(n)
+        });
+        let n = r.map_or(0, |(n, _)| n);
+        self.rest.drain(..n.min(self.rest.len()));
+        if self.rest.is_empty() {
+            self.rest = Vec::new();
+        }
+        n
+    }
+
+    /// The first bytes of a server session: a TLS handshake record goes
+    /// on, a request line turns it plain, anything else is refused.
+    fn sniff_first(&mut self) -> io::Result<()> {
+        match self.rx.pending().first() {
+            Some(&HANDSHAKE_RECORD) => self.sniff = Sniff::Tls,
+            Some(b) if b.is_ascii_alphabetic() => self.sniff = Sniff::PlainHttp,
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "neither TLS nor HTTP on a TLS port",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `fresh` bytes just read (the newest of `rx`) go to the look
+    /// for the ClientHello's name; once the hello is whole its name is
+    /// kept, and under `reject` one no certificate covers is refused.
+    fn look_at_hello(&mut self, stream: &TcpStream, fresh: usize, stats: &Stats) -> io::Result<()> {
+        let Some(scan) = self.hello.as_mut() else {
+            return Ok(());
+        };
+        let pending = self.rx.pending();
+        let from = pending.len().saturating_sub(fresh);
+        let verdict = scan.feed(pending.get(from..).unwrap_or_default());
+        let invalid = verdict == Hello::Invalid;
+        let name = match verdict {
+            Hello::NeedMore => return Ok(()),
+            Hello::Invalid => None,
+            Hello::Name(name) => name,
+        };
+        self.hello = None;
+        if let Some(store) = self.reject.take()
+            && !invalid
+            && !store.covers(name.as_deref())
+        {
+            return Err(refuse(stream, stats, name));
+        }
+        self.sni = name.map(String::into_boxed_str);
+        Ok(())
+    }
+
+    /// One socket read into `rx` (`Interrupted` retried): `None` at
+    /// `WouldBlock` (`readable` cleared), else the bytes read (0: EOF,
+    /// noted as the peer's close). A short read clears `readable` as on a
+    /// plain socket (not once an event reported the FIN).
     ///
-    /// Errors: the socket's; rustls' buffer full (`InvalidData`).
+    /// Errors: the socket's; a record or handshake message larger than a
+    /// storage may grow (`InvalidData`).
     fn read_socket(
         &mut self,
         stream: &mut TcpStream,
         io: &mut Io,
         stats: &Stats,
-    ) -> io::Result<Option<bool>> {
+    ) -> io::Result<Option<usize>> {
         loop {
-            let mut rd = SocketReader {
-                stream,
-                stats,
-                short: false,
-                eof: false,
-            };
-            match self.conn.read_tls(&mut rd) {
-                Ok(_) => {
-                    if rd.short && !rd.eof && !io.read_closed {
+            let space = self.rx.space();
+            if space.is_empty() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "TLS record or handshake message too large",
+                ));
+            }
+            let want = space.len();
+            Stats::add(&stats.socket_reads, 1);
+            match stream.read(space) {
+                Ok(0) => {
+                    io.readable = false;
+                    self.peer_closed = true;
+                    self.rx.consume(0);
+                    return Ok(Some(0));
+                }
+                Ok(n) => {
+                    self.rx.filled(n);
+                    self.unprocessed = true;
+                    if n < want && !io.read_closed {
                         io.readable = false;
                     }
-                    return Ok(Some(rd.eof));
+                    return Ok(Some(n));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     io.readable = false;
+                    self.rx.consume(0);
                     return Ok(None);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    self.rx.consume(0);
+                    return Err(e);
+                }
             }
         }
     }
 
-    /// Decrypts what rustls read; a handshake's answer (or an alert) is
-    /// flushed at once, so it never waits for a WRITABLE event.
-    fn process(&mut self, stream: &TcpStream, io: &mut Io, stats: &Stats) -> io::Result<()> {
-        let handshaking = self.conn.is_handshaking();
-        let server = matches!(self.conn, rustls::Connection::Server(_));
-        match self.conn.process_new_packets() {
-            Ok(state) => {
-                if handshaking && server && !self.conn.is_handshaking() {
-                    let resumed =
-                        self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-                    let counter = if resumed {
-                        &stats.tls_handshakes_resumed
-                    } else {
-                        &stats.tls_handshakes
-                    };
-                    Stats::add(counter, 1);
-                    self.client_cert = self
-                        .peer_leaf()
-                        .and_then(crate::tls::client_cert::forwarded_value)
-                        .map(String::into_boxed_str);
-                }
-                self.peer_closed |= state.peer_has_closed();
-                self.plain = state.plaintext_bytes_to_read() > 0 || self.peer_closed;
-                if self.conn.wants_write() {
-                    self.flush(stream, io, false, stats)?;
-                }
-                Ok(())
-            }
-            Err(e) => {
-                if handshaking && server {
-                    Stats::add(&stats.tls_handshakes_failed, 1);
-                    log::debug!("TLS handshake with a client failed: {e}");
-                }
-                // rustls queued the alert that says why: one try to send it.
-                let _ = self.flush(stream, io, false, stats);
-                Err(tls_error(e))
-            }
-        }
-    }
-
-    /// One write of `buf`'s plaintext: encrypted only if rustls holds no
-    /// earlier ciphertext (so it holds at most one write's worth), then
-    /// flushed. `fin_follows`: `close_notify` goes behind the last bytes
-    /// and everything with `MSG_MORE`. Returns the plaintext bytes taken.
+    /// One write of `buf`'s plaintext: encrypted (all of it up to 33 KiB,
+    /// else two 16 KiB records: `records::encrypt_take`) only if no earlier
+    /// ciphertext waits, so a session holds at
+    /// most one write's worth, then flushed. `fin_follows`: once `buf` is
+    /// empty, `close_notify` goes behind the last bytes, and everything
+    /// with `MSG_MORE`. Returns the plaintext bytes taken.
     ///
-    /// Errors: the socket's write error.
+    /// Errors: the socket's write error; rustls' (an alert read while
+    /// getting to write).
     pub(crate) fn write_from(
         &mut self,
         stream: &TcpStream,
@@ -448,19 +495,23 @@ impl Tls {
             return Ok(0);
         }
         let mut n = 0;
-        if !self.conn.wants_write() && !buf.is_empty() && !self.conn.is_handshaking() {
-            n = self.conn.writer().write(buf.as_slice())?;
+        if self.tx.is_empty() && !buf.is_empty() && !self.session.is_handshaking() {
+            let take = encrypt_take(buf.pending());
+            // A storage of the size this write needs (a slow reader's
+            // 16 KiB buffer takes a small one).
+            self.tx.space_for(sealed_len(take));
+            let plain = buf.as_slice().get(..take).unwrap_or_default();
+            let close = fin_follows && take == buf.pending();
+            n = self.pass(None, plain, close)?.encrypted;
             buf.consume(n);
-            if fin_follows && buf.is_empty() {
-                self.conn.send_close_notify();
-            }
         }
         self.flush(stream, io, fin_follows, stats)?;
         Ok(n)
     }
 
-    /// Writes what rustls holds until it holds nothing or the socket says
-    /// `WouldBlock`. Returns true if something was written.
+    /// Writes what the storage holds until it is empty or the socket says
+    /// `WouldBlock` (one `send` when it takes all). Returns true if
+    /// something was written.
     ///
     /// Errors: the socket's write error.
     pub(crate) fn flush(
@@ -470,31 +521,35 @@ impl Tls {
         more: bool,
         stats: &Stats,
     ) -> io::Result<bool> {
+        let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
         let mut wrote = false;
         // Bounded: each turn writes something or stops.
         for _ in 0..64 {
-            if !self.conn.wants_write() || !io.writable {
+            if self.tx.is_empty() || !io.writable {
                 break;
             }
-            let mut wr = SocketWriter {
-                stream,
-                stats,
-                more,
-            };
-            match self.conn.write_tls(&mut wr) {
+            Stats::add(&stats.socket_writes, 1);
+            match socket2::SockRef::from(stream).send_with_flags(self.tx.pending(), flags) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(_) => wrote = true,
+                Ok(k) => {
+                    self.tx.consume(k);
+                    wrote = true;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => io.writable = false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
+        // Nothing in flight: no storage kept (a write that encrypted
+        // nothing took one too).
+        self.tx.consume(0);
         Ok(wrote)
     }
 
     /// One step of a client handshake (an upstream connection): writes
-    /// what rustls holds (the ClientHello first), reads and processes what
-    /// the server sent. Returns true once the handshake is done.
+    /// what the session has to send (the ClientHello first), reads and
+    /// processes what the server sent. Returns true once the handshake is
+    /// done.
     ///
     /// Errors: the socket's; the handshake failed (`InvalidData`: a bad
     /// certificate, a name that does not match, no common version).
@@ -505,8 +560,12 @@ impl Tls {
         stats: &Stats,
     ) -> io::Result<bool> {
         for _ in 0..MAX_READ_ROUNDS {
+            if self.session.is_handshaking() && self.tx.is_empty() && !self.unprocessed {
+                // The ClientHello (first), or what the last bytes asked for.
+                self.process(stream, io, None, stats)?;
+            }
             self.flush(stream, io, false, stats)?;
-            if !self.conn.is_handshaking() {
+            if !self.session.is_handshaking() {
                 return Ok(true);
             }
             if !io.readable {
@@ -514,12 +573,12 @@ impl Tls {
             }
             match self.read_socket(stream, io, stats)? {
                 None => return Ok(false),
-                Some(true) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                Some(false) => {}
+                Some(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Some(_) => {}
             }
-            self.process(stream, io, stats)?;
+            self.process(stream, io, None, stats)?;
         }
-        Ok(!self.conn.is_handshaking())
+        Ok(!self.session.is_handshaking())
     }
 
     /// A look at an idle session (a pooled upstream connection that got an
@@ -535,48 +594,59 @@ impl Tls {
     ) -> super::Peeked {
         use super::Peeked;
         for _ in 0..MAX_READ_ROUNDS {
+            if !self.rest.is_empty() {
+                return Peeked::Data;
+            }
             if self.peer_closed {
                 return Peeked::Eof;
             }
-            if self.plain {
-                return Peeked::Data;
-            }
             match self.read_socket(stream, io, stats) {
                 Ok(None) => return Peeked::Quiet,
-                Ok(Some(true)) => return Peeked::Eof,
-                Ok(Some(false)) => {}
+                Ok(Some(0)) => return Peeked::Eof,
+                Ok(Some(_)) => {}
                 Err(e) => return Peeked::Failed(e.kind()),
             }
-            if let Err(e) = self.process(stream, io, stats) {
+            if let Err(e) = self.process(stream, io, None, stats) {
                 return Peeked::Failed(e.kind());
             }
         }
         Peeked::Quiet
     }
 
-    /// TLS bytes rustls holds for the socket.
+    /// The connection goes idle (parked, or pooled): the ciphertext of a
+    /// record not yet whole, if any, moves out of its storage into one of
+    /// its own size, and the storage goes back to the free list.
+    pub(crate) fn fit_idle(&mut self) {
+        self.rx.fit();
+    }
+
+    /// Bytes of record storage held now, both ways, and of decrypted
+    /// bytes kept aside.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.rx.held() + self.tx.held() + self.rest.capacity()
+    }
+
+    /// TLS bytes the storage holds for the socket.
     pub(crate) fn unsent(&self) -> usize {
-        if self.conn.wants_write() { 1 } else { 0 }
+        self.tx.len()
     }
 
     /// The negotiated version, cipher suite, SNI and resumption, once the
     /// handshake settled them, for the access record.
     pub(crate) fn facts(&self) -> Option<TlsFacts<'_>> {
-        let version = match self.conn.protocol_version()? {
+        let common = self.session.common();
+        let version = match common.protocol_version()? {
             rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3",
             rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2",
             _ => "TLS",
         };
-        let cipher = self.conn.negotiated_cipher_suite()?.suite().as_str()?;
-        let sni = match &self.conn {
-            rustls::Connection::Server(s) => s.server_name(),
-            rustls::Connection::Client(_) => None,
-        };
+        let cipher = common.negotiated_cipher_suite()?.suite().as_str()?;
         Some(TlsFacts {
             version,
             cipher,
-            sni,
-            resumed: self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+            sni: self.sni.as_deref(),
+            resumed: common.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
         })
     }
 
@@ -590,7 +660,8 @@ impl Tls {
     /// (the leaf, first of the chain), if any: a client's under
     /// `tls_client_auth`.
     fn peer_leaf(&self) -> Option<&[u8]> {
-        self.conn
+        self.session
+            .common()
             .peer_certificates()
             .and_then(|c| c.first())
             .map(|c| c.as_ref())

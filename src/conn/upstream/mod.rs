@@ -213,8 +213,11 @@ impl Upstreams {
         let _ = stream.set_nodelay(true);
         let stream = match tls {
             Some(id) => {
-                let conn = rustls::ClientConnection::new(id.config.clone(), id.server_name.clone())
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                let conn = rustls::client::UnbufferedClientConnection::new(
+                    id.config.clone(),
+                    id.server_name.clone(),
+                )
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
                 Transport::tls(stream, Tls::client(conn))
             }
             None => Transport::plain(stream),
@@ -353,6 +356,7 @@ impl Upstreams {
             return;
         }
         up.set_state(UpState::Idle);
+        up.stream.fit_idle();
         if up.set_interest(registry, true, false).is_err() {
             self.close(key);
             return;
