@@ -3,7 +3,7 @@
 HAProxy, and a direct connection to the upstream (the limit); and, with
 --sluice-old, against another sluice binary (an older build).
 
-Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S3] [--peers sluice,nginx]
+Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S3,T] [--peers sluice,nginx]
                         [--sluice-old PATH] [--reps N] [--s1-reps N] [--duration SECS]
                         [--json FILE] [--upstream nginx|python]
                         [--sluice-args '--high-watermark 262144 ...']
@@ -45,6 +45,46 @@ Scenarios:
       figure swung by several hundred bytes from run to run with where the
       allocator put the burst's buffers, not with what an idle connection
       holds.
+
+TLS (issue 23; "T" runs all six): the peers terminate TLS in front of the
+same plain upstream, each with the same ECDSA P-256 certificate (made with
+openssl in the temp dir, SNI localhost), TLS 1.3 (the client asks for it
+alone), access logs off, pinned as above; the direct peer has no T rows.
+nginx: `listen ... ssl`, ssl_protocols TLSv1.2 TLSv1.3 (nginx 1.22's
+default lacks 1.3), its other TLS defaults (tickets on, ssl_buffer_size
+16k); HAProxy: `bind ... ssl crt FILE alpn http/1.1`, its defaults; sluice:
+--listen-tls with --tls-cert/--tls-key. Each TLS peer is probed once it
+answers (a TLS 1.3 GET, then a second offering the first's session): the
+report lists its version, cipher and whether it resumed.
+  T1  keep-alive 1 KiB GET over TLS, wrk -t1 -c64 (wrk speaks TLS): req/s,
+      p99, proxy CPU µs/request (user, system); plus, in a separate untimed
+      run like S1's, syscalls per T1 request by call (perf tracepoints).
+  T2  a new TLS 1.3 connection per request with a full handshake: 4
+      `openssl s_time -new -tls1_3 -www /files/s1-1k.bin` in parallel (each
+      a connection at a time: handshake, GET, close): connections/s, proxy
+      CPU µs per handshake. s_time -new never offers a session, so every
+      handshake is full; its progress marks ('*' new, 'r' resumed) are
+      counted and shown as "resumed %". wrk -H 'Connection: close' and
+      h2load --h1 both resume after their first connection (they keep the
+      OpenSSL session across reconnects: sluice counted 5,495 of 5,512 wrk
+      handshakes and 1,984 of 2,000 h2load ones as resumed), so neither
+      measures full handshakes.
+  T3  the same with resumption: s_time -reuse (one full handshake, then
+      every connection resumes its session: TLS 1.3 tickets).
+  T4  100 MiB download over TLS (curl --tlsv1.3): MiB/s, CPU ms/MiB.
+  T5  idle TLS keep-alive connections (10,000, or what the descriptor
+      limit leaves, as S6): bytes of RSS per connection. The client is its
+      own process (scripts/sluicebench/tls_idle.py: its own descriptors and
+      TLS sessions): 4 warm-up bursts of 250, then the connections one after
+      the other, each a TLS 1.3 handshake and one GET, kept open; RSS read
+      settled before and after.
+  T6  100 slow TLS readers (curl --limit-rate 10k) for 10 s on a 16 MiB
+      file: peak RSS growth per reader.
+The report ends with issue 23's targets, each met / not met from the
+median of the paired per-repetition ratios sluice ÷ the best peer (the
+lowest median, the highest for MiB/s): T1, T2, T3 CPU <= 0.8x; T4 MiB/s
+>= 1.1x and CPU/MiB <= 0.9x; T5 bytes/connection <= 0.5x; T6 RSS per
+reader <= HAProxy's.
 
 CPU: total = the proxy's processes' on-CPU time from
 /proc/PID/task/*/schedstat (ns); user and system = utime and stime of
@@ -110,8 +150,9 @@ sys_us_req, p99, ...; syscall runs: sc_total, sc_NAME, sc_other,
 syscall_requests), the S1 body sizes, the syscall counter and its events,
 the paired ratios (each repetition's value too) and the targets.
 
-Python 3 stdlib and scripts/sluicebench/. Needs wrk (S1, S2), perf (the
-syscall rows; strace with --syscalls strace) and curl (S3-S5); nginx and
+Python 3 stdlib and scripts/sluicebench/. Needs wrk (S1, S2, T1), perf (the
+syscall rows; strace with --syscalls strace), curl (S3-S5, T4, T6) and
+openssl (the T rows' certificate, T2, T3); nginx and
 haproxy are peers (and nginx is the upstream) when present. As root on
 Debian, what the chosen peers and scenarios need is installed with apt-get
 (nginx also when --upstream nginx); otherwise the peer or scenario is
@@ -136,6 +177,7 @@ import tempfile
 import time
 
 from sluicebench import haproxy, perfsys
+from sluicebench import tls as tlsbench
 from sluicebench.net import free_port, http_get, read_response, still_open
 from sluicebench.procfs import (CPU_SOURCE, TICK, busy_pct, cpu_busy_ticks, cpu_model, cpu_seconds, cpu_user_sys,
                                 rss_kib, settled, tracer_pid)
@@ -150,7 +192,12 @@ PEERS = ["sluice", "sluice-old", "nginx", "nginx-nobuf", "nginx-deferred", "hapr
 # (TCP_DEFER_ACCEPT, which sluice sets by default), to compare like with like.
 OPT_IN = ("sluice-old", "nginx-deferred")
 SLUICES = ("sluice", "sluice-old")  # peers that are sluice binaries
-SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6"]
+SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6", "T1", "T2", "T3", "T4", "T5", "T6"]
+TLS_SCENARIOS = ("T1", "T2", "T3", "T4", "T5", "T6")  # issue 23: the peers terminate TLS
+T_SIZE = "1k"  # T1-T3's body: /files/s1-1k.bin
+T1_CONNS = 64
+T_STIME_PROCS = 4  # parallel `openssl s_time` clients of T2/T3
+T6_READERS, T6_RATE = 100, "10k"  # T6: slow TLS readers, curl --limit-rate
 SMALL_SIZE = 256  # bytes of the S2 response body (/small)
 # S1's body sizes: (tag, bytes); static files www/files/s1-TAG.bin that the
 # upstream serves with its usual response head. Scenario S1 runs all of them,
@@ -194,6 +241,27 @@ def pinned(cpu, argv):
 
 def stop_all():
     Proc.stop_all(say=say)
+
+
+def wait_ready_tls(proc, port, path="/small", timeout=10.0):
+    """wait_ready for a TLS peer: until a TLS 1.3 GET of PATH gets a 200;
+    returns the peer's probe (version, cipher, resumes; sluicebench.tls)."""
+    deadline = time.time() + timeout
+    last = ""
+    while time.time() < deadline:
+        if proc is not None and not proc.alive():
+            raise RuntimeError("%s exited during startup (status %s): %s\n%s"
+                               % (proc.name, proc.p.returncode, shlex.join(proc.argv), proc.log_tail()))
+        try:
+            facts = tlsbench.probe(port, path)
+            if facts["status"] == 200:
+                return facts
+            last = "status %d" % facts["status"]
+        except (OSError, ValueError) as e:
+            last = str(e)
+        time.sleep(0.05)
+    raise RuntimeError("%s did not answer a TLS GET %s on port %d within %.0f s (%s)" % (
+        proc.name if proc else "?", path, port, timeout, last))
 
 
 def wait_ready(proc, port, path="/small", timeout=10.0):
@@ -254,12 +322,14 @@ def find_tool(tool):
 def needed_tools(args, peers, scenarios):
     """The tools the chosen peers and scenarios use."""
     tools = ["taskset"]
-    if {"S1", "S2"} & set(scenarios):
+    if {"S1", "S2", "T1"} & set(scenarios):
         tools.append("wrk")
-    if "S1" in scenarios and not args.no_s1_extras and args.syscalls != "off":
+    if {"S1", "T1"} & set(scenarios) and not args.no_s1_extras and args.syscalls != "off":
         tools.append("perf" if args.syscalls == "perf" else "strace")
-    if {"S3", "S4", "S5"} & set(scenarios):
+    if {"S3", "S4", "S5", "T4", "T6"} & set(scenarios):
         tools.append("curl")
+    if set(TLS_SCENARIOS) & set(scenarios):
+        tools.append("openssl")
     if {"nginx", "nginx-nobuf", "nginx-deferred"} & set(peers) or args.upstream == "nginx":
         tools.append("nginx")
     if "haproxy" in peers:
@@ -271,7 +341,7 @@ def ensure_tools(args, tools):
     """Installs what of TOOLS is missing where it can; returns {tool: reason}
     for what is still missing (its peer or scenario is then skipped)."""
     packages = {"wrk": ["wrk"], "curl": ["curl"], "nginx": ["nginx-light"], "haproxy": ["haproxy"],
-                "taskset": ["util-linux"], "strace": ["strace"], "perf": ["linux-perf"]}
+                "taskset": ["util-linux"], "strace": ["strace"], "perf": ["linux-perf"], "openssl": ["openssl"]}
     missing = [t for t in packages if t in tools and not find_tool(t)]
     if not missing:
         return {}
@@ -404,11 +474,12 @@ class PyUpstream:
 # proxies under test
 
 
-def has_access_log_flag(binary):
-    """True when sluice BINARY takes --access-log (older builds log access
-    lines at RUST_LOG=info instead)."""
+def has_flag(binary, flag):
+    """True when sluice BINARY's --help lists FLAG (an older build may lack
+    --access-log: it logs access lines at RUST_LOG=info instead; or
+    --listen-tls: it has no T rows)."""
     rc, out = run_cmd([binary, "--help"], 10)
-    return rc == 0 and "--access-log" in out
+    return rc == 0 and flag in out
 
 
 def sluice_log_args(name, access_log, d):
@@ -424,12 +495,19 @@ def sluice_log_args(name, access_log, d):
 
 
 ACCESS_LOG_FLAG = {}  # sluice peer name -> its binary takes --access-log
+TLS_FLAG = {}  # sluice peer name -> its binary takes --listen-tls
+TLS_FACTS = {}  # peer name -> what its TLS listener negotiated (sluicebench.tls.probe)
 
 
 class Peer:
-    def __init__(self, name, tmp, bins, upstream_port, run_id, access_log=False):
+    """One proxy under test (or the direct connection), started fresh; with
+    TLS ({"cert", "key", "combined"} paths) its listener speaks TLS only."""
+
+    def __init__(self, name, tmp, bins, upstream_port, run_id, access_log=False, tls=None):
         self.name = name
         self.proc = None
+        self.tls = tls
+        self.facts = None  # the TLS probe's answer, once ready
         if name == "direct":
             self.port = upstream_port
             return
@@ -439,8 +517,10 @@ class Peer:
         log = os.path.join(d, "stderr.log")
         if name in SLUICES:
             log_args, level = sluice_log_args(name, access_log, d)
-            argv = [bins[name], "--listen", "127.0.0.1:%d" % self.port, "--upstream", "127.0.0.1:%d" % upstream_port,
-                    "--max-connections", str(MAX_CONNS)] + log_args + SLUICE_ARGS
+            listen = (["--listen-tls", "127.0.0.1:%d" % self.port, "--tls-cert", tls["cert"], "--tls-key", tls["key"]]
+                      if tls else ["--listen", "127.0.0.1:%d" % self.port])
+            argv = [bins[name]] + listen + ["--upstream", "127.0.0.1:%d" % upstream_port,
+                                            "--max-connections", str(MAX_CONNS)] + log_args + SLUICE_ARGS
             env = dict(os.environ, RUST_LOG=level)
             self.proc = Proc(name, pinned(PROXY_CPU, argv), log, env=env)
         elif name in ("nginx", "nginx-nobuf", "nginx-deferred"):
@@ -449,18 +529,23 @@ class Peer:
                 "USER": nginx_user_line(), "NOFILE": NOFILE, "WORKER_CONNECTIONS": MAX_CONNS + 1000, "DIR": d,
                 "PORT": self.port, "UPSTREAM_PORT": upstream_port,
                 "BUFFERING": "proxy_buffering off; proxy_request_buffering off;" if name == "nginx-nobuf" else "",
-                "LISTEN_OPTS": " deferred" if name == "nginx-deferred" else "",
+                "LISTEN_OPTS": (" ssl" if tls else "") + (" deferred" if name == "nginx-deferred" else ""),
+                "SSL": ("ssl_certificate %s; ssl_certificate_key %s; ssl_protocols TLSv1.2 TLSv1.3;"
+                        % (tls["cert"], tls["key"])) if tls else "",
             })
             self.proc = Proc(name, pinned(PROXY_CPU, [tool_path("nginx"), "-p", d, "-c", conf, "-g", "daemon off;"]), log)
         elif name == "haproxy":
             cfg = os.path.join(d, "haproxy.cfg")
-            haproxy.write_config(cfg, self.port, upstream_port, MAX_CONNS, NOFILE)
+            haproxy.write_config(cfg, self.port, upstream_port, MAX_CONNS, NOFILE,
+                                 bind_opts=(" ssl crt %s alpn http/1.1" % tls["combined"]) if tls else "")
             self.proc = Proc(name, pinned(PROXY_CPU, [tool_path("haproxy"), "-db", "-f", cfg]), log)
         else:
             raise ValueError(name)
 
     def ready(self, path):
-        if self.proc:
+        if self.proc and self.tls:
+            self.facts = wait_ready_tls(self.proc, self.port, path)
+        elif self.proc:
             wait_ready(self.proc, self.port, path)
         time.sleep(0.2)  # let nginx's worker settle before the baseline
 
@@ -513,9 +598,14 @@ def parse_wrk(out):
     return r
 
 
-def run_wrk(where, port, conns, dur, extra=(), path="/small"):
+def scheme_of(peer):
+    """The URL scheme to reach PEER with: https for a TLS peer."""
+    return "https" if peer.tls else "http"
+
+
+def run_wrk(where, port, conns, dur, extra=(), path="/small", scheme="http"):
     cmd = pinned(LOAD_CPU, ["wrk", "-t1", "-c%d" % conns, "-d%ds" % dur, "--latency"] + list(extra)
-                 + ["http://127.0.0.1:%d%s" % (port, path)])
+                 + ["%s://127.0.0.1:%d%s" % (scheme, port, path)])
     rc, out = run_cmd(cmd, dur + 30)
     r = parse_wrk(out)
     if rc != 0 or r["requests"] == 0 or r["non2xx"] or r["p99"] is None:
@@ -538,7 +628,7 @@ def warm_up(ctx, peer, where, conns, extra=(), path="/small"):
     is measured in its steady state (upstream connections open, buffers
     and pools at their working size), not in its first second."""
     if ctx.warmup:
-        run_wrk(where + " (warm-up)", peer.port, conns, ctx.warmup, extra, path)
+        run_wrk(where + " (warm-up)", peer.port, conns, ctx.warmup, extra, path, scheme_of(peer))
 
 
 def s1_path(tag):
@@ -556,7 +646,7 @@ def s1(ctx, peer, where, conns, tag):
     pids = peer.pids()
     c0, t0, b0 = peer.cpu(), time.time(), cpu_busy_ticks(LOAD_CPU)
     us0 = cpu_user_sys(pids)
-    r = run_wrk(where, peer.port, conns, ctx.dur, path=path)
+    r = run_wrk(where, peer.port, conns, ctx.dur, path=path, scheme=scheme_of(peer))
     wall = time.time() - t0
     cpu = peer.cpu() - c0
     us1 = cpu_user_sys(pids)
@@ -601,7 +691,7 @@ def s1_syscalls(ctx, peer, where, conns, tag):
         return {}
     # at least 1 s of warm-up, --quick too: the counts are of the steady state
     # (upstream connections open), not of the first connects
-    run_wrk(where + " (warm-up)", peer.port, conns, max(1, ctx.warmup), path=s1_path(tag))
+    run_wrk(where + " (warm-up)", peer.port, conns, max(1, ctx.warmup), path=s1_path(tag), scheme=scheme_of(peer))
     pids = peer.pids()
     if ctx.syscalls == "perf":
         return s1_syscalls_perf(ctx, peer, where, conns, tag, pids)
@@ -611,7 +701,7 @@ def s1_syscalls(ctx, peer, where, conns, tag):
     try:
         if not wait_for(lambda: all(tracer_pid(p) == st.pid for p in pids) or not st.alive(), 10.0) or not st.alive():
             raise RuntimeError("strace did not attach to %s within 10 s:\n%s" % (pids, st.log_tail()))
-        r = run_wrk(where, peer.port, conns, ctx.syscall_secs, path=s1_path(tag))
+        r = run_wrk(where, peer.port, conns, ctx.syscall_secs, path=s1_path(tag), scheme=scheme_of(peer))
     finally:
         st.stop()  # SIGTERM: strace detaches and writes its summary
     try:
@@ -639,7 +729,7 @@ def s1_syscalls_perf(ctx, peer, where, conns, tag, pids):
         if not c.wait_attached():
             raise RuntimeError("perf stat did not attach to %s in time: %s\n%s"
                                % (pids, shlex.join(c.argv), c.log_tail()))
-        r = run_wrk(where, peer.port, conns, ctx.syscall_secs, path=s1_path(tag))
+        r = run_wrk(where, peer.port, conns, ctx.syscall_secs, path=s1_path(tag), scheme=scheme_of(peer))
         late = perfsys.tids(pids) - before
     finally:
         calls = c.stop()
@@ -705,10 +795,17 @@ def curl_transfer(ctx, where, peer, cmd, expect_bytes, body_file=None):
     return res
 
 
+def curl_tls(peer):
+    """curl's flags for PEER: TLS 1.3 without verifying the bench's own
+    certificate, for a TLS peer; none for a plain one."""
+    return ["-k", "--tlsv1.3", "--tls-max", "1.3"] if peer.tls else []
+
+
 def s3(ctx, peer, where):
-    cmd = pinned(LOAD_CPU, ["curl", "-sS", "-o", "/dev/null", "--max-time", "120", "-w",
-                            "%{http_code} %{size_download} %{time_total}\n",
-                            "http://127.0.0.1:%d/files/big.bin" % peer.port])
+    """S3 (and T4 over TLS): ctx.transfers downloads of the 100 MiB file."""
+    cmd = pinned(LOAD_CPU, ["curl", "-sS", "-o", "/dev/null", "--max-time", "120"] + curl_tls(peer) + [
+        "-w", "%{http_code} %{size_download} %{time_total}\n",
+        "%s://127.0.0.1:%d/files/big.bin" % (scheme_of(peer), peer.port)])
     return curl_transfer(ctx, where, peer, cmd, BIG_SIZE)
 
 
@@ -720,13 +817,16 @@ def s4(ctx, peer, where):
     return curl_transfer(ctx, where, peer, cmd, BIG_SIZE, body_file=resp)
 
 
-def s5(ctx, peer, where):
+def s5(ctx, peer, where, n=None, rate="100k"):
+    """S5 (and T6 over TLS, N readers at RATE): N slow readers of the
+    16 MiB file for ctx.slow_secs; peak RSS growth of the proxy."""
     if not peer.proc:
         return {}
-    n = ctx.slow_n
+    n = n or ctx.slow_n
     base = peer.rss()
-    argv = ["curl", "-sS", "-o", "/dev/null", "--limit-rate", "100k", "--max-time", str(ctx.slow_secs),
-            "-w", "%{http_code} %{size_download}\n", "http://127.0.0.1:%d/files/slow.bin" % peer.port]
+    argv = ["curl", "-sS", "-o", "/dev/null", "--limit-rate", rate, "--max-time", str(ctx.slow_secs)] + curl_tls(
+        peer) + ["-w", "%{http_code} %{size_download}\n",
+                 "%s://127.0.0.1:%d/files/slow.bin" % (scheme_of(peer), peer.port)]
     cmd = pinned(LOAD_CPU, argv)
     procs = []
     peak = base
@@ -752,7 +852,7 @@ def s5(ctx, peer, where):
             total += int(float(parts[1]))
         else:
             bad.append("exit %s: %s" % (p.returncode, out[-300:]))
-    expected_each = 100 * 1000 * ctx.slow_secs
+    expected_each = int(rate.rstrip("k")) * 1000 * ctx.slow_secs
     if bad or total < 0.5 * n * expected_each:
         problem(where, shlex.join(cmd) + "   (x%d at once)" % n,
                 "%d of %d readers failed; %d bytes read in all (about %d expected)\n%s"
@@ -823,6 +923,108 @@ def s6(ctx, peer, where):
 
 
 # --------------------------------------------------------------------------
+# TLS scenarios (issue 23; T1 is s1 and T4 s3 over TLS, T6 s5)
+
+
+def t_handshakes(ctx, peer, where, resume):
+    """T2 (RESUME false: `s_time -new`, every handshake full) or T3 (RESUME
+    true: `s_time -reuse`, every connection after the first resumes): T_STIME_PROCS
+    s_time clients at once for ctx.dur s, each a connection at a time (TLS
+    1.3 handshake, GET of the 1 KiB file over HTTP/1.0, close). Proxy CPU per
+    connection, connections/s, and the share of them that resumed (from
+    s_time's progress marks)."""
+    if not peer.proc:
+        return {}
+    argv = pinned(LOAD_CPU, [tool_path("openssl"), "s_time", "-connect", "127.0.0.1:%d" % peer.port,
+                             "-reuse" if resume else "-new", "-tls1_3", "-www", s1_path(T_SIZE),
+                             "-time", str(ctx.dur)])
+    outs = [os.path.join(ctx.tmp, "s_time-%s-%d.txt" % (re.sub(r"\W+", "-", where), i))
+            for i in range(T_STIME_PROCS)]
+    c0, t0 = peer.cpu(), time.time()
+    procs = []
+    try:
+        for out in outs:
+            with open(out, "wb") as f:
+                procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT))
+        for p in procs:
+            try:
+                p.wait(ctx.dur + 60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    cpu, wall = peer.cpu() - c0, time.time() - t0
+    conns = new = reused = 0
+    for p, out in zip(procs, outs):
+        with open(out, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+        r = tlsbench.parse_s_time(text)
+        if p.returncode != 0 or r is None or r["bytes_per_conn"] < S1_BYTES[T_SIZE]:
+            problem(where, shlex.join(argv), "exit %s; %s" % (p.returncode, text[-1500:]))
+            return {}
+        conns, new, reused = conns + r["conns"], new + r["new"], reused + r["reused"]
+    if not conns:
+        problem(where, shlex.join(argv), "no connection completed")
+        return {}
+    resumed_pct = 100.0 * reused / max(1, new + reused)
+    if resume and resumed_pct < 99.0 or not resume and resumed_pct > 0:
+        problem(where, shlex.join(argv), "%.1f%% of the handshakes resumed (%d new, %d resumed)"
+                % (resumed_pct, new, reused))
+    return {"cps": conns / wall, "cpu_us_hs": cpu * 1e6 / conns, "resumed_pct": resumed_pct, "conns": conns}
+
+
+def t2(ctx, peer, where):
+    return t_handshakes(ctx, peer, where, resume=False)
+
+
+def t3(ctx, peer, where):
+    return t_handshakes(ctx, peer, where, resume=True)
+
+
+def t5(ctx, peer, where):
+    """T5: ctx.idle_n idle TLS keep-alive connections held by their own
+    process (sluicebench/tls_idle.py), after its warm-up bursts: bytes of
+    the proxy's RSS per connection."""
+    if not peer.proc:
+        return {}
+    client = tlsbench.IdleClient(peer.port, ctx.idle_n, "/small", argv_prefix=pinned(LOAD_CPU, []))
+    cmd = shlex.join(client.argv)
+    n = 0
+    try:
+        warm = client.line()
+        if not warm.startswith("warm "):
+            problem(where, cmd, "no warm-up: %r" % warm)
+            return {}
+        if warm != "warm 0":
+            problem(where, cmd, "warm-up errors: %s" % warm)
+        base = settled(peer.rss)
+        held = client.next().split(" ", 4)
+        if len(held) < 4 or held[0] != "held":
+            problem(where, cmd, "the client stopped: %r" % " ".join(held))
+            return {}
+        time.sleep(1.0)
+        rss = settled(peer.rss)
+        n, errors, alive = int(held[1]), int(held[2]), int(held[3])
+        if errors or alive < min(200, n):
+            problem(where, cmd, "%d failed, %d of the first %d still open after 1 s; first error: %s"
+                    % (errors, alive, min(200, n), held[4] if len(held) > 4 else "-"))
+        client.next()
+    finally:
+        client.stop()
+    if not n:
+        return {}
+    return {"bytes_conn": (rss - base) * 1024.0 / n, "conns": n}
+
+
+def t6(ctx, peer, where):
+    return s5(ctx, peer, where, n=T6_READERS, rate=T6_RATE)
+
+
+# --------------------------------------------------------------------------
 # the table
 
 def s1_key(tag, conns, kind=""):
@@ -860,7 +1062,24 @@ ROWS = [  # (scenario, run key, metric key, label, better, format); S1's come fr
     ("S5", "S5", "rss_peak_mib", "S5 200 slow readers: peak RSS growth MiB", "lower", "%.1f"),
     ("S5", "S5", "rss_kib_conn", "S5: peak RSS growth KiB/conn", "lower", "%.1f"),
     ("S6", "S6", "rss_kib_conn", "S6 10k idle keep-alive conns: RSS KiB/conn", "lower", "%.2f"),
+    ("T1", "T1", "rps", "T1 keep-alive 1 KiB GET over TLS, 64 conns: req/s", "higher", "%.0f"),
+    ("T1", "T1", "p99", "T1: latency p99 ms", "lower", "%.2f"),
+    ("T1", "T1", "cpu_us_req", "T1: proxy CPU µs/req", "lower", "%.2f"),
+    ("T1", "T1", "usr_us_req", "T1: proxy user CPU µs/req", "lower", "%.2f"),
+    ("T1", "T1", "sys_us_req", "T1: proxy system CPU µs/req", "lower", "%.2f"),
+    ("T2", "T2", "cps", "T2 new TLS 1.3 connection per request, full handshake: conns/s", "higher", "%.0f"),
+    ("T2", "T2", "cpu_us_hs", "T2: proxy CPU µs/handshake", "lower", "%.1f"),
+    ("T2", "T2", "resumed_pct", "T2: handshakes resumed %", "", "%.1f"),
+    ("T3", "T3", "cps", "T3 new TLS 1.3 connection per request, resumed: conns/s", "higher", "%.0f"),
+    ("T3", "T3", "cpu_us_hs", "T3: proxy CPU µs/handshake", "lower", "%.1f"),
+    ("T3", "T3", "resumed_pct", "T3: handshakes resumed %", "", "%.1f"),
+    ("T4", "T4", "mibs", "T4 100 MiB download over TLS: MiB/s", "higher", "%.0f"),
+    ("T4", "T4", "cpu_ms_mib", "T4: proxy CPU ms/MiB", "lower", "%.2f"),
+    ("T5", "T5", "bytes_conn", "T5 10k idle TLS keep-alive conns: RSS bytes/conn", "lower", "%.0f"),
+    ("T6", "T6", "rss_peak_mib", "T6 100 slow TLS readers (10 KiB/s): peak RSS growth MiB", "lower", "%.1f"),
+    ("T6", "T6", "rss_kib_conn", "T6: peak RSS growth KiB/reader", "lower", "%.1f"),
 ]
+T1_SYS = "T1/sys"  # the run key of T1's syscall run
 
 
 # S1 with sluice's access log on (sluice peers only), and each sluice peer's
@@ -893,14 +1112,16 @@ def on_off_ratios(results, peers, tag):
 
 
 def syscall_keys(results):
-    """The syscall runs' keys in the results, in S1_SIZES order, the access-log-on one last."""
+    """The syscall runs' keys in the results, in S1_SIZES order, the access-log-on one, then T1's."""
     keys = {k for k, _ in results if k.endswith("sys")}
-    order = [s1_key(t, c, kind) for kind in ("sys", "logsys") for t, _ in S1_SIZES for c in S1_CONNS]
+    order = [s1_key(t, c, kind) for kind in ("sys", "logsys") for t, _ in S1_SIZES for c in S1_CONNS] + [T1_SYS]
     return [k for k in order if k in keys]
 
 
 def syscall_what(key):
     """'S1 1 KiB, 64 conns' (', sluice access log on') for a syscall run key."""
+    if key == T1_SYS:
+        return "T1 %s over TLS, %d conns" % (S1_LABEL[T_SIZE], T1_CONNS)
     m = re.match(r"S1-(\w+)/c(\d+)(log)?sys$", key)
     return "S1 %s, %s conns%s" % (S1_LABEL[m.group(1)], m.group(2), ", sluice access log on" if m.group(3) else "")
 
@@ -923,8 +1144,9 @@ def syscall_rows(results, tool="perf"):
     """Rows of the main table for the syscall runs: all syscalls per request
     of each body size (the calls one by one are in syscall_table)."""
     how = "perf tracepoints" if tool == "perf" else "strace -c"
-    return [("S1", key, "sc_total", "%s: syscalls/req (%s, separate run)" % (syscall_what(key), how), "lower",
-             "%.2f") for key in syscall_keys(results)]
+    return [("T1" if key == T1_SYS else "S1", key, "sc_total",
+             "%s: syscalls/req (%s, separate run)" % (syscall_what(key), how), "lower", "%.2f")
+            for key in syscall_keys(results)]
 
 
 def syscall_table(results, peers, tool="perf"):
@@ -933,7 +1155,7 @@ def syscall_table(results, peers, tool="perf"):
     keys = syscall_keys(results)
     calls = syscall_calls(results, keys)
     show_other = any(r.get("sc_other", 0) for (k, _), rs in results.items() if k in keys for r in rs)
-    head = ["S1 run", "peer", "requests", "all"] + calls + (["other"] if show_other else [])
+    head = ["run", "peer", "requests", "all"] + calls + (["other"] if show_other else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key in keys:
         for p in [p for p in PEERS if p in peers]:
@@ -951,15 +1173,22 @@ def syscall_table(results, peers, tool="perf"):
 
 def report_rows(results, tags, log_tag, tool):
     """The S1 rows of each body size in TAGS, the access-log-on rows (body
-    size LOG_TAG), the syscall rows, then ROWS (S2-S6)."""
+    size LOG_TAG), S1's syscall rows, then ROWS (S2-S6, T1-T6) with T1's
+    syscall row after T1's."""
     s1 = sum((s1_rows(t) for t in tags), [])
-    return s1 + (log_rows(log_tag) if log_tag else []) + syscall_rows(results, tool) + ROWS
+    sys_rows = syscall_rows(results, tool)
+    rows = s1 + (log_rows(log_tag) if log_tag else []) + [r for r in sys_rows if r[0] == "S1"]
+    for r in ROWS:
+        rows.append(r)
+        if r[0] == "T1" and r[2] == "sys_us_req":
+            rows += [x for x in sys_rows if x[0] == "T1"]
+    return rows
 
 
 def row_label(sc, label, ctx):
     if sc == "S5":
         return label.replace("200", str(ctx.slow_n))
-    if sc == "S6":
+    if sc in ("S6", "T5"):
         return label.replace("10k", "%d" % ctx.idle_n)
     return label
 
@@ -1141,10 +1370,61 @@ def targets(results, paired):
     return out
 
 
+# issue 23's TLS targets: (run key, metric, what, better, limit, fixed peer or None for the best)
+TLS_TARGETS = [
+    ("T1", "cpu_us_req", "T1 CPU µs/request", "lower", 0.8, None),
+    ("T2", "cpu_us_hs", "T2 CPU µs/full handshake", "lower", 0.8, None),
+    ("T3", "cpu_us_hs", "T3 CPU µs/resumed handshake", "lower", 0.8, None),
+    ("T4", "mibs", "T4 MiB/s", "higher", 1.1, None),
+    ("T4", "cpu_ms_mib", "T4 CPU ms/MiB", "lower", 0.9, None),
+    ("T5", "bytes_conn", "T5 RSS bytes per idle TLS connection", "lower", 0.5, None),
+    ("T6", "rss_kib_conn", "T6 RSS per slow TLS reader", "lower", 1.0, "haproxy"),
+]
+
+
+def tls_targets(results, peers):
+    """Issue 23's targets judged on this run: [{"target", "met", "detail",
+    "ratio"}]. Each is the median of the paired per-repetition ratios
+    sluice ÷ the best peer of BEST_OF in that row (the lowest median, the
+    highest for a 'higher' metric), or ÷ the fixed peer; then the syscalls
+    per T1 request beside the peers' (no target)."""
+    cols = [p for p in PEERS if p in peers]
+    out = []
+    for key, metric, what, better, limit, fixed in TLS_TARGETS:
+        if (key, "sluice") not in results:
+            continue
+        if fixed:
+            best = fixed if fixed in cols and (key, fixed) in results else None
+        else:
+            cands = [(median([r.get(metric) for r in results.get((key, p), [])]), p) for p in BEST_OF if p in cols]
+            cands = [(v, p) for v, p in cands if v is not None]
+            pick = (min(cands) if better == "lower" else max(cands)) if cands else None
+            best = pick[1] if pick else None
+        sm = summary_of(per_rep(results, key, metric, "sluice", best)) if best else None
+        sign = "≤" if better == "lower" else "≥"
+        name = "%s %s %.1f× %s" % (what, sign, limit, fixed or "the best peer")
+        if not sm:
+            out.append({"target": name, "met": None, "detail": "not measured", "ratio": None})
+            continue
+        ok = sm["median"] <= limit if better == "lower" else sm["median"] >= limit
+        mine = median([r.get(metric) for r in results.get((key, "sluice"), [])])
+        theirs = median([r.get(metric) for r in results.get((key, best), [])])
+        out.append({"target": name, "met": ok, "ratio": sm,
+                    "detail": "%s vs %s (sluice %.4g, %s %.4g): %s" % (fmt_ratio(sm), best, mine, best, theirs,
+                                                                   "met" if ok else "NOT met")})
+    sys_vals = ["%s %.2f" % (p, r[0]["sc_total"]) for p in cols for r in [results.get((T1_SYS, p), [])]
+                if r and r[0].get("sc_total") is not None]
+    if sys_vals:
+        out.append({"target": "syscalls per T1 request (no target; beside the peers')", "met": "info",
+                    "detail": ", ".join(sys_vals), "ratio": None})
+    return out
+
+
 def targets_text(tg):
     lines = []
     for t in tg:
-        verdict = "**met**" if t["met"] else ("not measured in full" if t["met"] is None else "**not met**")
+        verdict = ("measured" if t["met"] == "info" else "**met**" if t["met"] else
+                   "not measured in full" if t["met"] is None else "**not met**")
         lines.append("- %s: %s — %s" % (t["target"], verdict, t["detail"]))
     return "\n".join(lines)
 
@@ -1217,6 +1497,8 @@ def measure(ctx, where, make_peer, fn):
     try:
         peer = make_peer()
         peer.ready("/small")
+        if peer.facts:
+            TLS_FACTS[peer.name] = peer.facts
         t0 = time.time()
         res = fn(ctx, peer, where)
         peer.check(where)
@@ -1241,7 +1523,7 @@ def main():
                     help="1 repetition, 2 s wrk runs, no warm-up, 4 s S5 (for development)")
     ap.add_argument("--only", "--scenarios", dest="only", default="",
                     help="comma-separated scenarios, e.g. S1,S3,S5 (default: all); S1 is every body size, "
-                         "S1-200, S1-1k, S1-16k one each")
+                         "S1-200, S1-1k, S1-16k one each; S is S1-S6, T the TLS rows T1-T6")
     ap.add_argument("--peers", default="", help="comma-separated peers of %s (default: all but %s; "
                     "sluice-old too with --sluice-old)" % (",".join(PEERS), " and ".join(OPT_IN)))
     ap.add_argument("--sluice-old", default=os.environ.get("SLUICE_OLD", ""), metavar="PATH",
@@ -1277,7 +1559,10 @@ def main():
 
     SLUICE_ARGS = shlex.split(args.sluice_args)
     scenarios, tags = [], []
+    wanted = []
     for s in [s.strip() for s in args.only.split(",") if s.strip()] or SCENARIOS:
+        wanted += [x for x in SCENARIOS if x[0] == s.upper()] if s.upper() in ("S", "T") else [s]
+    for s in wanted:
         m = re.match(r"^[sS]1-(\w+)$", s)
         if m and m.group(1).lower() in S1_BYTES:
             tags.append(m.group(1).lower())
@@ -1345,11 +1630,14 @@ def main():
     for peer, tool in (("nginx", "nginx"), ("nginx-nobuf", "nginx"), ("nginx-deferred", "nginx"), ("haproxy", "haproxy")):
         if peer in peers and tool in missing:
             skipped[peer] = missing[tool]
-    for sc, tool in (("S1", "wrk"), ("S2", "wrk"), ("S3", "curl"), ("S4", "curl"), ("S5", "curl")):
-        if sc in scenarios and tool in missing:
+    for sc, tool in (("S1", "wrk"), ("S2", "wrk"), ("S3", "curl"), ("S4", "curl"), ("S5", "curl"), ("T1", "wrk"),
+                     ("T2", "openssl"), ("T3", "openssl"), ("T4", "curl"), ("T6", "curl")) + tuple(
+                         (t, "openssl") for t in TLS_SCENARIOS):
+        if sc in scenarios and tool in missing and sc not in skipped:
             skipped[sc] = missing[tool]
     extras = "S1" in scenarios and not args.no_s1_extras
-    sc_tool = args.syscalls if extras and args.syscalls != "off" else None
+    sys_extras = bool({"S1", "T1"} & set(scenarios)) and not args.no_s1_extras
+    sc_tool = args.syscalls if sys_extras and args.syscalls != "off" else None
     sc_skip = None
     if sc_tool and sc_tool in missing:
         sc_skip = missing[sc_tool]
@@ -1365,7 +1653,7 @@ def main():
             if lacking:
                 notes.append("This kernel has no tracepoint for: %s (not counted by name)" % ", ".join(lacking))
     if sc_skip:
-        skipped["S1 syscalls per request (%s)" % sc_tool] = sc_skip
+        skipped["S1/T1 syscalls per request (%s)" % sc_tool] = sc_skip
         sc_tool = None
         if args.syscalls_only:
             sys.exit("bench: --syscalls-only, but the syscalls cannot be counted: " + sc_skip)
@@ -1382,7 +1670,7 @@ def main():
     budget = nofile // 2 - 100 if set(SLUICES) & set(peers) else nofile - 2000
     if budget < ctx.idle_n:
         ctx.idle_n = max(100, budget)
-        notes.append("RLIMIT_NOFILE is %d: S6 uses %d connections" % (nofile, ctx.idle_n))
+        notes.append("RLIMIT_NOFILE is %d: S6 and T5 use %d connections" % (nofile, ctx.idle_n))
 
     sources = {}
     if "sluice" in peers:
@@ -1396,9 +1684,17 @@ def main():
         atexit.register(lambda: shutil.rmtree(tmp, ignore_errors=True))
     bins = {name: copy_bin(path, tmp, name) for name, path in sources.items()}
     for name, path in bins.items():
-        ACCESS_LOG_FLAG[name] = has_access_log_flag(path)
+        ACCESS_LOG_FLAG[name] = has_flag(path, "--access-log")
+        TLS_FLAG[name] = has_flag(path, "--listen-tls")
     for name, path in sources.items():
         notes.append("%s: %s" % (name, path))
+    ctx.tls = None
+    if set(TLS_SCENARIOS) & set(scenarios):
+        cert, key, combined = tlsbench.make_cert(os.path.join(tmp, "tls"), tool_path("openssl"))
+        ctx.tls = {"cert": cert, "key": key, "combined": combined}
+        for name in SLUICES:
+            if name in bins and not TLS_FLAG.get(name):
+                notes.append("%s has no --listen-tls: no T rows for it" % name)
     atexit.register(stop_all)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
@@ -1449,6 +1745,8 @@ def main():
             versions[tool] = version_of(argv)
     versions["python"] = "Python " + platform.python_version()
     versions["kernel"] = platform.release()
+    if ctx.tls:
+        versions["openssl"] = version_of([tool_path("openssl"), "version"])
 
     def s1_run(conns, tag):
         return lambda c, p, w: s1(c, p, w, conns, tag)
@@ -1463,8 +1761,11 @@ def main():
                     runs.append((s1_key(tag, conns), sc, s1_run(conns, tag)))
             if log_tag:
                 runs.append((s1_key(log_tag, 64, "log"), sc, s1_run(64, log_tag)))
+        elif sc == "T1":
+            runs.append(("T1", sc, s1_run(T1_CONNS, T_SIZE)))
         else:
-            runs.append((sc, sc, {"S2": s2, "S3": s3, "S4": s4, "S5": s5, "S6": s6}[sc]))
+            runs.append((sc, sc, {"S2": s2, "S3": s3, "S4": s4, "S5": s5, "S6": s6, "T2": t2, "T3": t3, "T4": s3,
+                                  "T5": t5, "T6": t6}[sc]))
 
     say("peers: %s; scenarios: %s%s; %d repetition(s) of S1, %d of the others; tmp dir %s" % (
         ",".join(peers), ",".join(scenarios), " (S1 body sizes %s)" % ",".join(tags) if "S1" in scenarios else "",
@@ -1481,15 +1782,18 @@ def main():
             if rep > (ctx.s1_reps if sc == "S1" else ctx.reps):
                 continue
             for name in order:
-                if name == "direct" and sc in ("S5", "S6"):
-                    continue  # nothing between client and upstream to measure
+                if name == "direct" and (sc in ("S5", "S6") or sc in TLS_SCENARIOS):
+                    continue  # nothing between client and upstream to measure; no TLS
                 if key.endswith("log") and name not in SLUICES:
                     continue  # the access-log-on row is sluice's own
+                if sc in TLS_SCENARIOS and name in SLUICES and not TLS_FLAG.get(name):
+                    continue  # a build without TLS
                 run_id += 1
                 where = "%s %s rep %d" % (key, name, rep)
                 upstream_port = sink.port if sc == "S4" else up.port
+                tls = ctx.tls if sc in TLS_SCENARIOS else None
                 res = measure(ctx, where, lambda: Peer(name, tmp, bins, upstream_port, run_id,
-                                                       access_log=key.endswith("log")), fn)
+                                                       access_log=key.endswith("log"), tls=tls), fn)
                 results.setdefault((key, name), []).append(res)
                 raw.append({"run": key, "peer": name, "rep": rep, **res})
                 if not up.proc.alive():
@@ -1513,6 +1817,17 @@ def main():
                               lambda c, p, w: s1_syscalls(c, p, w, conns, tag))
                 results[(key, name)] = [res]
                 raw.append({"run": key, "peer": name, "rep": 1, **res})
+    if sc_tool and "T1" in scenarios and not args.syscalls_only:
+        # T1's, likewise: a separate untimed run per peer over TLS
+        for name in peers:
+            if name == "direct" or (name in SLUICES and not TLS_FLAG.get(name)):
+                continue
+            run_id += 1
+            res = measure(ctx, "%s %s" % (T1_SYS, name),
+                          lambda: Peer(name, tmp, bins, up.port, run_id, tls=ctx.tls),
+                          lambda c, p, w: s1_syscalls(c, p, w, T1_CONNS, T_SIZE))
+            results[(T1_SYS, name)] = [res]
+            raw.append({"run": T1_SYS, "peer": name, "rep": 1, **res})
 
     elapsed = time.time() - t_start
     stop_all()
@@ -1529,10 +1844,20 @@ def main():
         if not (args.syscalls_only and n.startswith("RLIMIT_NOFILE")):
             out.append("- " + n)
     out.append("- upstream: " + up_desc + ("; S4 sink: scripts/bench/upstream.py (CPU %d)" % LOAD_CPU if sink else ""))
+    if ctx.tls and not args.syscalls_only:
+        out.append("- TLS rows: one ECDSA P-256 certificate (openssl, SNI localhost) for every peer; clients TLS 1.3 "
+                   "only. Negotiated with a Python (OpenSSL) TLS 1.3 probe, and whether its second connection "
+                   "resumed the first's session: %s. T1: wrk -t1 -c%d over https (%s, as wrk chooses); T2/T3: %d x "
+                   "`openssl s_time -new|-reuse -tls1_3 -www %s` for %d s; T4: curl --tlsv1.3; T5: %d connections "
+                   "(sluicebench/tls_idle.py, its own process); T6: %d x `curl --tlsv1.3 --limit-rate %s` for %d s."
+                   % ("; ".join("%s %s %s (resumes: %s)" % (n, f["version"], f["cipher"], "yes" if f["resumes"] else "NO")
+                                for n, f in TLS_FACTS.items()) or "no probe answered",
+                      T1_CONNS, "OpenSSL", T_STIME_PROCS, s1_path(T_SIZE), ctx.dur, ctx.idle_n, T6_READERS, T6_RATE,
+                      ctx.slow_secs))
     if args.syscalls_only:
         out.append("- --syscalls-only: no timed runs; S1 body sizes %s" % ", ".join(S1_LABEL[t] for t in tags))
     else:
-        out.append("- %d repetition(s) of S1, %d of S2-S6, peers alternating inside each, their order rotated from one "
+        out.append("- %d repetition(s) of S1, %d of S2-S6 and T1-T6, peers alternating inside each, their order rotated from one "
                "to the next; medians. wrk -t1 -d%ds, after an unmeasured "
                "%d s warm-up run on the same proxy (S1, S2); S1 at %s connections for each body size (%s); S2 -c64; S5 %d x "
                "`curl --limit-rate 100k` for %d s on a %d MiB file; S6 %d connections, one GET each, one after the other, "
@@ -1574,7 +1899,7 @@ def main():
     out.append(table(results, peers, scenarios, ctx, rows))
     out.append("")
     if syscall_keys(results):
-        out.append("### S1 syscalls per request, by call")
+        out.append("### S1 (and T1) syscalls per request, by call")
         out.append("")
         out.append("calls / wrk's requests in the syscall run (%s); `all` is every syscall the proxy's processes made."
                    % ("perf tracepoints" if sc_tool == "perf" else "strace -c"))
@@ -1601,6 +1926,15 @@ def main():
         out.append("")
         out.append(targets_text(tg))
         out.append("")
+    ttg = tls_targets(results, peers) if "sluice" in peers and set(TLS_SCENARIOS) & set(scenarios) else []
+    if ttg:
+        out.append("### Issue 23 TLS targets, from this run")
+        out.append("")
+        out.append("sluice ÷ the best of %s in each row (or ÷ the peer named): the median of the per-repetition "
+                   "ratios (min–max over the repetitions)." % ", ".join(p for p in BEST_OF if p in peers))
+        out.append("")
+        out.append(targets_text(ttg))
+        out.append("")
     if "sluice" in peers and "sluice-old" in peers:
         out.append("### sluice new/old")
         out.append("")
@@ -1624,7 +1958,8 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"command": command, "versions": versions, "s1_sizes": {t: S1_BYTES[t] for t in tags},
                        "syscall_tool": sc_tool, "perf_events": getattr(ctx, "perf_events", None) if sc_tool == "perf"
-                       else None, "runs": raw, "paired": paired, "targets": tg, "problems": PROBLEMS}, f, indent=1)
+                       else None, "runs": raw, "paired": paired, "targets": tg, "tls_targets": ttg,
+                       "tls_facts": TLS_FACTS, "problems": PROBLEMS}, f, indent=1)
     return 1 if PROBLEMS else 0
 
 

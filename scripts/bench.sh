@@ -2,7 +2,7 @@
 # Side-by-side benchmark of sluice against nginx (buffered and unbuffered),
 # HAProxy and a direct connection; prints a markdown table on stdout.
 #
-# Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S1-1k,S3] [--peers sluice,nginx] [--help]
+# Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S1-1k,S3,T] [--peers sluice,nginx] [--help]
 #                         [--sluice-old PATH] [--reps N] [--s1-reps N] [--json FILE] [--no-build]
 #                         [--no-install] [--no-s1-extras] [--syscalls perf|strace|off]
 #                         [--syscalls-only] [--syscall-secs N] [--all-syscalls]
@@ -12,6 +12,13 @@
 # and proxy with perf's syscall tracepoints attached, for the syscalls-per-
 # request table. The report ends with the paired per-repetition ratios
 # sluice / best peer and issue 22's targets, met or not.
+# T1-T6 (--scenarios T) are the TLS rows (issue 23): nginx `ssl`, HAProxy
+# `ssl` and sluice --listen-tls with one ECDSA P-256 certificate made with
+# openssl; T1 keep-alive 1 KiB GET over TLS (wrk, 64 conns) and its syscalls
+# per request, T2 full handshakes and T3 resumed ones (openssl s_time -new /
+# -reuse), T4 100 MiB download, T5 idle TLS connections (bytes each), T6
+# 100 slow TLS readers; then issue 23's targets, met or not.
+# TLS rows only, quickly: scripts/bench.sh --quick --scenarios T --peers sluice,nginx,haproxy
 # Env:   SLUICE_BIN=path   skip the build and benchmark this binary
 #        SLUICE_OLD=path   also run this (older) sluice as the peer sluice-old, with a new/old table
 # Old vs new, quickly (about 2 minutes): scripts/bench.sh --quick --sluice-old PATH \

@@ -10,6 +10,9 @@
             and print the port, read a request head, reply) and two ready
             upstreams for the shell scripts (`python3 -m sluicebench.upstream`)
   stats     medians, percentiles, ratios, spreads
+  tls       the T rows' certificate (openssl), a TLS probe, s_time output, the
+            idle TLS client driver
+  tls_idle  idle TLS keep-alive connections held by their own process
   units     sizes: parse '100M', print '1.5 MiB'
   nginx     nginx as a static origin or a reverse-proxy peer
   haproxy   HAProxy as a reverse-proxy peer (scripts/bench/haproxy.cfg.in)

@@ -20,12 +20,13 @@ def find():
     return "/usr/sbin/haproxy" if os.access("/usr/sbin/haproxy", os.X_OK) else None
 
 
-def write_config(path, port, upstream_port, maxconn, nofile):
-    """Writes the peer's config to PATH: listen on 127.0.0.1:PORT, forward to
+def write_config(path, port, upstream_port, maxconn, nofile, bind_opts=""):
+    """Writes the peer's config to PATH: listen on 127.0.0.1:PORT (with
+    BIND_OPTS after the address, e.g. " ssl crt FILE"), forward to
     127.0.0.1:UPSTREAM_PORT, MAXCONN connections (global and per frontend),
     `ulimit-n NOFILE`."""
     fill("haproxy.cfg.in", path, {"MAXCONN": maxconn, "NOFILE": nofile, "PORT": port,
-                                  "UPSTREAM_PORT": upstream_port})
+                                  "UPSTREAM_PORT": upstream_port, "BIND_OPTS": bind_opts})
 
 
 def start(name, tmp, upstream_port, maxconn, nofile):
