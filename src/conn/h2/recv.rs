@@ -84,6 +84,11 @@ impl H2Conn {
             }
         }
         buf.consume(used);
+        if decoder.in_header_block() {
+            self.block_since.get_or_insert(sh.now);
+        } else {
+            self.block_since = None;
+        }
         self.decoder = Some(decoder);
         if buf.is_empty() {
             sh.bufs.put_buffer(buf);
