@@ -31,6 +31,7 @@ import sys
 import time
 
 from . import h2wire as w
+from .procs import finish_piped
 
 CONN_WINDOW = 16 << 20  # connection window opened at the start (bytes)
 TICK = 0.1  # seconds between two window openings of every stream
@@ -246,15 +247,7 @@ class Driver:
 
     def kill(self):
         """Ends the client by its PID unless it already ended."""
-        try:
-            self.p.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.p.wait(10)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
+        finish_piped(self.p)
         self.p.stdout.close()
 
 
