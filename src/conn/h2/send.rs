@@ -106,9 +106,7 @@ impl H2Conn {
         let pending = s.out_pending();
         // Frames go straight into the connection's queue: one copy of the
         // body bytes, from the stream's buffer.
-        let q = self
-            .out
-            .get_or_insert_with(|| sh.bufs.head(usize::MAX / 2));
+        let q = self.out.get_or_insert_with(|| sh.bufs.head(usize::MAX / 2));
         if q.is_empty() {
             self.write_at = sh.now;
         }
@@ -155,7 +153,10 @@ impl H2Conn {
             return false;
         }
         // The end: trailers as HEADERS, or an empty DATA frame.
-        let trailers = s.ex.as_ref().map(|ex| ex.trailers.as_slice()).unwrap_or_default();
+        let trailers =
+            s.ex.as_ref()
+                .map(|ex| ex.trailers.as_slice())
+                .unwrap_or_default();
         self.block.clear();
         let fields = if trailers.is_empty() {
             0
