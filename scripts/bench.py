@@ -603,7 +603,10 @@ class Peer:
         elif self.proc:
             wait_ready(self.proc, self.port, path)
         if self.proc and self.h2:
-            chosen = h2load.alpn(self.port)
+            try:
+                chosen = h2load.alpn(self.port)
+            except OSError as e:
+                raise RuntimeError("%s: the ALPN probe failed: %s" % (self.name, e)) from e
             if chosen != "h2":
                 raise RuntimeError("%s, offered h2 and http/1.1 by ALPN, chose %r" % (self.name, chosen))
         time.sleep(0.2)  # let nginx's worker settle before the baseline

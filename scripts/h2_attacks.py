@@ -180,9 +180,13 @@ def attack(kind, port, streams):
 
 
 def normal_h1(port):
-    """An HTTP/1.1 GET /small on a new connection: (status, ms)."""
+    """An HTTP/1.1 GET /small on a new connection: (status, ms); status
+    None if it failed."""
     t0 = time.monotonic()
-    status, _ = net.http_get(port, "/small", timeout=10)
+    try:
+        status, _ = net.http_get(port, "/small", timeout=10)
+    except OSError:
+        status = None
     return status, (time.monotonic() - t0) * 1000
 
 
@@ -190,7 +194,10 @@ def normal_h2(port):
     """An h2c GET /small on a new connection: (status, ms); status None if
     no complete answer came within 10 s."""
     t0 = time.monotonic()
-    c = Conn(port)
+    try:
+        c = Conn(port)
+    except OSError:
+        return None, (time.monotonic() - t0) * 1000
     status = None
     try:
         c.send(w.PREFACE + w.settings() + w.headers(1, get_block("/small", port), end_stream=True))
@@ -327,8 +334,11 @@ def run(args):
             t0 = time.monotonic()
             m0, u0 = metrics(admin), upstream_stats(up_port)
             conns[kind] = []
-            for _ in range(per):
-                c, out = attack(kind, port, args.streams)
+            for i in range(per):
+                try:
+                    c, out = attack(kind, port, args.streams)
+                except OSError as e:
+                    raise Fail("%s: connection %d of %d could not connect: %s" % (kind, i + 1, per, e)) from e
                 conns[kind].append(c)
                 c.send(b"".join(out))
             time.sleep(0.5)
