@@ -415,6 +415,25 @@ fn a_continuation_flood_is_bounded_and_ends_the_connection() {
 }
 
 #[test]
+fn a_header_block_left_half_way_is_cut_by_the_request_head_timeout() {
+    let up = answering("x");
+    let (proxy, _log) = h2_proxy(up.addr, |c| {
+        c.request_head_timeout = Duration::from_millis(300);
+    });
+    let mut c = H2Client::connect(proxy.addr);
+    // A first request, so the connection is past its first head.
+    assert_eq!(c.get("/first").status, 200);
+    let id = c.next_stream();
+    let block = c.block(&get_fields("/half"));
+    c.send_frame(kind::HEADERS, 0, id, &block);
+    c.send_frame(kind::CONTINUATION, 0, id, &[0; 1000]);
+    let frames = c.read_to_close(Duration::from_secs(5));
+    let goaway = frames.iter().find(|f| f.kind == kind::GOAWAY);
+    assert!(goaway.is_some(), "GOAWAY for the open block: {frames:?}");
+    assert_eq!(up.accepted(), 1);
+}
+
+#[test]
 fn an_hpack_bomb_gets_431_and_the_connection_goes_on() {
     let up = answering("fine");
     let (proxy, _log) = h2_proxy(up.addr, |c| c.max_head_size = 16 * 1024);

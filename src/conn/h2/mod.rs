@@ -189,6 +189,10 @@ pub(crate) struct H2Conn {
     accepted_at: Instant,
     /// Since when no stream is open.
     idle_since: Instant,
+    /// Since when a header block is open (a HEADERS frame without
+    /// END_HEADERS): it must end within `request_head_timeout`, as an
+    /// HTTP/1 head must.
+    block_since: Option<Instant>,
     idle_counted: bool,
     conn_counted: bool,
     draining: bool,
@@ -242,6 +246,7 @@ impl H2Conn {
             limits: Limits::new(cfg.h2_max_concurrent_streams),
             accepted_at: h.accepted_at,
             idle_since: sh.now,
+            block_since: None,
             idle_counted: h.idle_counted,
             conn_counted: h.conn_counted,
             draining: false,

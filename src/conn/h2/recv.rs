@@ -25,6 +25,11 @@ use crate::h2::stream_state::{self, Closure, Recv, StreamState, Verdict};
 use crate::h2::{ErrorCode, H2Error, frame};
 use crate::stats::Stats;
 
+/// Decoded bytes (names and values) of a header list up to which its
+/// storage is kept for the next block (a usual request head is well
+/// under 1 KiB; a large cookie stays within this).
+const KEEP_FIELD_BYTES: usize = 4096;
+
 impl H2Conn {
     /// Reads once from the client (while its input buffer has room) and
     /// handles the frames buffered, up to `MAX_FRAMES_PER_ROUND`.
@@ -79,6 +84,11 @@ impl H2Conn {
             }
         }
         buf.consume(used);
+        if decoder.in_header_block() {
+            self.block_since.get_or_insert(sh.now);
+        } else {
+            self.block_since = None;
+        }
         self.decoder = Some(decoder);
         if buf.is_empty() {
             sh.bufs.put_buffer(buf);
@@ -259,7 +269,14 @@ impl H2Conn {
             .hpack_in
             .decode(b.block, sh.cfg.max_head_size, |n, v| fields.push(n, v));
         let result = self.on_fields(&b, decoded, &fields, sh);
-        self.fields = fields;
+        // The storage is kept for the next block only if this one was of
+        // a usual size: after a large list (an HPACK bomb leaves up to
+        // `max_head_size` decoded bytes here) an idle connection would
+        // hold it for as long as it stays open.
+        let decoded_bytes: usize = fields.iter().map(|(n, v)| n.len() + v.len()).sum();
+        if decoded_bytes <= KEEP_FIELD_BYTES {
+            self.fields = fields;
+        }
         result
     }
 

@@ -160,9 +160,13 @@ impl H2Conn {
             }),
             State::Open => None,
         };
-        match (send, own) {
-            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
-            (a, b) => a.or(b),
-        }
+        // A header block left open (the CONTINUATION flood's way to hold
+        // up to `max_head_size`) is cut like an HTTP/1 head that does not
+        // end, on every request of the connection, not only the first.
+        let block = self
+            .block_since
+            .filter(|_| self.state == State::Open)
+            .map(|t| (t + cfg.request_head_timeout, Timeout::Head));
+        [send, own, block].into_iter().flatten().min_by_key(|d| d.0)
     }
 }
