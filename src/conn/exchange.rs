@@ -680,7 +680,12 @@ impl Exchange {
             target: self.req.target.as_bytes(),
             version: Some(self.req.version),
             host: self.req.headers.get_known(Known::Host),
-            request_id: self.req.headers.get(crate::request_id::FIELD),
+            // Looked up by name only when a record is written.
+            request_id: sh
+                .access
+                .is_on()
+                .then(|| self.req.headers.get(crate::request_id::FIELD))
+                .flatten(),
             status,
             bytes_in: self.req_body_bytes,
             bytes_out: self.resp_body_bytes,

@@ -20,7 +20,7 @@ use crate::conn::io::Read1;
 use crate::conn::relay::READ_CHUNK;
 use crate::h2::decode::{Frame, HeaderBlock};
 use crate::h2::hpack::HpackError;
-use crate::h2::map::{BodyLength, Refusal, map_request, map_trailers};
+use crate::h2::map::{BodyLength, Refusal, map_request_into, map_trailers};
 use crate::h2::stream_state::{self, Closure, Recv, StreamState, Verdict};
 use crate::h2::{ErrorCode, H2Error, frame};
 use crate::stats::Stats;
@@ -354,17 +354,17 @@ impl H2Conn {
             self.answer_status(i, 431, None, sh);
             return Ok(());
         }
-        match map_request(fields.iter(), b.end_stream) {
-            Ok(m) => {
-                let mut ex = sh.take_exchange();
-                ex.req = m.head;
-                s.body_len = BodyLength::new(m.content_length);
-                s.chunked_up = m.chunked;
+        let mut ex = sh.take_exchange();
+        match map_request_into(fields.iter(), b.end_stream, &mut ex.req) {
+            Ok((content_length, chunked)) => {
+                s.body_len = BodyLength::new(content_length);
+                s.chunked_up = chunked;
                 s.pending = Some(ex);
                 self.streams.push(s);
                 Ok(())
             }
             Err(Refusal::Status(code, why)) => {
+                sh.recycle_exchange(ex);
                 debug!("h2 client {}: stream {id}: {code}: {why}", self.addr);
                 self.streams.push(s);
                 let i = self.streams.len() - 1;
@@ -372,6 +372,7 @@ impl H2Conn {
                 Ok(())
             }
             Err(r @ Refusal::Malformed(_)) => {
+                sh.recycle_exchange(ex);
                 // No record: there is no request to log, as for a head
                 // httparse cannot read on HTTP/1 without an answer.
                 Err(r.to_h2(id))

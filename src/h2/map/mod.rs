@@ -24,5 +24,5 @@ mod request;
 mod response;
 
 pub use body::BodyLength;
-pub use request::{MappedRequest, Refusal, map_request, map_trailers};
+pub use request::{MappedRequest, Refusal, map_request, map_request_into, map_trailers};
 pub use response::{encode_response_head, encode_trailer_section, encode_trailers, has_content};

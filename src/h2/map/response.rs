@@ -91,7 +91,8 @@ fn encode_fields(
         .flat_map(list_elements)
         .map(<[u8]>::to_ascii_lowercase)
         .collect();
-    let mut name_buf = Vec::new();
+    // The encoder's scratch: no allocation per head.
+    let mut name_buf = encoder.take_scratch();
     let mut sent = 0;
     for (name, value) in headers.iter() {
         let known = Known::of(name.as_bytes());
@@ -115,5 +116,6 @@ fn encode_fields(
         encoder.field(out, &name_buf, value);
         sent += 1;
     }
+    encoder.put_scratch(name_buf);
     sent
 }
