@@ -238,11 +238,17 @@ impl GroupMetrics {
 }
 
 /// Binds the admin listener (no `SO_REUSEPORT`: an address in use is an
-/// error), non-blocking.
+/// error), non-blocking, with `TCP_DEFER_ACCEPT` (1 s): a scrape is
+/// accepted once its request is there, so the admin cap's 20 ms grace
+/// (`event_loop::admin`) runs from a request that can be answered at once,
+/// not from a connect whose client was slow to write.
 fn bind_admin(addr: SocketAddr) -> io::Result<TcpListener> {
     let l = TcpListener::bind(addr)
         .map_err(|e| io::Error::new(e.kind(), format!("admin listener {addr}: {e}")))?;
     l.set_nonblocking(true)?;
+    // An optimisation: without it (a kernel that refuses it) the admin
+    // listener works as before.
+    let _ = crate::event_loop::listen::set_defer_accept(&l, 1);
     Ok(l)
 }
 

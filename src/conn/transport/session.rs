@@ -295,9 +295,12 @@ impl Out<'_, '_> {
     }
 
     /// A decrypted record's bytes: into the sink up to its room, the rest
-    /// kept in `rest`.
+    /// kept in `rest`. Once `rest` holds bytes, everything after them goes
+    /// there too: the sink may take less than its `room()` says (an
+    /// elastic head buffer grows by steps), and a later record's bytes must
+    /// never pass an earlier one's.
     fn take(&mut self, mut payload: &[u8]) {
-        if let Some(sink) = self.sink.as_mut() {
+        if let Some(sink) = self.sink.as_mut().filter(|_| self.rest.is_empty()) {
             let room = sink.max.min(sink.buf.room()).min(payload.len());
             if room > 0 {
                 let head = payload.get(..room).unwrap_or_default();
