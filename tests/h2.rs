@@ -648,3 +648,64 @@ fn rfc9113_3_2_tls_offers_h2_first_and_no_http2_offers_http_1_1() {
     assert_eq!(s.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
     assert_eq!(read_length_response(&mut s).0, 200);
 }
+
+#[test]
+fn proxy_made_answers_end_their_streams_and_free_the_stream_limit() {
+    // Every request gets the proxy's own 502 (nothing listens upstream).
+    let (proxy, log) = h2_proxy(refused_addr(), |c| c.h2_max_concurrent_streams = 4);
+    let mut c = H2Client::connect(proxy.addr);
+    // More streams than the limit, four at a time: each answer must end
+    // its stream, or the fifth batch is refused.
+    for batch in 0..5 {
+        let ids: Vec<u32> = (0..4)
+            .map(|i| c.send_get(&format!("/b{batch}/{i}")))
+            .collect();
+        let got = c.responses(&ids, Duration::from_secs(5));
+        for id in &ids {
+            assert_eq!(
+                got[id].status, 502,
+                "batch {batch} stream {id}: {:?}",
+                got[id]
+            );
+            assert!(got[id].body.starts_with(b"502"), "{:?}", got[id]);
+        }
+    }
+    let recs = records(&log, 20);
+    assert!(recs.iter().all(|r| r["status"] == 502));
+}
+
+#[test]
+fn a_client_that_closes_its_socket_ends_its_streams_and_their_upstreams() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let closed = Arc::new(AtomicBool::new(false));
+    let seen = closed.clone();
+    let up = Upstream::start(move |mut conn: UpConn| {
+        if conn.read_request().is_some() {
+            conn.hold_until_closed();
+            seen.store(true, Ordering::SeqCst);
+        }
+    });
+    let (proxy, log) = h2_proxy(up.addr, |_| {});
+    let mut c = H2Client::connect(proxy.addr);
+    c.send_get("/hang");
+    assert_eventually("the upstream got the request", || up.requests().len() == 1);
+    // Everything the proxy sent is read, then a clean close (a FIN, not a
+    // reset): the stream must not keep the connection in CLOSE-WAIT.
+    c.read_until(Duration::from_millis(200), |_| false);
+    c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let recs = records(&log, 1);
+    assert_eq!(recs[0]["termination"], "client_aborted");
+    // Nothing of the connection is left: its upstream socket closed, the
+    // client connection freed (not left in CLOSE-WAIT).
+    assert_eventually("the upstream connection closed", || {
+        closed.load(Ordering::SeqCst)
+    });
+    assert_eventually("the client connection is gone", || {
+        proxy.stats.snapshot().downstream_active == 0
+    });
+    assert!(
+        c.read_to_close(Duration::from_secs(3)).len() <= 1,
+        "the proxy closed its side"
+    );
+}

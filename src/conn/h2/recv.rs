@@ -43,7 +43,12 @@ impl H2Conn {
                     progress = true;
                 }
                 Ok(Read1::Eof) => {
+                    // The client closed: its streams' answers have no one
+                    // to go to (an HTTP/2 client never half-closes), so
+                    // they end now, as nginx and HAProxy end them, and no
+                    // stream can hold the connection in CLOSE-WAIT.
                     self.read_eof = true;
+                    self.end_all_streams(sh, crate::conn::access::Termination::ClientAborted);
                     progress = true;
                 }
                 Ok(Read1::Idle) => {}

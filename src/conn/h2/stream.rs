@@ -108,13 +108,13 @@ impl Stream {
         self.out.as_ref().map_or(0, |b| b.pending()) + self.own_body.len()
     }
 
-    /// The response is whole on our side: the exchange read it all (or
-    /// the proxy's own answer is all there), with nothing of it left to
-    /// frame but the end.
+    /// The response is whole on our side: the exchange read it all, or
+    /// the proxy's own answer (an own reply, or an error answer whose
+    /// exchange already wrote its record) is all in `own_body`.
     pub fn response_complete(&self) -> bool {
         match &self.ex {
             Some(ex) => ex.response_done() && ex.resp_head_sent,
-            None => self.own.is_some(),
+            None => self.pending.is_none(),
         }
     }
 
