@@ -131,6 +131,8 @@ stats! {
     /// 404 responses the proxy wrote: routes exist and none matches
     /// (counter).
     status_404,
+    /// 405 responses the proxy wrote: extended CONNECT over HTTP/2 (counter).
+    status_405,
     /// 408 responses the proxy wrote (counter).
     status_408,
     /// 413 responses the proxy wrote: a body over `max_body_size`

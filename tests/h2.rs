@@ -709,3 +709,37 @@ fn a_client_that_closes_its_socket_ends_its_streams_and_their_upstreams() {
         "the proxy closed its side"
     );
 }
+
+#[test]
+fn a_head_request_to_a_dead_upstream_gets_a_502_without_data() {
+    let (proxy, _log) = h2_proxy(refused_addr(), |_| {});
+    let mut c = H2Client::connect(proxy.addr);
+    let id = c.send_headers(
+        &[
+            (":method", "HEAD"),
+            (":scheme", "http"),
+            (":authority", "test.example"),
+            (":path", "/dead"),
+        ],
+        true,
+    );
+    let r = c.responses(&[id], Duration::from_secs(5));
+    assert_eq!(r[&id].status, 502);
+    assert!(r[&id].body.is_empty(), "{:?}", r[&id]);
+}
+
+#[test]
+fn rfc9113_8_2_3_cookie_crumbs_count_as_one_field() {
+    let up = Upstream::start(respond_forever(ok_response("ok")));
+    let (proxy, _log) = h2_proxy(up.addr, |c| c.max_header_count = 20);
+    let mut c = H2Client::connect(proxy.addr);
+    let crumbs: Vec<String> = (0..50).map(|i| format!("c{i}=v{i}")).collect();
+    let mut fields = get_fields("/cookies");
+    fields.extend(crumbs.iter().map(|c| ("cookie", c.as_str())));
+    let id = c.send_headers(&fields, true);
+    let r = c.responses(&[id], Duration::from_secs(3));
+    assert_eq!(r[&id].status, 200);
+    let req = up.single_request();
+    assert_eq!(req.header_all("cookie").len(), 1);
+    assert!(req.header("cookie").unwrap().starts_with("c0=v0; c1=v1; "));
+}

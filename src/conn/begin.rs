@@ -551,6 +551,7 @@ pub(crate) fn count_status(stats: &Stats, code: u16) {
         400 => &stats.status_400,
         403 => &stats.status_403,
         404 => &stats.status_404,
+        405 => &stats.status_405,
         408 => &stats.status_408,
         413 => &stats.status_413,
         414 => &stats.status_414,

@@ -246,6 +246,7 @@ const PLAIN: &[Plain] = &[
             ("status_400", Some(("code", "400"))),
             ("status_403", Some(("code", "403"))),
             ("status_404", Some(("code", "404"))),
+            ("status_405", Some(("code", "405"))),
             ("status_408", Some(("code", "408"))),
             ("status_413", Some(("code", "413"))),
             ("status_414", Some(("code", "414"))),

@@ -238,9 +238,15 @@ impl ClientConn {
                 if code == 503 {
                     fields.append("Retry-After", err.retry_after().to_string().as_bytes());
                 }
+                // A HEAD request's answer has no body (RFC 9110 §9.3.2).
+                let head_only = match (&self.exchange, &self.own_reply) {
+                    (Some(ex), _) => ex.req.is_method("HEAD"),
+                    (None, Some(r)) => r.method == "HEAD",
+                    (None, None) => false,
+                };
                 // Keep-alive is off here: `Connection: close` whatever the version.
-                self.queue_reply(sh, code, &fields, body.as_bytes(), false, 1);
-                reply_len = body.len() as u64;
+                self.queue_reply(sh, code, &fields, body.as_bytes(), head_only, 1);
+                reply_len = if head_only { 0 } else { body.len() as u64 };
                 status = Some(code);
                 self.set_state(State::Closing { linger_until: None });
             }

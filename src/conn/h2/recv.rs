@@ -296,7 +296,10 @@ impl H2Conn {
         if let Err(e @ HpackError::Compression(_)) = decoded {
             return Err(e.to_h2(id));
         }
-        let too_large = decoded.is_err() || fields.len() > sh.cfg.max_header_count;
+        // The field count is checked once cookie crumbs are joined (below);
+        // a trailer section's as it came.
+        let too_large = decoded.is_err();
+        let too_many = fields.len() > sh.cfg.max_header_count;
         let st = self.state_of(id);
         let next = match stream_state::on_recv(
             st,
@@ -313,7 +316,7 @@ impl H2Conn {
         }
         if let Some(i) = self.find(id) {
             // A trailer section ends the request (RFC 9113 §8.1).
-            if too_large {
+            if too_large || too_many {
                 return Err(HpackError::ListTooLarge.to_h2(id));
             }
             let trailers = map_trailers(fields.iter()).map_err(|r| r.to_h2(id))?;
@@ -348,11 +351,16 @@ impl H2Conn {
             sh.now,
         );
         s.request_ended = b.end_stream;
-        Stats::add(&sh.stats.requests, 1);
-        Stats::add(&sh.stats.h2_streams, 1);
-        self.requests += 1;
         self.set_idle(false, &sh.stats);
+        // Counted as a request once it is one: a malformed request is
+        // reset (below) and counted only among the resets sent.
+        let count = |sh: &mut Shared, requests: &mut u64| {
+            Stats::add(&sh.stats.requests, 1);
+            Stats::add(&sh.stats.h2_streams, 1);
+            *requests += 1;
+        };
         if too_large {
+            count(sh, &mut self.requests);
             // RFC 6585 §5: the fields are too large.
             self.streams.push(s);
             let i = self.streams.len() - 1;
@@ -362,6 +370,23 @@ impl H2Conn {
         let mut ex = sh.take_exchange();
         match map_request_into(fields.iter(), b.end_stream, &mut ex.req) {
             Ok((content_length, chunked)) => {
+                count(sh, &mut self.requests);
+                // Cookie crumbs are one field by now (RFC 9113 §8.2.3):
+                // the field count is the HTTP/1 one.
+                if ex.req.headers.len() > sh.cfg.max_header_count {
+                    let own = crate::conn::own_reply::OwnReply::new(
+                        &ex.req,
+                        431,
+                        sh.now,
+                        crate::conn::access::Termination::ProxyError,
+                    );
+                    sh.recycle_exchange(ex);
+                    s.own = Some(own);
+                    self.streams.push(s);
+                    let i = self.streams.len() - 1;
+                    self.answer_status(i, 431, None, sh);
+                    return Ok(());
+                }
                 s.body_len = BodyLength::new(content_length);
                 s.chunked_up = chunked;
                 s.pending = Some(ex);
@@ -369,6 +394,7 @@ impl H2Conn {
                 Ok(())
             }
             Err(Refusal::Status(code, why)) => {
+                count(sh, &mut self.requests);
                 sh.recycle_exchange(ex);
                 debug!("h2 client {}: stream {id}: {code}: {why}", self.addr);
                 self.streams.push(s);

@@ -257,6 +257,12 @@ impl H2Conn {
                 .headers
                 .append("Retry-After", secs.to_string().as_bytes());
         }
+        let head_only = self.streams.get(i).is_some_and(|s| {
+            s.pending
+                .as_ref()
+                .is_some_and(|ex| ex.req.is_method("HEAD"))
+                || s.own.as_ref().is_some_and(|o| o.method == "HEAD")
+        });
         if let Some(s) = self.streams.get_mut(i)
             && s.own.is_none()
             && s.ex.is_none()
@@ -278,7 +284,7 @@ impl H2Conn {
             own.version = Some(1);
             s.own = Some(own);
         }
-        self.send_answer(i, &reply, false, sh);
+        self.send_answer(i, &reply, head_only, sh);
     }
 
     /// Ends stream `i`'s exchange after `err` (or retries it,
@@ -318,14 +324,19 @@ impl H2Conn {
                 if let Some(ex) = s.ex.take() {
                     // The record is the exchange's, with the answer's
                     // status; the answer itself goes out without one.
-                    let body_len = format!("{code} {}\n", reason_phrase(code)).len() as u64;
+                    let head_only = ex.req.is_method("HEAD");
+                    let body_len = if head_only {
+                        0
+                    } else {
+                        format!("{code} {}\n", reason_phrase(code)).len() as u64
+                    };
                     let downstream = Downstream {
                         addr: client,
                         tls: self.tx.tls_facts(),
                         stream: Some(id),
                     };
                     ex.end(downstream, Some(code), body_len, how, sh);
-                    self.answer_status_bare(i, code, retry, sh);
+                    self.answer_status_bare(i, code, retry, head_only, sh);
                 } else {
                     self.answer_status(i, code, retry, sh);
                     if let Some(own) = self.streams.get_mut(i).and_then(|s| s.own.as_mut()) {
@@ -357,7 +368,14 @@ impl H2Conn {
 
     /// [`H2Conn::answer_status`] for a stream whose record was written
     /// already: the answer goes out, no second record.
-    fn answer_status_bare(&mut self, i: usize, status: u16, retry: Option<u32>, sh: &mut Shared) {
+    fn answer_status_bare(
+        &mut self,
+        i: usize,
+        status: u16,
+        retry: Option<u32>,
+        head_only: bool,
+        sh: &mut Shared,
+    ) {
         begin::count_status(&sh.stats, status);
         let mut reply = Reply::new(status, format!("{status} {}\n", reason_phrase(status)));
         reply.headers.append("Content-Type", b"text/plain");
@@ -366,7 +384,7 @@ impl H2Conn {
                 .headers
                 .append("Retry-After", secs.to_string().as_bytes());
         }
-        self.send_answer(i, &reply, false, sh);
+        self.send_answer(i, &reply, head_only, sh);
     }
 
     /// The client reset stream `i` (RFC 9113 §6.4): its exchange ends; an
@@ -413,7 +431,12 @@ impl H2Conn {
             own.log(downstream, sh);
         }
         if let Some(ex) = s.pending.take() {
+            // Reset before it started (in the read that opened it): a
+            // request all the same, recorded as the client left it.
+            let mut own = OwnReply::new(&ex.req, 499, sh.now, how);
+            own.version = Some(1);
             sh.recycle_exchange(ex);
+            own.log(downstream, sh);
         }
         if let Some(b) = s.out.take() {
             sh.bufs.put_buffer(b);
