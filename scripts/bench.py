@@ -3,7 +3,7 @@
 HAProxy, and a direct connection to the upstream (the limit); and, with
 --sluice-old, against another sluice binary (an older build).
 
-Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S3,T] [--peers sluice,nginx]
+Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S3,T,H] [--peers sluice,nginx]
                         [--sluice-old PATH] [--reps N] [--s1-reps N] [--duration SECS]
                         [--json FILE] [--upstream nginx|python]
                         [--sluice-args '--high-watermark 262144 ...']
@@ -86,6 +86,37 @@ lowest median, the highest for MiB/s): T1, T2, T3 CPU <= 0.8x; T4 MiB/s
 >= 1.1x and CPU/MiB <= 0.9x; T5 bytes/connection <= 0.5x; T6 RSS per
 reader <= HAProxy's.
 
+HTTP/2 (issue 24; "H" runs all three): the peers terminate TLS as in the
+T rows (the same certificate, pinning and access logs off; the direct
+peer has no H rows) and offer h2 by ALPN, each in front of the same
+HTTP/1.1 upstream. nginx: `listen ... ssl http2` (before 1.25.1; `http2
+on` from 1.25.1), its HTTP/2 defaults (128 streams per connection);
+HAProxy: `bind ... ssl crt FILE alpn h2,http/1.1`, its defaults (100
+streams); sluice: --listen-tls (h2 is on by default; a build without
+--no-http2 has no H rows). Each peer must choose h2 by ALPN once ready.
+  H1  keep-alive 1 KiB GETs over h2: `h2load -c64 -m10` (64 connections x
+      10 concurrent streams, one h2load thread) for --duration s after an
+      unmeasured warm-up run: req/s, p50 and p99 (from h2load's
+      per-request --log-file, successful requests), proxy CPU µs/request
+      in total, user and system.
+  H2  100 MiB download on one stream: `h2load -n1 -c1` (stream and
+      connection windows 2^30-1), 3 in a row (1 with --quick): MiB/s (100 MiB
+      over h2load's "finished in"), proxy CPU ms/MiB.
+  H3  100 slow streams on 10 connections (10 each) beside one fast
+      download. The slow client is scripts/sluicebench/h2slow.py (its own
+      process, frames by hand): SETTINGS_INITIAL_WINDOW_SIZE 16 KiB, then
+      1,000 bytes of window per stream every 100 ms (10 kB/s), the
+      connection window wide open and the sockets read at once, so each
+      stream is held by HTTP/2 flow control alone. Per run: the fast
+      download (H2's) alone, the RSS settled; the slow streams started
+      (16 MiB file, each gets a 200 and data), after 1 s the peak RSS over
+      2 s: (peak - settled) / 100 = RSS per slow stream; then the fast
+      download again beside them: MiB/s beside ÷ alone.
+The report ends with issue 24's targets: H1 CPU µs/request <= 0.8x and
+p99 <= 1x the best peer; H2 MiB/s >= 1x the best peer; H3 RSS per slow
+stream <= HAProxy's, and sluice's fast download beside the slow streams
+>= 0.9x of it alone (each the median of the per-repetition values).
+
 CPU: total = the proxy's processes' on-CPU time from
 /proc/PID/task/*/schedstat (ns); user and system = utime and stime of
 /proc/PID/stat (clock ticks, 1/100 s: over a 5 s run at full load about
@@ -151,8 +182,9 @@ syscall_requests), the S1 body sizes, the syscall counter and its events,
 the paired ratios (each repetition's value too) and the targets.
 
 Python 3 stdlib and scripts/sluicebench/. Needs wrk (S1, S2, T1), perf (the
-syscall rows; strace with --syscalls strace), curl (S3-S5, T4, T6) and
-openssl (the T rows' certificate, T2, T3); nginx and
+syscall rows; strace with --syscalls strace), curl (S3-S5, T4, T6),
+openssl (the T and H rows' certificate, T2, T3) and h2load (H1-H3, Debian
+package nghttp2-client); nginx and
 haproxy are peers (and nginx is the upstream) when present. As root on
 Debian, what the chosen peers and scenarios need is installed with apt-get
 (nginx also when --upstream nginx); otherwise the peer or scenario is
@@ -176,7 +208,7 @@ import sys
 import tempfile
 import time
 
-from sluicebench import haproxy, perfsys
+from sluicebench import h2load, h2slow, haproxy, perfsys
 from sluicebench import tls as tlsbench
 from sluicebench.net import free_port, http_get, read_response, still_open
 from sluicebench.procfs import (CPU_SOURCE, TICK, busy_pct, cpu_busy_ticks, cpu_model, cpu_seconds, cpu_user_sys,
@@ -192,12 +224,17 @@ PEERS = ["sluice", "sluice-old", "nginx", "nginx-nobuf", "nginx-deferred", "hapr
 # (TCP_DEFER_ACCEPT, which sluice sets by default), to compare like with like.
 OPT_IN = ("sluice-old", "nginx-deferred")
 SLUICES = ("sluice", "sluice-old")  # peers that are sluice binaries
-SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6", "T1", "T2", "T3", "T4", "T5", "T6"]
+SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6", "T1", "T2", "T3", "T4", "T5", "T6", "H1", "H2", "H3"]
 TLS_SCENARIOS = ("T1", "T2", "T3", "T4", "T5", "T6")  # issue 23: the peers terminate TLS
 T_SIZE = "1k"  # T1-T3's body: /files/s1-1k.bin
 T1_CONNS = 64
 T_STIME_PROCS = 4  # parallel `openssl s_time` clients of T2/T3
 T6_READERS, T6_RATE = 100, "10k"  # T6: slow TLS readers, curl --limit-rate
+H2_SCENARIOS = ("H1", "H2", "H3")  # issue 24: the peers speak h2 over TLS
+H1_CONNS, H1_STREAMS = 64, 10  # H1: h2load -c64 -m10
+H3_CONNS, H3_STREAMS = 10, 10  # H3: slow streams, 10 on each of 10 connections
+H3_RATE, H3_WINDOW = 10000, 16384  # H3: bytes/s per slow stream; their initial window
+H3_SAMPLE_SECS = 2.0  # H3: RSS sampled this long, 1 s after the slow streams started
 SMALL_SIZE = 256  # bytes of the S2 response body (/small)
 # S1's body sizes: (tag, bytes); static files www/files/s1-TAG.bin that the
 # upstream serves with its usual response head. Scenario S1 runs all of them,
@@ -328,8 +365,10 @@ def needed_tools(args, peers, scenarios):
         tools.append("perf" if args.syscalls == "perf" else "strace")
     if {"S3", "S4", "S5", "T4", "T6"} & set(scenarios):
         tools.append("curl")
-    if set(TLS_SCENARIOS) & set(scenarios):
+    if (set(TLS_SCENARIOS) | set(H2_SCENARIOS)) & set(scenarios):
         tools.append("openssl")
+    if set(H2_SCENARIOS) & set(scenarios):
+        tools.append("h2load")
     if {"nginx", "nginx-nobuf", "nginx-deferred"} & set(peers) or args.upstream == "nginx":
         tools.append("nginx")
     if "haproxy" in peers:
@@ -341,7 +380,8 @@ def ensure_tools(args, tools):
     """Installs what of TOOLS is missing where it can; returns {tool: reason}
     for what is still missing (its peer or scenario is then skipped)."""
     packages = {"wrk": ["wrk"], "curl": ["curl"], "nginx": ["nginx-light"], "haproxy": ["haproxy"],
-                "taskset": ["util-linux"], "strace": ["strace"], "perf": ["linux-perf"], "openssl": ["openssl"]}
+                "taskset": ["util-linux"], "strace": ["strace"], "perf": ["linux-perf"], "openssl": ["openssl"],
+                "h2load": ["nghttp2-client"]}
     missing = [t for t in packages if t in tools and not find_tool(t)]
     if not missing:
         return {}
@@ -477,7 +517,7 @@ class PyUpstream:
 def has_flag(binary, flag):
     """True when sluice BINARY's --help lists FLAG (an older build may lack
     --access-log: it logs access lines at RUST_LOG=info instead; or
-    --listen-tls: it has no T rows)."""
+    --listen-tls: it has no T rows; or --no-http2: no H rows)."""
     rc, out = run_cmd([binary, "--help"], 10)
     return rc == 0 and flag in out
 
@@ -497,16 +537,29 @@ def sluice_log_args(name, access_log, d):
 ACCESS_LOG_FLAG = {}  # sluice peer name -> its binary takes --access-log
 TLS_FLAG = {}  # sluice peer name -> its binary takes --listen-tls
 TLS_FACTS = {}  # peer name -> what its TLS listener negotiated (sluicebench.tls.probe)
+H2_FLAG = {}  # sluice peer name -> its binary speaks h2 (takes --no-http2)
+
+
+def nginx_http2(nginx_version):
+    """(listen options, server directive) that turn HTTP/2 on in nginx
+    NGINX_VERSION ("nginx/1.22.1"): `listen ... http2` before 1.25.1,
+    `http2 on;` from it (the listen parameter is deprecated there)."""
+    m = re.search(r"(\d+)\.(\d+)\.(\d+)", nginx_version or "")
+    if m and tuple(int(x) for x in m.groups()) >= (1, 25, 1):
+        return "", "http2 on;"
+    return " http2", ""
 
 
 class Peer:
     """One proxy under test (or the direct connection), started fresh; with
-    TLS ({"cert", "key", "combined"} paths) its listener speaks TLS only."""
+    TLS ({"cert", "key", "combined"} paths) its listener speaks TLS only,
+    and with H2 (and TLS) it offers h2 by ALPN too."""
 
-    def __init__(self, name, tmp, bins, upstream_port, run_id, access_log=False, tls=None):
+    def __init__(self, name, tmp, bins, upstream_port, run_id, access_log=False, tls=None, h2=False):
         self.name = name
         self.proc = None
         self.tls = tls
+        self.h2 = h2 and tls is not None
         self.facts = None  # the TLS probe's answer, once ready
         if name == "direct":
             self.port = upstream_port
@@ -525,19 +578,21 @@ class Peer:
             self.proc = Proc(name, pinned(PROXY_CPU, argv), log, env=env)
         elif name in ("nginx", "nginx-nobuf", "nginx-deferred"):
             conf = os.path.join(d, "nginx.conf")
+            h2_listen, h2_on = nginx_http2(NGINX_VERSION) if self.h2 else ("", "")
             fill("nginx-proxy.conf.in", conf, {
                 "USER": nginx_user_line(), "NOFILE": NOFILE, "WORKER_CONNECTIONS": MAX_CONNS + 1000, "DIR": d,
                 "PORT": self.port, "UPSTREAM_PORT": upstream_port,
                 "BUFFERING": "proxy_buffering off; proxy_request_buffering off;" if name == "nginx-nobuf" else "",
-                "LISTEN_OPTS": (" ssl" if tls else "") + (" deferred" if name == "nginx-deferred" else ""),
-                "SSL": ("ssl_certificate %s; ssl_certificate_key %s; ssl_protocols TLSv1.2 TLSv1.3;"
-                        % (tls["cert"], tls["key"])) if tls else "",
+                "LISTEN_OPTS": (" ssl" if tls else "") + h2_listen + (" deferred" if name == "nginx-deferred" else ""),
+                "SSL": ("ssl_certificate %s; ssl_certificate_key %s; ssl_protocols TLSv1.2 TLSv1.3; %s"
+                        % (tls["cert"], tls["key"], h2_on)) if tls else "",
             })
             self.proc = Proc(name, pinned(PROXY_CPU, [tool_path("nginx"), "-p", d, "-c", conf, "-g", "daemon off;"]), log)
         elif name == "haproxy":
             cfg = os.path.join(d, "haproxy.cfg")
+            alpn = "h2,http/1.1" if self.h2 else "http/1.1"
             haproxy.write_config(cfg, self.port, upstream_port, MAX_CONNS, NOFILE,
-                                 bind_opts=(" ssl crt %s alpn http/1.1" % tls["combined"]) if tls else "")
+                                 bind_opts=(" ssl crt %s alpn %s" % (tls["combined"], alpn)) if tls else "")
             self.proc = Proc(name, pinned(PROXY_CPU, [tool_path("haproxy"), "-db", "-f", cfg]), log)
         else:
             raise ValueError(name)
@@ -547,6 +602,13 @@ class Peer:
             self.facts = wait_ready_tls(self.proc, self.port, path)
         elif self.proc:
             wait_ready(self.proc, self.port, path)
+        if self.proc and self.h2:
+            try:
+                chosen = h2load.alpn(self.port)
+            except OSError as e:
+                raise RuntimeError("%s: the ALPN probe failed: %s" % (self.name, e)) from e
+            if chosen != "h2":
+                raise RuntimeError("%s, offered h2 and http/1.1 by ALPN, chose %r" % (self.name, chosen))
         time.sleep(0.2)  # let nginx's worker settle before the baseline
 
     def pids(self):
@@ -797,8 +859,10 @@ def curl_transfer(ctx, where, peer, cmd, expect_bytes, body_file=None):
 
 def curl_tls(peer):
     """curl's flags for PEER: TLS 1.3 without verifying the bench's own
-    certificate, for a TLS peer; none for a plain one."""
-    return ["-k", "--tlsv1.3", "--tls-max", "1.3"] if peer.tls else []
+    certificate, for a TLS peer; none for a plain one. HTTP/1.1 by ALPN:
+    sluice offers h2 on TLS listeners by default, and curl would take it
+    where the T rows' nginx and HAProxy offer only http/1.1."""
+    return ["-k", "--tlsv1.3", "--tls-max", "1.3", "--http1.1"] if peer.tls else []
 
 
 def s3(ctx, peer, where):
@@ -1025,6 +1089,118 @@ def t6(ctx, peer, where):
 
 
 # --------------------------------------------------------------------------
+# HTTP/2 scenarios (issue 24): h2 over TLS, h2load and sluicebench/h2slow.py
+
+
+def run_h2load(where, peer, args, path, timeout, warm_up=False):
+    """One h2load run (pinned to the load CPU) against PEER's PATH over
+    https: its parsed summary (sluicebench.h2load.parse). A failed,
+    errored or non-2xx request, or a protocol other than h2, is a problem;
+    in a WARM_UP run only one that is not h2 or not 2xx (a loaded machine
+    may finish no request in a 1 s warm-up: the measured run says)."""
+    cmd = pinned(LOAD_CPU, [tool_path("h2load")] + list(args) + ["https://127.0.0.1:%d%s" % (peer.port, path)])
+    rc, out = run_cmd(cmd, timeout)
+    r = h2load.parse(out)
+    broken = r["protocol"] != "h2" or r["non2xx"]
+    if broken or not warm_up and (rc != 0 or not r["succeeded"] or r["failed"] or r["errored"] or r["timeout"]):
+        problem(where, shlex.join(cmd), out[-3000:])
+    elif warm_up and not r["succeeded"]:
+        say("%s: no request finished (%d started)" % (where, r["started"]))
+    return r
+
+
+def h1(ctx, peer, where):
+    """H1: keep-alive 1 KiB GETs over h2, h2load -c64 -m10 for ctx.dur s
+    after an unmeasured warm-up: req/s, p50/p99 of the successful requests
+    (h2load's --log-file), proxy CPU µs/request in total, user and system."""
+    load = ["-c%d" % H1_CONNS, "-m%d" % H1_STREAMS]
+    if ctx.warmup:
+        run_h2load(where + " (warm-up)", peer, load + ["-D%d" % ctx.warmup], s1_path(T_SIZE), ctx.warmup + 30,
+                   warm_up=True)
+    log = os.path.join(ctx.tmp, "h2load-%s.log" % re.sub(r"\W+", "-", where))
+    pids = peer.pids()
+    c0, us0, b0 = peer.cpu(), cpu_user_sys(pids), cpu_busy_ticks(LOAD_CPU)
+    r = run_h2load(where, peer, load + ["-D%d" % ctx.dur, "--log-file", log], s1_path(T_SIZE), ctx.dur + 30)
+    cpu, us1 = peer.cpu() - c0, cpu_user_sys(pids)
+    n = r["succeeded"]
+    res = {"requests": n, "rps": n / r["secs"] if r["secs"] else None, "load_busy": busy_pct(b0, cpu_busy_ticks(LOAD_CPU))}
+    try:
+        res.update(h2load.percentiles(log))
+    except OSError as e:
+        problem(where, "read " + log, str(e))
+    if peer.proc and n:
+        res["cpu_us_req"] = cpu * 1e6 / n
+        res["usr_us_req"] = (us1[0] - us0[0]) * 1e6 / n
+        res["sys_us_req"] = (us1[1] - us0[1]) * 1e6 / n
+    return res
+
+
+def h2_downloads(ctx, peer, where):
+    """ctx.transfers downloads of the 100 MiB file on one h2 stream each
+    (h2load -n1 -c1, windows 2^30-1): {"mibs": median MiB/s over h2load's
+    "finished in", "cpu_ms_mib": proxy CPU over all of them per MiB}, {}
+    after a problem."""
+    speeds = []
+    c0 = peer.cpu()
+    for i in range(ctx.transfers):
+        r = run_h2load("%s #%d" % (where, i + 1), peer, ["-n1", "-c1"], "/files/big.bin", 300)
+        if r["data_bytes"] != BIG_SIZE or not r["secs"]:
+            problem(where, "h2load -n1 -c1 /files/big.bin", "%d bytes of data (expected %d) in %.3f s"
+                    % (r["data_bytes"], BIG_SIZE, r["secs"]))
+            return {}
+        speeds.append(BIG_SIZE / MIB / r["secs"])
+    res = {"mibs": median(speeds)}
+    if peer.proc:
+        res["cpu_ms_mib"] = (peer.cpu() - c0) * 1e3 / (ctx.transfers * BIG_SIZE / MIB)
+    return res
+
+
+def h2(ctx, peer, where):
+    """H2: the 100 MiB download on one stream (h2_downloads)."""
+    return h2_downloads(ctx, peer, where)
+
+
+def h3(ctx, peer, where):
+    """H3: the fast download alone; then H3_CONNS x H3_STREAMS slow streams
+    (sluicebench/h2slow.py, H3_RATE bytes/s each by flow control) and the
+    proxy's RSS growth over its settled RSS, peak over H3_SAMPLE_SECS
+    once they all started, per slow stream; then the fast download beside
+    them, and beside ÷ alone."""
+    if not peer.proc:
+        return {}
+    alone = h2_downloads(ctx, peer, where + " alone")
+    if not alone:
+        return {}
+    base = settled(peer.rss)
+    slow = h2slow.Driver(peer.port, tls=True, conns=H3_CONNS, streams=H3_STREAMS, rate=H3_RATE, window=H3_WINDOW,
+                         secs=ctx.slow_secs + 120, argv_prefix=pinned(LOAD_CPU, []))
+    n = H3_CONNS * H3_STREAMS
+    try:
+        started = slow.line(20.0).split()
+        if len(started) < 4 or started[0] != "started" or int(started[1]) != n:
+            problem(where, shlex.join(slow.argv), "not every slow stream started: %r" % " ".join(started))
+            return {}
+        time.sleep(1.0)
+        peak = base
+        for _ in range(int(H3_SAMPLE_SECS / 0.1)):
+            peak = max(peak, peer.rss())
+            time.sleep(0.1)
+        beside = h2_downloads(ctx, peer, where + " beside")
+        done = slow.stop().split()
+    finally:
+        slow.kill()
+    if len(done) < 6 or done[0] != "done" or int(done[1]) != n or int(done[4]):
+        problem(where, shlex.join(slow.argv), "slow streams at the end: %r (expected %d ok, 0 errors)"
+                % (" ".join(done), n))
+    res = {"rss_slow_mib": (peak - base) / 1024.0, "rss_kib_stream": (peak - base) / n,
+           "fast_alone": alone["mibs"], "fast_beside": beside.get("mibs")}
+    res["fast_ratio"] = ratio(res["fast_beside"], res["fast_alone"])
+    if len(done) >= 4:
+        res["slow_rate"] = float(done[3]) / 1000.0
+    return res
+
+
+# --------------------------------------------------------------------------
 # the table
 
 def s1_key(tag, conns, kind=""):
@@ -1078,6 +1254,21 @@ ROWS = [  # (scenario, run key, metric key, label, better, format); S1's come fr
     ("T5", "T5", "bytes_conn", "T5 10k idle TLS keep-alive conns: RSS bytes/conn", "lower", "%.0f"),
     ("T6", "T6", "rss_peak_mib", "T6 100 slow TLS readers (10 KiB/s): peak RSS growth MiB", "lower", "%.1f"),
     ("T6", "T6", "rss_kib_conn", "T6: peak RSS growth KiB/reader", "lower", "%.1f"),
+    ("H1", "H1", "rps", "H1 h2 keep-alive 1 KiB GET, 64 conns x 10 streams: req/s", "higher", "%.0f"),
+    ("H1", "H1", "p50", "H1: latency p50 ms", "lower", "%.2f"),
+    ("H1", "H1", "p99", "H1: latency p99 ms", "lower", "%.2f"),
+    ("H1", "H1", "cpu_us_req", "H1: proxy CPU µs/req", "lower", "%.2f"),
+    ("H1", "H1", "usr_us_req", "H1: proxy user CPU µs/req", "lower", "%.2f"),
+    ("H1", "H1", "sys_us_req", "H1: proxy system CPU µs/req", "lower", "%.2f"),
+    ("H1", "H1", "load_busy", "H1: CPU 0 (h2load + upstream) busy %", "", "%.0f"),
+    ("H2", "H2", "mibs", "H2 100 MiB download on one h2 stream: MiB/s", "higher", "%.0f"),
+    ("H2", "H2", "cpu_ms_mib", "H2: proxy CPU ms/MiB", "lower", "%.2f"),
+    ("H3", "H3", "rss_slow_mib", "H3 100 slow h2 streams (10 kB/s) on 10 conns: RSS growth MiB", "lower", "%.2f"),
+    ("H3", "H3", "rss_kib_stream", "H3: RSS growth KiB/slow stream", "lower", "%.1f"),
+    ("H3", "H3", "slow_rate", "H3: slow streams' mean rate kB/s", "", "%.1f"),
+    ("H3", "H3", "fast_alone", "H3: fast 100 MiB download alone MiB/s", "higher", "%.0f"),
+    ("H3", "H3", "fast_beside", "H3: fast download beside the slow streams MiB/s", "higher", "%.0f"),
+    ("H3", "H3", "fast_ratio", "H3: fast download beside ÷ alone", "higher", "%.2f"),
 ]
 T1_SYS = "T1/sys"  # the run key of T1's syscall run
 
@@ -1382,36 +1573,67 @@ TLS_TARGETS = [
 ]
 
 
-def tls_targets(results, peers):
-    """Issue 23's targets judged on this run: [{"target", "met", "detail",
-    "ratio"}]. Each is the median of the paired per-repetition ratios
-    sluice ÷ the best peer of BEST_OF in that row (the lowest median, the
-    highest for a 'higher' metric), or ÷ the fixed peer; then the syscalls
-    per T1 request beside the peers' (no target)."""
+# issue 24's HTTP/2 targets, as TLS_TARGETS; "own": sluice's own value (a
+# ratio already) against the limit
+H2_TARGETS = [
+    ("H1", "cpu_us_req", "H1 CPU µs/request", "lower", 0.8, None),
+    ("H1", "p99", "H1 latency p99", "lower", 1.0, None),
+    ("H2", "mibs", "H2 MiB/s", "higher", 1.0, None),
+    ("H3", "rss_kib_stream", "H3 RSS per slow stream", "lower", 1.0, "haproxy"),
+    ("H3", "fast_ratio", "H3 fast download beside the slow streams ÷ alone", "higher", 0.9, "own"),
+]
+
+
+def paired_targets(results, peers, spec):
+    """Targets judged on this run: [{"target", "met", "detail", "ratio"}]
+    for each (run key, metric, what, better, limit, against) of SPEC: the
+    median of the paired per-repetition ratios sluice ÷ the best peer of
+    BEST_OF in that row (against None: the lowest median, the highest for
+    a 'higher' metric), or ÷ the peer named; against "own": the median of
+    sluice's own values (each a ratio already)."""
     cols = [p for p in PEERS if p in peers]
     out = []
-    for key, metric, what, better, limit, fixed in TLS_TARGETS:
+    for key, metric, what, better, limit, fixed in spec:
         if (key, "sluice") not in results:
             continue
-        if fixed:
-            best = fixed if fixed in cols and (key, fixed) in results else None
-        else:
-            cands = [(median([r.get(metric) for r in results.get((key, p), [])]), p) for p in BEST_OF if p in cols]
-            cands = [(v, p) for v, p in cands if v is not None]
-            pick = (min(cands) if better == "lower" else max(cands)) if cands else None
-            best = pick[1] if pick else None
-        sm = summary_of(per_rep(results, key, metric, "sluice", best)) if best else None
         sign = "≤" if better == "lower" else "≥"
-        name = "%s %s %.1f× %s" % (what, sign, limit, fixed or "the best peer")
+        best = None
+        if fixed == "own":
+            sm = summary_of([r.get(metric) for r in results[(key, "sluice")] if r.get(metric) is not None])
+            name = "%s %s %.1f (sluice's own)" % (what, sign, limit)
+        else:
+            if fixed:
+                best = fixed if fixed in cols and (key, fixed) in results else None
+            else:
+                cands = [(median([r.get(metric) for r in results.get((key, p), [])]), p) for p in BEST_OF
+                         if p in cols]
+                cands = [(v, p) for v, p in cands if v is not None]
+                pick = (min(cands) if better == "lower" else max(cands)) if cands else None
+                best = pick[1] if pick else None
+            sm = summary_of(per_rep(results, key, metric, "sluice", best)) if best else None
+            name = "%s %s %.1f× %s" % (what, sign, limit, fixed or "the best peer")
         if not sm:
             out.append({"target": name, "met": None, "detail": "not measured", "ratio": None})
             continue
         ok = sm["median"] <= limit if better == "lower" else sm["median"] >= limit
+        if not best:
+            out.append({"target": name, "met": ok, "ratio": sm,
+                        "detail": "%s: %s" % (fmt_ratio(sm), "met" if ok else "NOT met")})
+            continue
         mine = median([r.get(metric) for r in results.get((key, "sluice"), [])])
         theirs = median([r.get(metric) for r in results.get((key, best), [])])
         out.append({"target": name, "met": ok, "ratio": sm,
                     "detail": "%s vs %s (sluice %.4g, %s %.4g): %s" % (fmt_ratio(sm), best, mine, best, theirs,
                                                                    "met" if ok else "NOT met")})
+    return out
+
+
+def tls_targets(results, peers):
+    """Issue 23's targets judged on this run (paired_targets of
+    TLS_TARGETS), then the syscalls per T1 request beside the peers' (no
+    target)."""
+    cols = [p for p in PEERS if p in peers]
+    out = paired_targets(results, peers, TLS_TARGETS)
     sys_vals = ["%s %.2f" % (p, r[0]["sc_total"]) for p in cols for r in [results.get((T1_SYS, p), [])]
                 if r and r[0].get("sc_total") is not None]
     if sys_vals:
@@ -1471,6 +1693,7 @@ def new_old_table(results, scenarios, ctx, rows=ROWS):
 
 
 NOFILE = 20000
+NGINX_VERSION = ""  # `nginx -v`'s answer, once asked (the H rows' http2 directive depends on it)
 SLUICE_ARGS = []
 
 
@@ -1515,7 +1738,7 @@ def measure(ctx, where, make_peer, fn):
 
 
 def main():
-    global PIN, SLUICE_ARGS
+    global PIN, SLUICE_ARGS, NGINX_VERSION
     ap = argparse.ArgumentParser(prog="scripts/bench.sh", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
@@ -1523,7 +1746,8 @@ def main():
                     help="1 repetition, 2 s wrk runs, no warm-up, 4 s S5 (for development)")
     ap.add_argument("--only", "--scenarios", dest="only", default="",
                     help="comma-separated scenarios, e.g. S1,S3,S5 (default: all); S1 is every body size, "
-                         "S1-200, S1-1k, S1-16k one each; S is S1-S6, T the TLS rows T1-T6")
+                         "S1-200, S1-1k, S1-16k one each; S is S1-S6, T the TLS rows T1-T6, H the HTTP/2 "
+                         "rows H1-H3")
     ap.add_argument("--peers", default="", help="comma-separated peers of %s (default: all but %s; "
                     "sluice-old too with --sluice-old)" % (",".join(PEERS), " and ".join(OPT_IN)))
     ap.add_argument("--sluice-old", default=os.environ.get("SLUICE_OLD", ""), metavar="PATH",
@@ -1561,7 +1785,7 @@ def main():
     scenarios, tags = [], []
     wanted = []
     for s in [s.strip() for s in args.only.split(",") if s.strip()] or SCENARIOS:
-        wanted += [x for x in SCENARIOS if x[0] == s.upper()] if s.upper() in ("S", "T") else [s]
+        wanted += [x for x in SCENARIOS if x[0] == s.upper()] if s.upper() in ("S", "T", "H") else [s]
     for s in wanted:
         m = re.match(r"^[sS]1-(\w+)$", s)
         if m and m.group(1).lower() in S1_BYTES:
@@ -1632,7 +1856,8 @@ def main():
             skipped[peer] = missing[tool]
     for sc, tool in (("S1", "wrk"), ("S2", "wrk"), ("S3", "curl"), ("S4", "curl"), ("S5", "curl"), ("T1", "wrk"),
                      ("T2", "openssl"), ("T3", "openssl"), ("T4", "curl"), ("T6", "curl")) + tuple(
-                         (t, "openssl") for t in TLS_SCENARIOS):
+                         (t, "openssl") for t in TLS_SCENARIOS + H2_SCENARIOS) + tuple(
+                         (h, "h2load") for h in H2_SCENARIOS):
         if sc in scenarios and tool in missing and sc not in skipped:
             skipped[sc] = missing[tool]
     extras = "S1" in scenarios and not args.no_s1_extras
@@ -1686,15 +1911,18 @@ def main():
     for name, path in bins.items():
         ACCESS_LOG_FLAG[name] = has_flag(path, "--access-log")
         TLS_FLAG[name] = has_flag(path, "--listen-tls")
+        H2_FLAG[name] = TLS_FLAG[name] and has_flag(path, "--no-http2")
     for name, path in sources.items():
         notes.append("%s: %s" % (name, path))
     ctx.tls = None
-    if set(TLS_SCENARIOS) & set(scenarios):
+    if (set(TLS_SCENARIOS) | set(H2_SCENARIOS)) & set(scenarios):
         cert, key, combined = tlsbench.make_cert(os.path.join(tmp, "tls"), tool_path("openssl"))
         ctx.tls = {"cert": cert, "key": key, "combined": combined}
         for name in SLUICES:
             if name in bins and not TLS_FLAG.get(name):
-                notes.append("%s has no --listen-tls: no T rows for it" % name)
+                notes.append("%s has no --listen-tls: no T or H rows for it" % name)
+            elif name in bins and set(H2_SCENARIOS) & set(scenarios) and not H2_FLAG.get(name):
+                notes.append("%s has no --no-http2 (no HTTP/2): no H rows for it" % name)
     atexit.register(stop_all)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
@@ -1736,6 +1964,7 @@ def main():
                 if name == "sluice" or name in bins}
     if {"nginx", "nginx-nobuf", "nginx-deferred"} & set(peers) or up.kind == "nginx":
         versions["nginx"] = version_of([tool_path("nginx"), "-v"])
+        NGINX_VERSION = versions["nginx"]
     if "haproxy" in peers:
         versions["haproxy"] = version_of([tool_path("haproxy"), "-v"])
     if sc_tool:
@@ -1747,6 +1976,8 @@ def main():
     versions["kernel"] = platform.release()
     if ctx.tls:
         versions["openssl"] = version_of([tool_path("openssl"), "version"])
+    if set(H2_SCENARIOS) & set(scenarios):
+        versions["h2load"] = version_of([tool_path("h2load"), "--version"])
 
     def s1_run(conns, tag):
         return lambda c, p, w: s1(c, p, w, conns, tag)
@@ -1765,7 +1996,7 @@ def main():
             runs.append(("T1", sc, s1_run(T1_CONNS, T_SIZE)))
         else:
             runs.append((sc, sc, {"S2": s2, "S3": s3, "S4": s4, "S5": s5, "S6": s6, "T2": t2, "T3": t3, "T4": s3,
-                                  "T5": t5, "T6": t6}[sc]))
+                                  "T5": t5, "T6": t6, "H1": h1, "H2": h2, "H3": h3}[sc]))
 
     say("peers: %s; scenarios: %s%s; %d repetition(s) of S1, %d of the others; tmp dir %s" % (
         ",".join(peers), ",".join(scenarios), " (S1 body sizes %s)" % ",".join(tags) if "S1" in scenarios else "",
@@ -1782,18 +2013,21 @@ def main():
             if rep > (ctx.s1_reps if sc == "S1" else ctx.reps):
                 continue
             for name in order:
-                if name == "direct" and (sc in ("S5", "S6") or sc in TLS_SCENARIOS):
+                if name == "direct" and (sc in ("S5", "S6") or sc in TLS_SCENARIOS + H2_SCENARIOS):
                     continue  # nothing between client and upstream to measure; no TLS
                 if key.endswith("log") and name not in SLUICES:
                     continue  # the access-log-on row is sluice's own
                 if sc in TLS_SCENARIOS and name in SLUICES and not TLS_FLAG.get(name):
                     continue  # a build without TLS
+                if sc in H2_SCENARIOS and name in SLUICES and not H2_FLAG.get(name):
+                    continue  # a build without HTTP/2
                 run_id += 1
                 where = "%s %s rep %d" % (key, name, rep)
                 upstream_port = sink.port if sc == "S4" else up.port
-                tls = ctx.tls if sc in TLS_SCENARIOS else None
+                tls = ctx.tls if sc in TLS_SCENARIOS + H2_SCENARIOS else None
                 res = measure(ctx, where, lambda: Peer(name, tmp, bins, upstream_port, run_id,
-                                                       access_log=key.endswith("log"), tls=tls), fn)
+                                                       access_log=key.endswith("log"), tls=tls,
+                                                       h2=sc in H2_SCENARIOS), fn)
                 results.setdefault((key, name), []).append(res)
                 raw.append({"run": key, "peer": name, "rep": rep, **res})
                 if not up.proc.alive():
@@ -1854,10 +2088,22 @@ def main():
                                 for n, f in TLS_FACTS.items()) or "no probe answered",
                       T1_CONNS, "OpenSSL", T_STIME_PROCS, s1_path(T_SIZE), ctx.dur, ctx.idle_n, T6_READERS, T6_RATE,
                       ctx.slow_secs))
+    if set(H2_SCENARIOS) & set(scenarios):
+        h2_listen, h2_on = nginx_http2(NGINX_VERSION)
+        out.append("- HTTP/2 rows: TLS as in the T rows, every peer offering h2 by ALPN and chosen by it "
+                   "(checked once ready): nginx `listen ... ssl%s`%s, HAProxy `bind ... ssl crt FILE alpn "
+                   "h2,http/1.1`, sluice --listen-tls (h2 on by default); each peer's HTTP/2 defaults. H1: `h2load "
+                   "-c%d -m%d -D%d` (one thread) after a %d s warm-up run, p50/p99 from its --log-file; H2: `h2load "
+                   "-n1 -c1` of the 100 MiB file (windows 2^30-1), %d per run, median MiB/s; H3: %d x %d slow streams "
+                   "(sluicebench/h2slow.py: window %d bytes, then %d bytes/s each by WINDOW_UPDATE) on a 16 MiB file, "
+                   "RSS peak over %.0f s after they started minus the settled RSS before, and the fast download "
+                   "(H2's) beside them ÷ alone."
+                   % (h2_listen, (" + `%s`" % h2_on) if h2_on else "", H1_CONNS, H1_STREAMS, ctx.dur, ctx.warmup,
+                      ctx.transfers, H3_CONNS, H3_STREAMS, H3_WINDOW, H3_RATE, H3_SAMPLE_SECS))
     if args.syscalls_only:
         out.append("- --syscalls-only: no timed runs; S1 body sizes %s" % ", ".join(S1_LABEL[t] for t in tags))
     else:
-        out.append("- %d repetition(s) of S1, %d of S2-S6 and T1-T6, peers alternating inside each, their order rotated from one "
+        out.append("- %d repetition(s) of S1, %d of S2-S6, T1-T6 and H1-H3, peers alternating inside each, their order rotated from one "
                "to the next; medians. wrk -t1 -d%ds, after an unmeasured "
                "%d s warm-up run on the same proxy (S1, S2); S1 at %s connections for each body size (%s); S2 -c64; S5 %d x "
                "`curl --limit-rate 100k` for %d s on a %d MiB file; S6 %d connections, one GET each, one after the other, "
@@ -1935,6 +2181,17 @@ def main():
         out.append("")
         out.append(targets_text(ttg))
         out.append("")
+    htg = paired_targets(results, peers, H2_TARGETS) if "sluice" in peers and set(H2_SCENARIOS) & set(scenarios) \
+        else []
+    if htg:
+        out.append("### Issue 24 HTTP/2 targets, from this run")
+        out.append("")
+        out.append("sluice ÷ the best of %s in each row (or ÷ the peer named; 'own': sluice's own ratio): the "
+                   "median of the per-repetition values (min–max over the repetitions)."
+                   % ", ".join(p for p in BEST_OF if p in peers))
+        out.append("")
+        out.append(targets_text(htg))
+        out.append("")
     if "sluice" in peers and "sluice-old" in peers:
         out.append("### sluice new/old")
         out.append("")
@@ -1959,7 +2216,7 @@ def main():
             json.dump({"command": command, "versions": versions, "s1_sizes": {t: S1_BYTES[t] for t in tags},
                        "syscall_tool": sc_tool, "perf_events": getattr(ctx, "perf_events", None) if sc_tool == "perf"
                        else None, "runs": raw, "paired": paired, "targets": tg, "tls_targets": ttg,
-                       "tls_facts": TLS_FACTS, "problems": PROBLEMS}, f, indent=1)
+                       "h2_targets": htg, "tls_facts": TLS_FACTS, "problems": PROBLEMS}, f, indent=1)
     return 1 if PROBLEMS else 0
 
 

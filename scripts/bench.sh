@@ -2,7 +2,7 @@
 # Side-by-side benchmark of sluice against nginx (buffered and unbuffered),
 # HAProxy and a direct connection; prints a markdown table on stdout.
 #
-# Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S1-1k,S3,T] [--peers sluice,nginx] [--help]
+# Usage: scripts/bench.sh [--quick] [--only|--scenarios S1,S1-1k,S3,T,H] [--peers sluice,nginx] [--help]
 #                         [--sluice-old PATH] [--reps N] [--s1-reps N] [--json FILE] [--no-build]
 #                         [--no-install] [--no-s1-extras] [--syscalls perf|strace|off]
 #                         [--syscalls-only] [--syscall-secs N] [--all-syscalls]
@@ -19,6 +19,14 @@
 # -reuse), T4 100 MiB download, T5 idle TLS connections (bytes each), T6
 # 100 slow TLS readers; then issue 23's targets, met or not.
 # TLS rows only, quickly: scripts/bench.sh --quick --scenarios T --peers sluice,nginx,haproxy
+# H1-H3 (--scenarios H) are the HTTP/2 rows (issue 24): the same TLS peers
+# offering h2 by ALPN (nginx `http2`, HAProxy `alpn h2,http/1.1`); H1
+# h2load -c64 -m10 1 KiB GETs (CPU per request, p99), H2 a 100 MiB download
+# on one stream (h2load -n1 -c1), H3 100 slow streams (10 kB/s each by flow
+# control, scripts/sluicebench/h2slow.py) on 10 connections beside one fast
+# download (RSS per slow stream; the fast one's MiB/s beside ÷ alone); then
+# issue 24's targets, met or not.
+# HTTP/2 rows only: scripts/bench.sh --scenarios H --peers sluice,nginx,haproxy
 # Env:   SLUICE_BIN=path   skip the build and benchmark this binary
 #        SLUICE_OLD=path   also run this (older) sluice as the peer sluice-old, with a new/old table
 # Old vs new, quickly (about 2 minutes): scripts/bench.sh --quick --sluice-old PATH \

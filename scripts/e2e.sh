@@ -339,6 +339,14 @@ if command -v openssl >/dev/null 2>&1 && openssl req -x509 -newkey ec -pkeyopt e
     else fail "HTTPS download" "sha256 $sum, want $BIG_SUM" "$(tail -n 5 "$SLOGT")"; fi
     if [[ "$plain" == *"speaks HTTPS"* ]]; then pass "plain HTTP on the TLS port: 400 naming HTTPS"
     else fail "plain HTTP on the TLS port" "got: $plain"; fi
+    # HTTP/2 by ALPN (docs/http2.md): curl offers h2 and gets it.
+    set +e
+    h2="$(curl -sS --max-time 30 --http2 --cacert "$TMP/tls-cert.pem" --resolve "localhost:$TLS_PORT:127.0.0.1" \
+        -o "$TMP/h2-big.bin" -w '%{http_version}' "https://localhost:$TLS_PORT/big.bin" 2>&1)"
+    set -e
+    sum="$(sha256sum "$TMP/h2-big.bin" 2>/dev/null | cut -d' ' -f1)"
+    if [[ "$h2" == 2 && "$sum" == "$BIG_SUM" ]]; then pass "HTTP/2 over TLS (ALPN h2): 10 MiB byte for byte"
+    else fail "HTTP/2 over TLS" "http_version $h2, sha256 $sum, want 2 and $BIG_SUM" "$(tail -n 5 "$SLOGT")"; fi
 else
     fail "HTTPS" "no openssl to make a test certificate (apt-get install openssl)"
 fi
@@ -437,6 +445,27 @@ PY
     rm -f "$TMP/www/big100.bin"
 else
     fail "HTTPS at size" "no test certificate (see the HTTPS check above)"
+fi
+
+# --- 7b2. HTTP/2 in cleartext (--http2-cleartext): h2c and HTTP/1.1 on one port -----
+SLOGC="$TMP/sluice-h2c.log"
+start_sluice "$SLOGC" "$UP11_PORT" --http2-cleartext
+wait_http "$SLUICE_PID" "http://127.0.0.1:$SLUICE_PORT/small.txt" "sluice (h2c)" "$SLOGC"
+set +e
+h2="$(curl -sS --max-time 30 --http2-prior-knowledge -o "$TMP/h2c-big.bin" -w '%{http_version}' \
+    "http://127.0.0.1:$SLUICE_PORT/big.bin" 2>&1)"
+h1="$(curl -sS --max-time 10 -o /dev/null -w '%{http_version} %{http_code}' "http://127.0.0.1:$SLUICE_PORT/small.txt" 2>&1)"
+set -e
+sum="$(sha256sum "$TMP/h2c-big.bin" 2>/dev/null | cut -d' ' -f1)"
+if [[ "$h2" == 2 && "$sum" == "$BIG_SUM" && "$h1" == "1.1 200" ]]; then
+    pass "h2c by prior knowledge: 10 MiB byte for byte; HTTP/1.1 on the same port"
+else
+    fail "h2c" "h2: version $h2, sha256 $sum; h1: $h1" "$(tail -n 5 "$SLOGC")"
+fi
+if wait_access "$SLOGC" 2 && grep -q '"GET /big.bin HTTP/2.0"' "$SLOGC.access"; then
+    pass "access line: HTTP/2.0 for the h2c request"
+else
+    fail "h2c access line" "no HTTP/2.0 record" "$(cat "$SLOGC.access" 2>/dev/null || echo '(none)')"
 fi
 
 # --- 7c. PROXY protocol with a real HAProxy on both sides (when installed) ------

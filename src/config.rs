@@ -521,6 +521,41 @@ settings! {
         /// `src_conn_cur` in a stick table without peers).
         #[arg(help_heading = "Limits", long, value_name = "N", value_parser = whole::<usize>)]
         pub max_connections_per_client: usize = 0,
+
+        /// Offer HTTP/2 (`h2`) by ALPN on TLS listeners.
+        ///
+        /// On by default: a TLS client that offers `h2` (every browser,
+        /// curl) speaks HTTP/2 to sluice; upstreams stay HTTP/1.1.
+        /// `--no-http2` offers `http/1.1` only.
+        #[arg(help_heading = "HTTP/2", long = "no-http2", action = ArgAction::SetFalse,
+              help = "Do not offer HTTP/2 (h2) on TLS listeners")]
+        pub http2: bool = true,
+
+        /// Serve prior-knowledge HTTP/2 (h2c) on plain listeners.
+        ///
+        /// A connection that starts with the HTTP/2 connection preface
+        /// (RFC 9113 §3.3) speaks HTTP/2; any other speaks HTTP/1.1 on the
+        /// same port. Off: the preface gets 505. The `Upgrade: h2c`
+        /// mechanism is not offered (RFC 9113 deprecates it).
+        #[arg(help_heading = "HTTP/2", long = "http2-cleartext", action = ArgAction::SetTrue)]
+        pub http2_cleartext: bool = false,
+
+        /// Most concurrent streams per HTTP/2 connection.
+        ///
+        /// Sent as SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113 §6.5.2); a
+        /// stream over it is refused (RST_STREAM REFUSED_STREAM). Each
+        /// stream may hold up to a body buffer per direction.
+        #[arg(help_heading = "HTTP/2", long, value_name = "N", value_parser = whole::<u32>)]
+        pub h2_max_concurrent_streams: u32 = 128,
+
+        /// HTTP/2 stream receive window, bytes.
+        ///
+        /// Sent as SETTINGS_INITIAL_WINDOW_SIZE (RFC 9113 §6.9.2): how
+        /// many request body bytes a client may send on a stream before
+        /// sluice grants more, which it does as the bytes drain to the
+        /// upstream. 65,535 is the protocol's default.
+        #[arg(help_heading = "HTTP/2", long, value_name = "BYTES", value_parser = whole::<u32>)]
+        pub h2_initial_window_size: u32 = 65535,
     }
 }
 

@@ -131,6 +131,8 @@ stats! {
     /// 404 responses the proxy wrote: routes exist and none matches
     /// (counter).
     status_404,
+    /// 405 responses the proxy wrote: extended CONNECT over HTTP/2 (counter).
+    status_405,
     /// 408 responses the proxy wrote (counter).
     status_408,
     /// 413 responses the proxy wrote: a body over `max_body_size`
@@ -155,6 +157,45 @@ stats! {
     status_505,
     /// 508 responses the proxy wrote: a loop (counter).
     status_508,
+    /// Client connections that speak HTTP/2 (h2 or h2c) (counter).
+    h2_connections,
+    /// Client connections that carried an HTTP/1 request (counted at the
+    /// first) (counter).
+    h1_connections,
+    /// Requests read on HTTP/1 connections (counter).
+    h1_requests,
+    /// HTTP/2 streams opened by clients (requests) (counter).
+    h2_streams,
+    /// RST_STREAM frames received from clients (counter).
+    h2_resets_received,
+    /// RST_STREAM sent: NO_ERROR (a complete answer; the client's body not
+    /// wanted) (counter).
+    h2_resets_sent_no_error,
+    /// RST_STREAM sent: PROTOCOL_ERROR (a malformed request) (counter).
+    h2_resets_sent_protocol_error,
+    /// RST_STREAM sent: REFUSED_STREAM (over the stream limit) (counter).
+    h2_resets_sent_refused_stream,
+    /// RST_STREAM sent: CANCEL (a client-side timeout) (counter).
+    h2_resets_sent_cancel,
+    /// RST_STREAM sent: FLOW_CONTROL_ERROR (counter).
+    h2_resets_sent_flow_control_error,
+    /// RST_STREAM sent: STREAM_CLOSED (counter).
+    h2_resets_sent_stream_closed,
+    /// RST_STREAM sent: any other code (INTERNAL_ERROR: an upstream failure
+    /// after the response began) (counter).
+    h2_resets_sent_other,
+    /// GOAWAY sent: NO_ERROR (drain, keep-alive timeout) (counter).
+    h2_goaways_no_error,
+    /// GOAWAY sent: PROTOCOL_ERROR (counter).
+    h2_goaways_protocol_error,
+    /// GOAWAY sent: ENHANCE_YOUR_CALM (a flood) (counter).
+    h2_goaways_enhance_your_calm,
+    /// GOAWAY sent: FLOW_CONTROL_ERROR (counter).
+    h2_goaways_flow_control_error,
+    /// GOAWAY sent: COMPRESSION_ERROR (counter).
+    h2_goaways_compression_error,
+    /// GOAWAY sent: any other code (counter).
+    h2_goaways_other,
     /// Idle keep-alive client connections closed to make room for a new
     /// client at the connection cap (counter).
     downstream_closed_for_room,

@@ -143,6 +143,7 @@ fn json_records_have_every_field_named_in_the_issue() {
         "termination",
         "upstreams",
         "request_id",
+        "stream_id",
     ];
     let mut keys_sorted = keys.clone();
     keys_sorted.sort_unstable();
@@ -154,6 +155,7 @@ fn json_records_have_every_field_named_in_the_issue() {
     assert_eq!(a["bytes_out"], 5);
     assert_eq!(a["host"], "example.test");
     assert_eq!(a["protocol"], "HTTP/1.1");
+    assert_eq!(a["stream_id"], Value::Null);
     assert_eq!(a["termination"], "complete");
     assert!(a["time"].as_str().unwrap().ends_with('Z'));
     // A real round trip on a reused connection takes more than 0 ms.

@@ -193,3 +193,15 @@ fn client_reset_after_half_close_while_waiting_frees_both_connections() {
         proxy.stats.snapshot().downstream_active == 0
     });
 }
+
+#[test]
+fn a_head_request_gets_the_proxys_error_answer_without_a_body() {
+    let proxy = start_forward_proxy(refused_addr(), |_| {});
+    let mut client = proxy.client();
+    client.send(b"HEAD /dead HTTP/1.1\r\nHost: example.test\r\n\r\n");
+    let resp = client.read_head_response();
+    assert_eq!(resp.status, 502);
+    // RFC 9110 §9.3.2: the length of the body a GET would get, no body.
+    assert_eq!(resp.header("content-length"), Some("16"));
+    assert!(client.read_until_closed(Duration::from_secs(3)).is_empty());
+}

@@ -13,6 +13,9 @@
   tls       the T rows' certificate (openssl), a TLS probe, s_time output, the
             idle TLS client driver
   tls_idle  idle TLS keep-alive connections held by their own process
+  h2wire    HTTP/2 frames and HPACK literals by hand (h2slow, h2_attacks.py)
+  h2load    h2load's summary and per-request log read, an ALPN probe
+  h2slow    slow HTTP/2 streams (flow control) held by their own process
   units     sizes: parse '100M', print '1.5 MiB'
   nginx     nginx as a static origin or a reverse-proxy peer
   haproxy   HAProxy as a reverse-proxy peer (scripts/bench/haproxy.cfg.in)

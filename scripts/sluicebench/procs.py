@@ -143,6 +143,20 @@ class Proc:
                     say("stopping %s: %s" % (p.name, e))
 
 
+def finish_piped(p, grace=10.0):
+    """Ends child Popen P, one that stops when its stdin closes: closes its
+    stdin, waits up to GRACE s, then KILLs it by its PID."""
+    try:
+        p.stdin.close()
+    except OSError:
+        pass
+    try:
+        p.wait(grace)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 def wait_for(pred, within, step=0.05):
     """Calls PRED every STEP s until it returns something true (returned) or
     WITHIN s have passed (None)."""

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 from .net import read_response
+from .procs import finish_piped
 
 
 def make_cert(d, openssl="openssl"):
@@ -111,12 +112,4 @@ class IdleClient:
 
     def stop(self):
         """Ends the client by its PID (closing what it holds)."""
-        try:
-            self.p.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.p.wait(10)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
+        finish_piped(self.p)

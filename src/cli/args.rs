@@ -53,10 +53,11 @@ keepalive_timeout). DUR is a number with a unit: 500ms, 10s, 2m, 1h. Sizes are b
 /// The help's groups of flags, in the order `--help` and the man page show
 /// them. Every flag has one (`help_heading` in `sluice::Config` for the
 /// knobs, here for the binary's own flags).
-pub const HEADINGS: [&str; 12] = [
+pub const HEADINGS: [&str; 13] = [
     HEADING_CONFIG,
     "Listening",
     "TLS",
+    "HTTP/2",
     "Upstreams",
     "Timeouts",
     "Limits",

@@ -216,6 +216,17 @@ impl Config {
                 return err(key, &format!("must be at most {text}"));
             }
         }
+        if self.h2_max_concurrent_streams == 0 || self.h2_max_concurrent_streams > 10_000 {
+            return err("h2-max-concurrent-streams", "must be from 1 to 10000");
+        }
+        // RFC 9113 §6.5.2: at most 2^31 - 1; below 1,024 a stream could not
+        // carry one full header of DATA.
+        if !(1024..=0x7fff_ffff).contains(&self.h2_initial_window_size) {
+            return err(
+                "h2-initial-window-size",
+                "must be from 1024 to 2147483647 (RFC 9113 §6.5.2)",
+            );
+        }
         if let Some(a) = self.admin
             && !a.ip().is_loopback()
             && !self.admin_public

@@ -72,6 +72,23 @@ pub(crate) enum Termination {
 }
 
 impl Termination {
+    /// How an exchange ended by `err` is reported (access log, metrics).
+    pub(crate) fn of_error(err: &crate::error::ProxyError) -> Termination {
+        use crate::error::{ErrorKind as K, Side};
+        use crate::http::ParseError;
+        match (err.side, &err.kind) {
+            (Side::Downstream, K::Parse(ParseError::BodyTooLarge)) => Termination::BodyTooLarge,
+            (Side::Downstream, K::Parse(_) | K::NotImplemented) => Termination::ProxyError,
+            (Side::Downstream, K::Timeout(_)) => Termination::ClientTimeout,
+            (Side::Downstream, _) => Termination::ClientAborted,
+            (Side::Upstream, k) if k.is_upstream_tls() => Termination::UpstreamTlsError,
+            (Side::Upstream, K::ConnectFailed(_)) => Termination::UpstreamRefused,
+            (Side::Upstream, K::Timeout(_)) => Termination::UpstreamTimeout,
+            (Side::Upstream, K::Closed | K::Io(_)) => Termination::UpstreamClosedEarly,
+            (Side::Upstream, _) => Termination::ProxyError,
+        }
+    }
+
     /// Every state, in the outcome table's column order.
     pub(crate) const ALL: [Termination; crate::stats::TERMINATIONS] = [
         Termination::Complete,
@@ -159,6 +176,8 @@ pub(crate) struct Downstream<'a> {
     pub addr: SocketAddr,
     /// The TLS facts of the client connection.
     pub tls: Option<TlsFacts<'a>>,
+    /// The HTTP/2 stream the request came on (`None`: HTTP/1).
+    pub stream: Option<u32>,
 }
 
 /// What one access record says.
@@ -174,6 +193,9 @@ pub(crate) struct Access<'a> {
     pub target: &'a [u8],
     /// Request minor version (0 or 1); `None` if the head could not be read.
     pub version: Option<u8>,
+    /// The HTTP/2 stream it came on (`None`: HTTP/1; the protocol is then
+    /// `HTTP/2.0`).
+    pub stream: Option<u32>,
     /// The `Host` field's value, if any.
     pub host: Option<&'a [u8]>,
     /// The request's `X-Request-Id` (`request_id`), if any.
@@ -251,6 +273,7 @@ struct Json<'a> {
     termination: &'static str,
     upstreams: Vec<JsonAttempt>,
     request_id: Option<std::borrow::Cow<'a, str>>,
+    stream_id: Option<u32>,
 }
 
 impl Access<'_> {
@@ -310,6 +333,9 @@ impl Access<'_> {
     }
 
     fn protocol(&self) -> Option<&'static str> {
+        if self.stream.is_some() {
+            return Some("HTTP/2.0");
+        }
         self.version
             .map(|v| if v == 0 { "HTTP/1.0" } else { "HTTP/1.1" })
     }
@@ -455,6 +481,7 @@ impl Access<'_> {
                 })
                 .collect(),
             request_id: self.request_id.map(String::from_utf8_lossy),
+            stream_id: self.stream,
         };
         if serde_json::to_writer(&mut *buf, &record).is_ok() {
             buf.push(b'\n');

@@ -231,10 +231,18 @@ pub(crate) struct Exchange {
     /// The client speaks HTTP/1.0 and the response is chunked: only chunk
     /// data goes downstream, delimited by closing (RFC 9112 §7.1).
     pub dechunk: bool,
-    /// Scratch for the ranges of one read: the chunk data (`dechunk`), or
-    /// the bytes the forwarded body leaves out (a chunk size's leading
-    /// zeros, `BodyDecoder::scan_forward`).
+    /// Scratch for the ranges of one read: the bytes the forwarded body
+    /// leaves out (a chunk size's leading zeros, `BodyDecoder::scan_forward`).
     pub ranges: Vec<std::ops::Range<usize>>,
+    /// Scratch for the pieces of one read when de-chunking (`dechunk`):
+    /// chunk data, or (`true`) a trailer field line.
+    pub pieces: Vec<(std::ops::Range<usize>, bool)>,
+    /// De-chunking keeps the trailer section's field lines in `trailers`
+    /// (an HTTP/2 client gets them as a HEADERS frame).
+    pub keep_trailers: bool,
+    /// The trailer section's field lines, each with its CRLF
+    /// (`keep_trailers`; at most `http::chunked::MAX_TRAILER_SECTION`).
+    pub trailers: Vec<u8>,
     /// Last read from the upstream, or when the whole request was written
     /// (the wait for the response head starts there).
     pub up_read_at: Instant,
@@ -295,6 +303,9 @@ impl Exchange {
             tunnel: false,
             dechunk: false,
             ranges: Vec::new(),
+            pieces: Vec::new(),
+            keep_trailers: false,
+            trailers: Vec::new(),
             up_read_at: now,
             up_write_at: now,
             down_read_at: now,
@@ -326,6 +337,8 @@ impl Exchange {
             resp_head: std::mem::take(&mut self.resp_head),
             scratch: std::mem::take(&mut self.scratch),
             ranges: std::mem::take(&mut self.ranges),
+            pieces: std::mem::take(&mut self.pieces),
+            trailers: std::mem::take(&mut self.trailers),
             tried: std::mem::take(&mut self.tried),
             attempts: std::mem::take(&mut self.attempts),
             peer,
@@ -336,6 +349,8 @@ impl Exchange {
         *self = fresh;
         self.set_request_body(BodyDecoder::new(framing));
         self.ranges.clear();
+        self.pieces.clear();
+        self.trailers.clear();
         self.tried.clear();
         self.attempts.clear();
         self.head_bytes.clear();
@@ -660,11 +675,17 @@ impl Exchange {
         Access {
             client: client.addr,
             tls: client.tls,
+            stream: client.stream,
             method: &self.req.method,
             target: self.req.target.as_bytes(),
             version: Some(self.req.version),
             host: self.req.headers.get_known(Known::Host),
-            request_id: self.req.headers.get(crate::request_id::FIELD),
+            // Looked up by name only when a record is written.
+            request_id: sh
+                .access
+                .is_on()
+                .then(|| self.req.headers.get(crate::request_id::FIELD))
+                .flatten(),
             status,
             bytes_in: self.req_body_bytes,
             bytes_out: self.resp_body_bytes,

@@ -7,6 +7,10 @@
 //!   idle in the pool → closed) and the set of all upstream connections.
 //! - [`exchange`]: one request/response pair: request half, response half,
 //!   the reuse and retry verdicts, one teardown.
+//! - [`begin`]: starting a request whatever protocol brought it: plan,
+//!   hooks, [`edge`] rules, the server ([`choose`]) and its connection;
+//!   the retry of a failed try; the upstream's release.
+//! - [`own_reply`]: the record of a request the proxy answered itself.
 //! - [`relay`]: one pump per direction and the relay policy.
 //! - [`response_head`]: a response head from the upstream, planned,
 //!   filtered and queued.
@@ -19,10 +23,15 @@
 //! queue flag or armed deadline, only its opaque id).
 
 pub(crate) mod access;
+pub(crate) mod begin;
 pub(crate) mod check;
+pub(crate) mod choose;
 pub(crate) mod client;
+pub(crate) mod edge;
 pub(crate) mod exchange;
+pub(crate) mod h2;
 pub(crate) mod io;
+pub(crate) mod own_reply;
 pub(crate) mod relay;
 pub(crate) mod response_head;
 pub(crate) mod transport;

@@ -88,6 +88,17 @@ impl Env<'_> {
     }
 }
 
+/// The scratch vectors and the trailer sink a response body read uses
+/// (the exchange's own, kept for reuse).
+pub(crate) struct BodyScratch<'a> {
+    /// Bytes the forwarded body leaves out (`BodyDecoder::scan_forward`).
+    pub ranges: &'a mut Vec<std::ops::Range<usize>>,
+    /// De-chunking's pieces: chunk data, or (`true`) a trailer line.
+    pub pieces: &'a mut Vec<(std::ops::Range<usize>, bool)>,
+    /// Where trailer field lines go, if kept (an HTTP/2 client).
+    pub trailers: Option<&'a mut Vec<u8>>,
+}
+
 // ---- upstream → client ----
 
 /// Response sink: writes pending bytes to the client; `fin_follows` when
@@ -135,14 +146,15 @@ pub(crate) fn write_client(
 }
 
 /// Response source: reads from the upstream into the head buffer (while
-/// the head is awaited) or into the client's buffer (body), as far as the
-/// body goes; an HTTP/1.0 client's chunked body keeps only chunk data.
+/// the head is awaited) or into `sink` (body: the HTTP/1 client's
+/// buffer, or an HTTP/2 stream's), as far as the body goes; with
+/// `ex.dechunk` a chunked body keeps only chunk data.
 ///
 /// Errors (upstream side): I/O, EOF before the response was complete, an
 /// oversized head, invalid chunked framing; a write failure recorded
 /// earlier stands if the upstream then sends nothing.
 pub(crate) fn read_response(
-    side: &mut ClientSide,
+    sink: &mut Option<WatermarkBuffer>,
     ex: &mut Exchange,
     up: &mut UpstreamConn,
     env: &mut Env<'_>,
@@ -190,7 +202,7 @@ pub(crate) fn read_response(
             }
         }
         Resp::Body(decoder) => {
-            let out = side.out.get_or_insert_with(|| env.body_buffer());
+            let out = sink.get_or_insert_with(|| env.body_buffer());
             // Not clamped to the body's length: a response ends where its
             // framing says, and bytes behind it (there should be none: the
             // proxy never pipelines upstream) are dropped and keep the
@@ -212,7 +224,12 @@ pub(crate) fn read_response(
                     Stats::add(&env.stats.bytes_from_upstream, n as u64);
                     ex.up_read_at = env.now;
                     let before = decoder.data_bytes();
-                    let body = keep_body(out, n, decoder, ex.dechunk, &mut ex.ranges)?;
+                    let scratch = BodyScratch {
+                        ranges: &mut ex.ranges,
+                        pieces: &mut ex.pieces,
+                        trailers: ex.keep_trailers.then_some(&mut ex.trailers),
+                    };
+                    let body = keep_body(out, n, decoder, ex.dechunk, scratch)?;
                     if body < n {
                         ex.extra_bytes = true;
                     }
@@ -232,10 +249,11 @@ pub(crate) fn read_response(
 
 /// Measures the `n` bytes just read into `out` with `decoder`: bytes past
 /// the body's end are dropped from the buffer, and with `dechunk` only the
-/// chunk data stays (moved to the front of what was read); without, the
-/// bytes the forwarded body leaves out (a chunk size's leading zeros) are
-/// removed. Returns the bytes of the read that belong to the body
-/// (framing included, removed bytes too).
+/// chunk data stays (moved to the front of what was read; the trailer
+/// section's field lines go to `scratch.trailers` when it is given);
+/// without, the bytes the forwarded body leaves out (a chunk size's
+/// leading zeros) are removed. Returns the bytes of the read that belong
+/// to the body (framing included, removed bytes too).
 ///
 /// Errors: invalid chunked framing (upstream side).
 fn keep_body(
@@ -243,21 +261,32 @@ fn keep_body(
     n: usize,
     decoder: &mut BodyDecoder,
     dechunk: bool,
-    ranges: &mut Vec<std::ops::Range<usize>>,
+    scratch: BodyScratch<'_>,
 ) -> Result<usize> {
     let start = out.pending().saturating_sub(n);
     let fresh = out.as_slice().get(start..).unwrap_or(&[]);
+    let BodyScratch {
+        ranges,
+        pieces,
+        trailers,
+    } = scratch;
     ranges.clear();
+    pieces.clear();
     let body = if dechunk {
-        decoder.scan_data(fresh, |r| ranges.push(r))
+        decoder.scan_pieces(fresh, |r, t| pieces.push((r, t)))
     } else {
         decoder.scan_forward(fresh, ranges)
     }
     .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
     let kept = if dechunk {
+        if let Some(t) = trailers {
+            for (r, _) in pieces.iter().filter(|(_, t)| *t) {
+                t.extend_from_slice(fresh.get(r.clone()).unwrap_or(&[]));
+            }
+        }
         let tail = out.tail_mut(n);
         let mut w = 0;
-        for r in ranges.iter() {
+        for (r, _) in pieces.iter().filter(|(_, t)| !*t) {
             let len = r.len();
             if r.end <= tail.len() {
                 tail.copy_within(r.clone(), w);
@@ -279,8 +308,10 @@ fn keep_body(
 
 /// Moves body bytes that arrived behind a response head (in the head
 /// buffer `upin`) to the client's buffer — all of it, past the watermark
-/// if need be: it is at most one head's worth. Returns the body bytes of
-/// `avail` consumed (framing included); the decoder counts the data.
+/// if need be: it is at most one head's worth. With `dechunk` only chunk
+/// data moves (trailer field lines go to `trailers` when given). Returns
+/// the body bytes of `avail` consumed (framing included); the decoder
+/// counts the data.
 ///
 /// Errors: invalid chunked framing (upstream side).
 pub(crate) fn move_body_after_head(
@@ -288,18 +319,32 @@ pub(crate) fn move_body_after_head(
     out: &mut WatermarkBuffer,
     decoder: &mut BodyDecoder,
     dechunk: bool,
-    ranges: &mut Vec<std::ops::Range<usize>>,
+    scratch: BodyScratch<'_>,
 ) -> Result<usize> {
+    let BodyScratch {
+        ranges,
+        pieces,
+        trailers,
+    } = scratch;
     ranges.clear();
+    pieces.clear();
     let body = if dechunk {
-        decoder.scan_data(avail, |r| ranges.push(r))
+        decoder.scan_pieces(avail, |r, t| pieces.push((r, t)))
     } else {
         decoder.scan_forward(avail, ranges)
     }
     .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
     if dechunk {
-        for r in ranges.iter() {
-            out.extend_from_slice(avail.get(r.clone()).unwrap_or(&[]));
+        let mut trailers = trailers;
+        for (r, t) in pieces.iter() {
+            let bytes = avail.get(r.clone()).unwrap_or(&[]);
+            match (t, trailers.as_deref_mut()) {
+                (false, _) => {
+                    out.extend_from_slice(bytes);
+                }
+                (true, Some(sink)) => sink.extend_from_slice(bytes),
+                (true, None) => {}
+            }
         }
     } else {
         for part in kept_parts(avail.get(..body).unwrap_or(&[]), ranges) {

@@ -8,7 +8,7 @@
 use super::KeepAlive;
 use super::client::ClientSide;
 use super::exchange::{Exchange, Resp};
-use super::relay::{Env, move_body_after_head};
+use super::relay::{BodyScratch, Env, move_body_after_head};
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Filter;
 use crate::http::chunked::remove_runs;
@@ -26,43 +26,73 @@ fn upstream_parse(e: ParseError) -> ProxyError {
     ProxyError::upstream(ErrorKind::Parse(e))
 }
 
-/// Takes one complete response head from `ex.upin`, if there is one, and
-/// queues it (and the body bytes behind it) in the client's buffer. An
-/// interim head leaves the exchange waiting for the next head; a final one
-/// starts the body (or ends the response). Returns true if a head was
-/// taken.
+/// A response head taken off the upstream connection ([`take_head`]):
+/// parsed into `ex.resp_head`, planned, filtered; what the client's
+/// protocol must do with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// An interim (1xx) head, to go to the client if `forward` (RFC 9110
+    /// §15.2; a 100 the client did not ask for is dropped).
+    Interim {
+        /// The client gets it.
+        forward: bool,
+    },
+    /// The final head: the exchange's response half now reads its body
+    /// (or is done).
+    Final {
+        /// The client connection must close after this response (an
+        /// HTTP/1 plan: until-close body, tunnel, de-chunking).
+        close_client: bool,
+        /// A 101: both directions are a byte tunnel from now on.
+        tunnel: bool,
+    },
+}
+
+/// Takes one complete response head from `ex.upin`, if there is one:
+/// parses it into `ex.resp_head`, plans it ([`plan_response`]) and, for a
+/// final head, adds `Date`, runs the user's `response_filter` and the
+/// route's response rules, and starts the body's decoder (or ends the
+/// response). Returns the raw head's length in `ex.upin` (not consumed
+/// yet) and what it is.
 ///
 /// Errors (upstream side, 502): a malformed head, a refused plan
-/// ([`ResponseRefusal`]), invalid chunked framing right after the head.
-pub(crate) fn take_response_head(
-    side: &mut ClientSide,
+/// ([`ResponseRefusal`]).
+pub(crate) fn take_head(
     ex: &mut Exchange,
     env: &mut Env<'_>,
     filter: &dyn Filter,
-    keep_alive: &mut KeepAlive,
-) -> Result<bool> {
+) -> Result<Option<(usize, Taken)>> {
     if !matches!(ex.resp, Resp::AwaitHead) {
-        return Ok(false);
+        return Ok(None);
     }
     let Some(upin) = ex.upin.as_mut().filter(|b| !b.is_empty()) else {
-        return Ok(false);
+        return Ok(None);
     };
     let Some(len) = ex.resp_scanner.find_end(upin.as_slice()) else {
-        return Ok(false);
+        return Ok(None);
     };
     if len > env.cfg.max_response_head_size {
         return Err(upstream_parse(ParseError::HeadTooLarge));
     }
-    // Parsed into the exchange's own head and encoded into its scratch:
-    // both keep their storage from one exchange to the next.
+    // Parsed into the exchange's own head: it keeps its storage from one
+    // exchange to the next.
     let mut head = std::mem::take(&mut ex.resp_head);
-    let used = head
+    let parsed = head
         .parse_into(
             upin.as_slice().get(..len).unwrap_or(&[]),
             env.cfg.max_response_header_count,
         )
-        .map_err(upstream_parse)?
-        .ok_or_else(|| upstream_parse(ParseError::Malformed("incomplete response head")))?;
+        .map_err(upstream_parse)
+        .and_then(|used| {
+            used.ok_or_else(|| upstream_parse(ParseError::Malformed("incomplete response head")))
+        });
+    let used = match parsed {
+        Ok(used) => used,
+        Err(e) => {
+            ex.resp_head = head;
+            return Err(e);
+        }
+    };
     ex.resp_scanner.reset();
     if (100..200).contains(&head.status) {
         ex.interim_bytes = ex.interim_bytes.saturating_add(used);
@@ -80,19 +110,25 @@ pub(crate) fn take_response_head(
         interim_bytes: ex.interim_bytes,
         interim_budget: env.cfg.max_response_head_size,
     };
-    let plan = plan_response(&mut head, &cx).map_err(|r| match r {
-        ResponseRefusal::Invalid(e) => upstream_parse(e),
-        ResponseRefusal::UnexpectedUpgrade => ProxyError::upstream(ErrorKind::UnexpectedUpgrade),
-    })?;
-    let mut encoded = std::mem::take(&mut ex.scratch);
-    encoded.clear();
-    match plan {
+    let plan = match plan_response(&mut head, &cx) {
+        Ok(plan) => plan,
+        Err(r) => {
+            ex.resp_head = head;
+            return Err(match r {
+                ResponseRefusal::Invalid(e) => upstream_parse(e),
+                ResponseRefusal::UnexpectedUpgrade => {
+                    ProxyError::upstream(ErrorKind::UnexpectedUpgrade)
+                }
+            });
+        }
+    };
+    let taken = match plan {
         ResponsePlan::Interim { forward } => {
             filter.response_filter(&ex.req, &mut head);
             if forward {
-                head.encode(&mut encoded);
                 ex.interim_sent = true;
             }
+            Taken::Interim { forward }
         }
         ResponsePlan::Final(p) => {
             if p.tunnel {
@@ -105,11 +141,10 @@ pub(crate) fn take_response_head(
             if p.abandon_request {
                 ex.abandon_request();
             }
-            if p.close_client {
-                keep_alive.clear("response plan");
-            }
             ex.resp_keep_alive = p.upstream_keep_alive;
-            ex.dechunk = p.dechunk;
+            // An HTTP/2 client (`keep_trailers`) gets chunk data as DATA
+            // frames: every chunked body is de-chunked for it.
+            ex.dechunk = p.dechunk || (ex.keep_trailers && p.framing == BodyKind::Chunked);
             add_date_if_missing(&mut head, env.date);
             filter.response_filter(&ex.req, &mut head);
             if let Some((i, tls, client)) = ex.resp_rules
@@ -118,8 +153,6 @@ pub(crate) fn take_response_head(
                 r.response_rules()
                     .apply_for(&mut head.headers, &ex.req, tls, client);
             }
-            finish_response_head(&mut head, p.tunnel, ex.req.version, keep_alive.get());
-            head.encode(&mut encoded);
             ex.status = head.status;
             ex.resp_head_sent = true;
             let decoder = BodyDecoder::new(p.framing);
@@ -128,9 +161,54 @@ pub(crate) fn take_response_head(
             } else {
                 Resp::Body(decoder)
             };
+            Taken::Final {
+                close_client: p.close_client,
+                tunnel: p.tunnel,
+            }
+        }
+    };
+    ex.resp_head = head;
+    Ok(Some((used, taken)))
+}
+
+/// Takes one complete response head from `ex.upin`, if there is one
+/// ([`take_head`]), encodes it as HTTP/1 and queues it (and the body
+/// bytes behind it) in the client's buffer. An interim head leaves the
+/// exchange waiting for the next head; a final one starts the body (or
+/// ends the response). Returns true if a head was taken.
+///
+/// Errors (upstream side, 502): a malformed head, a refused plan
+/// ([`ResponseRefusal`]), invalid chunked framing right after the head.
+pub(crate) fn take_response_head(
+    side: &mut ClientSide,
+    ex: &mut Exchange,
+    env: &mut Env<'_>,
+    filter: &dyn Filter,
+    keep_alive: &mut KeepAlive,
+) -> Result<bool> {
+    let Some((used, taken)) = take_head(ex, env, filter)? else {
+        return Ok(false);
+    };
+    let mut encoded = std::mem::take(&mut ex.scratch);
+    encoded.clear();
+    match taken {
+        Taken::Interim { forward } => {
+            if forward {
+                ex.resp_head.encode(&mut encoded);
+            }
+        }
+        Taken::Final {
+            close_client,
+            tunnel,
+        } => {
+            if close_client {
+                keep_alive.clear("response plan");
+            }
+            let version = ex.req.version;
+            finish_response_head(&mut ex.resp_head, tunnel, version, keep_alive.get());
+            ex.resp_head.encode(&mut encoded);
         }
     }
-    ex.resp_head = head;
     if ex.resp_head_sent && !ex.dechunk && lend_to_client(side, ex, env, used, &encoded)? {
         ex.scratch = encoded;
         return Ok(true);
@@ -144,12 +222,32 @@ pub(crate) fn take_response_head(
         side.write_at = env.now;
     }
     ex.scratch = encoded;
-    // Bytes after the head are body bytes (or the next head).
+    move_body_after_taken_head(ex, out, env)?;
+    Ok(true)
+}
+
+/// After a head was taken and consumed from `ex.upin`: the bytes behind
+/// it are body bytes (or the next head); a final head's body bytes move
+/// to `out` (only chunk data with `ex.dechunk`), and once the response
+/// half left `AwaitHead` the head buffer goes back (bytes past the body
+/// mark the upstream not reusable).
+///
+/// Errors: invalid chunked framing (upstream side).
+pub(crate) fn move_body_after_taken_head(
+    ex: &mut Exchange,
+    out: &mut crate::buffer::WatermarkBuffer,
+    env: &mut Env<'_>,
+) -> Result<()> {
     if let Resp::Body(decoder) = &mut ex.resp
         && let Some(upin) = ex.upin.as_mut()
     {
         let before = decoder.data_bytes();
-        let body = move_body_after_head(upin.as_slice(), out, decoder, ex.dechunk, &mut ex.ranges)?;
+        let scratch = BodyScratch {
+            ranges: &mut ex.ranges,
+            pieces: &mut ex.pieces,
+            trailers: ex.keep_trailers.then_some(&mut ex.trailers),
+        };
+        let body = move_body_after_head(upin.as_slice(), out, decoder, ex.dechunk, scratch)?;
         ex.resp_body_bytes += decoder.data_bytes().saturating_sub(before);
         upin.consume(body);
         if decoder.is_done() {
@@ -164,7 +262,7 @@ pub(crate) fn take_response_head(
             env.bufs.put_buffer(b);
         }
     }
-    Ok(true)
+    Ok(())
 }
 
 /// The final head was just planned and encoded (`encoded`) from the first

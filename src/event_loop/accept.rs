@@ -115,7 +115,7 @@ impl Server {
                             if self.drain_deadline.is_some() {
                                 // Accepted while the listener drains its
                                 // deferred connections: served, then closed.
-                                e.conn.begin_drain();
+                                e.conn.begin_drain(&mut self.sh);
                             }
                             if self.sh.cfg.defer_accept {
                                 // Its request came with it (`listen::set_defer_accept`).
@@ -150,14 +150,18 @@ impl Server {
 }
 
 impl Server {
-    /// Descriptors this loop reserves (docs/operations.md, "Descriptor budget"): two
-    /// per client connection, one per pooled idle upstream socket, one
-    /// per health check in flight.
+    /// Descriptors this loop reserves (docs/operations.md, "Descriptor
+    /// budget"): one per client connection, one upstream socket per client
+    /// plus one per pooled idle upstream socket (or the upstream sockets
+    /// open, when more: an HTTP/2 client holds one per stream in flight),
+    /// one per health check in flight.
     pub(super) fn own_fds(&self) -> usize {
-        self.clients
-            .len()
-            .saturating_mul(2)
-            .saturating_add(self.sh.ups.idle_count())
+        // One upstream socket kept in reserve per client, or the sockets
+        // really open when more (an HTTP/2 client holds one per stream).
+        let clients = self.clients.len();
+        let reserved = clients.saturating_add(self.sh.ups.idle_count());
+        clients
+            .saturating_add(reserved.max(self.sh.ups.open_count()))
             .saturating_add(self.sh.checks.in_flight())
     }
 }
@@ -178,7 +182,7 @@ fn close_idle_client(clients: &mut Slab<Entry>, sh: &mut Shared) -> bool {
         return false;
     };
     let mut conn = e.conn;
-    conn.close_for_room(&sh.stats);
+    conn.close_for_room(sh);
     conn.close(sh, false);
     true
 }

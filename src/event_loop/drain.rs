@@ -52,7 +52,7 @@ impl Server {
                 self.clients.len()
             );
             for (key, e) in self.clients.iter_mut() {
-                e.conn.begin_drain();
+                e.conn.begin_drain(&mut self.sh);
                 queue(&mut self.runnable, ConnId::new(key, e.generation), e);
             }
             self.drive_runnable();

@@ -87,6 +87,9 @@ enum Run {
     Data(std::ops::Range<usize>),
     /// Bytes the forwarded body leaves out (leading zeros of a size).
     Redundant(std::ops::Range<usize>),
+    /// Field lines of the trailer section, each with its CRLF (not the
+    /// final empty line).
+    Trailer(std::ops::Range<usize>),
 }
 
 /// Removes `runs` (sorted, disjoint ranges inside `bytes`) from `bytes`,
@@ -252,6 +255,24 @@ impl ChunkedScanner {
         self.scan_runs(bytes, |run| match run {
             Run::Data(r) => data(r),
             Run::Redundant(r) => redundant(r),
+            Run::Trailer(_) => {}
+        })
+    }
+
+    /// Like [`ChunkedScanner::scan_data`], and also reports the bytes of
+    /// the trailer section's field lines (each line with its CRLF; not the
+    /// final empty line), with `true` as the second argument: an HTTP/2
+    /// recipient gets the chunk data as DATA frames and the trailer fields
+    /// as a final HEADERS frame (RFC 9113 §8.1).
+    pub fn scan_pieces(
+        &mut self,
+        bytes: &[u8],
+        mut piece: impl FnMut(std::ops::Range<usize>, bool),
+    ) -> Result<usize, ParseError> {
+        self.scan_runs(bytes, |run| match run {
+            Run::Data(r) => piece(r, false),
+            Run::Trailer(r) => piece(r, true),
+            Run::Redundant(_) => {}
         })
     }
 
@@ -260,6 +281,8 @@ impl ChunkedScanner {
         let mut used: usize = 0;
         // The redundant zeros found so far and not yet reported.
         let mut zeros: Option<std::ops::Range<usize>> = None;
+        // A run of trailer bytes not yet reported: its start.
+        let mut trailer_from: Option<usize> = None;
         let result = loop {
             let rest = bytes.get(used..).unwrap_or_default();
             let Some(&b) = rest.first() else {
@@ -284,6 +307,7 @@ impl ChunkedScanner {
                     };
                 }
                 state => {
+                    let at = used;
                     // A zero after the size's first digit, the value still
                     // zero: the first digit already stands for it.
                     let leading_zero = b == b'0'
@@ -303,7 +327,20 @@ impl ChunkedScanner {
                     }
                     used = used.saturating_add(1);
                     match step(state, b) {
-                        Ok(next) => self.state = next,
+                        Ok(next) => {
+                            let in_line = matches!(
+                                next,
+                                State::TrailerName { .. }
+                                    | State::TrailerValue { .. }
+                                    | State::TrailerLf { .. }
+                            ) || matches!(state, State::TrailerLf { .. });
+                            if in_line {
+                                trailer_from.get_or_insert(at);
+                            } else if let Some(from) = trailer_from.take() {
+                                runs(Run::Trailer(from..at));
+                            }
+                            self.state = next;
+                        }
                         Err(why) => {
                             self.state = State::Failed(why);
                             break Err(ParseError::Chunk(why));
@@ -314,6 +351,9 @@ impl ChunkedScanner {
         };
         if let Some(r) = zeros {
             runs(Run::Redundant(r));
+        }
+        if let Some(from) = trailer_from {
+            runs(Run::Trailer(from..used));
         }
         result?;
         if let State::Failed(why) = self.state {

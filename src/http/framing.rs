@@ -408,6 +408,26 @@ impl BodyDecoder {
         Ok(n)
     }
 
+    /// Like [`BodyDecoder::scan_data`], and also calls `data` with the
+    /// trailer section's field lines of a chunked body (second argument
+    /// `true`; `ChunkedScanner::scan_pieces`).
+    pub fn scan_pieces(
+        &mut self,
+        bytes: &[u8],
+        mut piece: impl FnMut(std::ops::Range<usize>, bool),
+    ) -> Result<usize, ParseError> {
+        if let Decoding::Chunked(scanner) = &mut self.decoding {
+            let count = &mut self.data;
+            return scanner.scan_pieces(bytes, |r, trailer| {
+                if !trailer {
+                    *count += r.len() as u64;
+                }
+                piece(r, trailer)
+            });
+        }
+        self.scan_data(bytes, |r| piece(r, false))
+    }
+
     /// True once the body's last byte was scanned (at once for `Empty` and
     /// `Length(0)`; after EOF for `UntilClose`).
     pub fn is_done(&self) -> bool {

@@ -90,6 +90,81 @@ const PLAIN: &[Plain] = &[
         &[("requests", None)],
     ),
     (
+        "sluice_requests_by_protocol",
+        "Requests read, by the protocol the client spoke.",
+        MetricType::Counter,
+        &[
+            ("h1_requests", Some(("protocol", "http/1.1"))),
+            ("h2_streams", Some(("protocol", "h2"))),
+        ],
+    ),
+    (
+        "sluice_client_connections_by_protocol",
+        "Client connections by protocol: HTTP/1 ones counted at their first request, HTTP/2 ones when they chose it (ALPN h2, or the h2c preface).",
+        MetricType::Counter,
+        &[
+            ("h1_connections", Some(("protocol", "http/1.1"))),
+            ("h2_connections", Some(("protocol", "h2"))),
+        ],
+    ),
+    (
+        "sluice_http2_resets_received",
+        "RST_STREAM frames HTTP/2 clients sent.",
+        MetricType::Counter,
+        &[("h2_resets_received", None)],
+    ),
+    (
+        "sluice_http2_resets_sent",
+        "RST_STREAM frames sent to HTTP/2 clients, by error code.",
+        MetricType::Counter,
+        &[
+            ("h2_resets_sent_no_error", Some(("code", "NO_ERROR"))),
+            (
+                "h2_resets_sent_protocol_error",
+                Some(("code", "PROTOCOL_ERROR")),
+            ),
+            (
+                "h2_resets_sent_refused_stream",
+                Some(("code", "REFUSED_STREAM")),
+            ),
+            ("h2_resets_sent_cancel", Some(("code", "CANCEL"))),
+            (
+                "h2_resets_sent_flow_control_error",
+                Some(("code", "FLOW_CONTROL_ERROR")),
+            ),
+            (
+                "h2_resets_sent_stream_closed",
+                Some(("code", "STREAM_CLOSED")),
+            ),
+            ("h2_resets_sent_other", Some(("code", "other"))),
+        ],
+    ),
+    (
+        "sluice_http2_goaways_sent",
+        "GOAWAY frames sent to HTTP/2 clients, by error code.",
+        MetricType::Counter,
+        &[
+            ("h2_goaways_no_error", Some(("code", "NO_ERROR"))),
+            (
+                "h2_goaways_protocol_error",
+                Some(("code", "PROTOCOL_ERROR")),
+            ),
+            (
+                "h2_goaways_enhance_your_calm",
+                Some(("code", "ENHANCE_YOUR_CALM")),
+            ),
+            (
+                "h2_goaways_flow_control_error",
+                Some(("code", "FLOW_CONTROL_ERROR")),
+            ),
+            (
+                "h2_goaways_compression_error",
+                Some(("code", "COMPRESSION_ERROR")),
+            ),
+            ("h2_goaways_other", Some(("code", "other"))),
+        ],
+    ),
+    (
         "sluice_filter_replies",
         "Requests answered by request_filter.",
         MetricType::Counter,
@@ -171,6 +246,7 @@ const PLAIN: &[Plain] = &[
             ("status_400", Some(("code", "400"))),
             ("status_403", Some(("code", "403"))),
             ("status_404", Some(("code", "404"))),
+            ("status_405", Some(("code", "405"))),
             ("status_408", Some(("code", "408"))),
             ("status_413", Some(("code", "413"))),
             ("status_414", Some(("code", "414"))),

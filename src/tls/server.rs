@@ -45,6 +45,13 @@ pub const ALPN_HTTP10: &[u8] = b"http/1.0";
 /// What the TLS listeners offer, most preferred first.
 pub const SERVER_ALPN: &[&[u8]] = &[ALPN_HTTP11, ALPN_HTTP10];
 
+/// ALPN protocol id of HTTP/2 over TLS (RFC 9113 §3.2).
+pub const ALPN_H2: &[u8] = b"h2";
+
+/// What a TLS listener offers with HTTP/2 on (`http2`, the default): `h2`
+/// first (the server's preference wins, RFC 7301 §3.2), then HTTP/1.
+pub const SERVER_ALPN_H2: &[&[u8]] = &[ALPN_H2, ALPN_HTTP11, ALPN_HTTP10];
+
 /// A server configuration and the certificates behind it (for the expiry
 /// warnings, `/status` and the transport's SNI decision).
 #[derive(Debug, Clone)]
@@ -138,12 +145,18 @@ impl ServerTls {
 
 /// The one call the loop's TLS listeners need: the server configuration
 /// for `config`, with this instance's ticket secret
-/// (`secret_fd::process_secret`) and ALPN `http/1.1`. Called at start (so
+/// (`secret_fd::process_secret`) and ALPN `h2` (unless `http2` is off),
+/// `http/1.1` and `http/1.0`. Called at start (so
 /// a bad certificate fails the start) and at every reload (a failure
 /// refuses the reload and the old configuration stays).
 ///
 /// Errors: as [`ServerTls::build`], or the secret could not be had.
 pub fn server_config(config: &Config) -> Result<ServerTls, TlsError> {
     let secret = super::secret_fd::process_secret()?;
-    ServerTls::build(config, secret, SERVER_ALPN)
+    let alpn = if config.http2 {
+        SERVER_ALPN_H2
+    } else {
+        SERVER_ALPN
+    };
+    ServerTls::build(config, secret, alpn)
 }

@@ -4,6 +4,8 @@
 //! - [`binary`]: the proxy under test as the built binary (`SluiceProcess`,
 //!   `run_sluice`, `free_port`, `TempFile`);
 //! - [`client`]: the raw HTTP/1.1 test client (`Client`, `get`);
+//! - [`h2`]: the HTTP/2 test client (`H2Client`), frames written on
+//!   purpose and responses collected per stream;
 //! - [`upstream`]: scripted upstreams that misbehave on purpose
 //!   (`Upstream`, `UpConn`, behaviours, `refused_addr`, `Blackhole`);
 //! - [`wire`]: the buffered socket with bounded reads both sides share;
@@ -25,6 +27,7 @@
 
 pub mod binary;
 pub mod client;
+pub mod h2;
 pub mod oracle;
 pub mod proxy;
 pub mod tls;
@@ -35,7 +38,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 #[allow(unused_imports)]
-pub use self::{binary::*, client::*, oracle::*, proxy::*, tls::*, upstream::*, wire::*};
+pub use self::{binary::*, client::*, h2::*, oracle::*, proxy::*, tls::*, upstream::*, wire::*};
 #[allow(unused_imports)]
 pub use sluice::{
     ByRoutes, Config, Filter, Forward, GroupSpec, Headers, Peer, Reply, RequestHead, ResponseHead,

@@ -95,7 +95,7 @@ impl ClientConn {
             )
         });
         match self.state {
-            State::Closed => None,
+            State::Closed | State::ToH2 => None,
             State::Closing { linger_until } => {
                 send.or(linger_until.map(|at| (at, Timeout::Linger)))
             }

@@ -25,9 +25,7 @@
 //! request, `outcome` ends one, `deadline` says which timeout applies and
 //! what firing does.
 
-mod choose;
 mod deadline;
-mod edge;
 mod outcome;
 mod park;
 mod proxy_header;
@@ -43,6 +41,7 @@ use log::{debug, trace};
 use super::access::{Downstream, Termination};
 use super::exchange::Exchange;
 use super::io::{Io, Read1};
+use super::own_reply::OwnReply;
 use super::relay;
 use super::transport::{Peeked, Transport};
 use super::{KeepAlive, Shared};
@@ -78,6 +77,10 @@ enum State {
     Busy,
     /// Flushing, then half-closed until EOF or `linger_until`.
     Closing { linger_until: Option<Instant> },
+    /// The connection speaks HTTP/2 (the preface came with
+    /// `http2_cleartext`, or TLS chose `h2`): the slab entry hands it over
+    /// to the HTTP/2 machine ([`ClientConn::into_h2`]).
+    ToH2,
     /// Terminal.
     Closed,
 }
@@ -101,22 +104,6 @@ pub(crate) struct ClientSide {
     /// Last time a byte was written to the client (or pending bytes
     /// appeared): the send timeout runs from here.
     pub write_at: Instant,
-}
-
-/// A request answered by the proxy itself, for the access log.
-struct OwnReply {
-    method: String,
-    target: Vec<u8>,
-    /// `None` for a head that could not be read.
-    version: Option<u8>,
-    host: Option<Vec<u8>>,
-    /// Its `X-Request-Id`, if any.
-    request_id: Option<Vec<u8>>,
-    status: u16,
-    /// Body bytes of the answer.
-    bytes: u64,
-    started: Instant,
-    termination: Termination,
 }
 
 /// A connection from `addr` (to the TLS listener if `tls`) must start
@@ -261,6 +248,27 @@ impl ClientConn {
         false
     }
 
+    /// The connection is to speak HTTP/2 from now on.
+    pub(crate) fn wants_h2(&self) -> bool {
+        self.state == State::ToH2
+    }
+
+    /// What the HTTP/2 machine takes over: the transport and the bytes
+    /// read (the preface and what followed).
+    pub(crate) fn into_h2(self) -> super::h2::Handover {
+        super::h2::Handover {
+            id: self.id,
+            stream: self.side.stream,
+            io: self.side.io,
+            addr: self.side.addr,
+            inbuf: self.side.inbuf,
+            accepted_at: self.accepted_at,
+            conn_counted: self.conn_counted,
+            idle_counted: self.idle_counted,
+            draining: self.draining,
+        }
+    }
+
     /// The loop counted this connection at accept ([`admit_client`]).
     pub(crate) fn set_counted(&mut self) {
         self.conn_counted = true;
@@ -278,7 +286,7 @@ impl ClientConn {
     pub(crate) fn drive(&mut self, sh: &mut Shared) -> bool {
         let mut more = false;
         for round in 0..MAX_ROUNDS {
-            if self.state == State::Closed {
+            if matches!(self.state, State::Closed | State::ToH2) {
                 break;
             }
             let progress = match self.step(sh) {
@@ -293,7 +301,7 @@ impl ClientConn {
             }
             more = round + 1 == MAX_ROUNDS;
         }
-        if self.state != State::Closed
+        if !matches!(self.state, State::Closed | State::ToH2)
             && let Err(e) = self.update_interest(sh)
         {
             debug!("client {}: interest update failed: {e}", self.side.addr);
@@ -363,7 +371,7 @@ impl ClientConn {
             && let Some(up) = ex.upstream.and_then(|k| ups.get_mut(k))
         {
             progress |= relay::write_request(ex, up, &mut env)?;
-            progress |= relay::read_response(side, ex, up, &mut env)?;
+            progress |= relay::read_response(&mut side.out, ex, up, &mut env)?;
             if ex.request_abandoned() {
                 self.keep_alive.clear("request abandoned");
             }
@@ -373,7 +381,7 @@ impl ClientConn {
             State::Head => self.try_start_request(sh)?,
             State::Busy => self.advance_exchange(sh)?,
             State::Closing { .. } => self.advance_closing(sh),
-            State::Closed => false,
+            State::Closed | State::ToH2 => false,
         };
         Ok(progress)
     }
@@ -395,7 +403,7 @@ impl ClientConn {
         }
         let (mut env, _, _) = sh.split();
         match self.state {
-            State::Closed => Ok(false),
+            State::Closed | State::ToH2 => Ok(false),
             State::Closing { .. } => self.discard_client(),
             State::Head => {
                 let handshaking = self.side.stream.is_handshaking();
@@ -510,6 +518,7 @@ impl ClientConn {
         Downstream {
             addr: self.client_addr(),
             tls: self.side.stream.tls_facts(),
+            stream: None,
         }
     }
 
@@ -554,7 +563,7 @@ impl ClientConn {
                 !ex.request_taken() && ex.to_upstream.as_ref().is_some_and(|b| b.is_paused())
             }),
             State::Closing { .. } => !side.read_eof,
-            State::Closed => false,
+            State::Closed | State::ToH2 => false,
         };
         side.stream.set_interest(
             &mut side.io,

@@ -7,14 +7,15 @@
 
 use std::time::Instant;
 
-use super::{ClientConn, LINGER, OwnReply, Result, State, choose};
+use super::{ClientConn, LINGER, OwnReply, Result, State};
 use crate::conn::access::Termination;
+use crate::conn::begin;
 use crate::conn::response_head::take_response_head;
 use crate::conn::{Shared, relay};
 use crate::error::{Answer, ErrorKind, ProxyError, Side, Timeout};
 use crate::http::{Headers, ParseError, reason_phrase};
 use crate::stats::Stats;
-use log::{debug, info, warn};
+use log::debug;
 
 impl ClientConn {
     pub(super) fn advance_exchange(&mut self, sh: &mut Shared) -> Result<bool> {
@@ -48,51 +49,18 @@ impl ClientConn {
         Ok(progress)
     }
 
-    /// Parks or closes the upstream once its part is over: the response
-    /// read whole and the request sent whole (or abandoned).
+    /// Parks or closes the upstream once its part is over
+    /// (`begin::release_upstream`); a request body left unread ends
+    /// keep-alive.
     pub(super) fn release_upstream(&mut self, sh: &mut Shared) -> bool {
         let Some(ex) = self.exchange.as_deref_mut() else {
             return false;
         };
-        // The request buffer is not needed once everything went up.
-        if ex.request_body_done()
-            && ex.to_upstream.as_ref().is_some_and(|b| b.is_empty())
-            && !ex.tunnel
-            && let Some(b) = ex.to_upstream.take()
-        {
-            sh.bufs.put_buffer(b);
+        let (progress, unread) = begin::release_upstream(ex, sh);
+        if unread {
+            self.keep_alive.clear("request body not read");
         }
-        let Some(key) = ex.upstream else {
-            return false;
-        };
-        if !ex.response_done() {
-            return false;
-        }
-        ex.upstream = None;
-        // A server gone from its group (DNS, ARCHITECTURE.md §13) or
-        // drained gets no new exchange: its connection is closed, not parked.
-        let member = ex
-            .group
-            .and_then(|g| sh.groups.get(g))
-            .is_none_or(|gr| gr.parks(ex.peer.addr));
-        if ex.reusable() && member {
-            let hint = ex.idle_hint.map(std::time::Duration::from_secs);
-            sh.ups.park(key, hint, &sh.registry, &sh.stats, sh.now);
-        } else {
-            // Request bytes not yet written are not needed any more: the
-            // answer is complete. If the client has not sent its whole
-            // body, the rest is never read, so its connection cannot carry
-            // another request.
-            if !ex.request_taken() {
-                ex.abandon_request();
-                self.keep_alive.clear("request body not read");
-            }
-            if let Some(b) = ex.to_upstream.as_mut() {
-                b.clear();
-            }
-            sh.ups.close(key);
-        }
-        true
+        progress
     }
 
     pub(super) fn finish_request(&mut self, sh: &mut Shared) {
@@ -149,7 +117,7 @@ impl ClientConn {
                 self.exchange.as_ref().is_none_or(|ex| ex.response_done())
                     && self.closes_after_response()
             }
-            State::Head | State::Closed => false,
+            State::Head | State::Closed | State::ToH2 => false,
         }
     }
 
@@ -215,14 +183,7 @@ impl ClientConn {
     pub(super) fn fail(&mut self, mut err: ProxyError, sh: &mut Shared) {
         if err.side == Side::Upstream {
             if let Some(ex) = self.exchange.as_deref_mut() {
-                let status = match err.answer(false, true) {
-                    Answer::Status(code) => code,
-                    Answer::Close => 0,
-                };
-                if ex.attempts.len() < ex.tried.len() {
-                    ex.note_attempt(choose::outcome(&err), status);
-                }
-                choose::count_failure(ex, &err, sh);
+                begin::note_failed_try(ex, &err, sh);
             }
             match self.try_retry(&err, sh) {
                 Ok(true) => return,
@@ -233,45 +194,11 @@ impl ClientConn {
         }
         let started = self.exchange.as_ref().is_some_and(|e| e.resp_head_sent);
         let answer = err.answer(started, self.head_bytes_seen());
-        match (&err.side, &err.kind) {
-            (Side::Downstream, _) => debug!("client {}: {err}", self.side.addr),
-            (Side::Upstream, ErrorKind::Unavailable { .. }) => {}
-            (Side::Upstream, _) => {
-                // Errors a user acts on: warn, at most once a second.
-                if let Some(more) = sh.warn_limit.allow(sh.now) {
-                    let (method, target) = self.exchange.as_ref().map_or(("-", "-"), |e| {
-                        (e.req.method.as_str(), e.req.target.as_str())
-                    });
-                    let ex = self.exchange.as_deref();
-                    let peer = ex.map(|e| e.peer.addr);
-                    let what = match answer {
-                        Answer::Status(code) => format!("answered {code}"),
-                        Answer::Close => "response cut".to_string(),
-                    };
-                    // Every server tried, with how its try ended.
-                    let tried = ex.filter(|e| e.attempts.len() > 1).map(|e| {
-                        let list: Vec<String> = e
-                            .attempts
-                            .iter()
-                            .map(|a| format!("{} {}", a.addr, a.outcome))
-                            .collect();
-                        format!(" (tried {})", list.join(", "))
-                    });
-                    let group = ex
-                        .and_then(|e| e.group)
-                        .and_then(|g| sh.groups.get(g))
-                        .map(|g| format!(" (group {})", g.spec.name.get_ref()));
-                    let (group, tried) = (group.unwrap_or_default(), tried.unwrap_or_default());
-                    let target = crate::text::cut(target, 200);
-                    match peer {
-                        Some(p) => warn!(
-                            "upstream {p}{group}: {}: {what} to {method} {target}{tried}{more}",
-                            err.what()
-                        ),
-                        None => warn!("{err}: {what}{more}"),
-                    }
-                }
-            }
+        if err.side == Side::Downstream {
+            debug!("client {}: {err}", self.side.addr);
+        } else {
+            // Errors a user acts on: warn, at most once a second.
+            begin::warn_upstream_failure(sh, self.exchange.as_deref(), &err, answer);
         }
         self.keep_alive.clear("error");
         self.linger = true;
@@ -294,7 +221,7 @@ impl ClientConn {
                 }
             }
             Answer::Status(code) => {
-                count_status(&sh.stats, code);
+                begin::count_status(&sh.stats, code);
                 if let Some(out) = self.side.out.as_mut() {
                     out.clear();
                 }
@@ -311,9 +238,15 @@ impl ClientConn {
                 if code == 503 {
                     fields.append("Retry-After", err.retry_after().to_string().as_bytes());
                 }
+                // A HEAD request's answer has no body (RFC 9110 §9.3.2).
+                let head_only = match (&self.exchange, &self.own_reply) {
+                    (Some(ex), _) => ex.req.is_method("HEAD"),
+                    (None, Some(r)) => r.method == "HEAD",
+                    (None, None) => false,
+                };
                 // Keep-alive is off here: `Connection: close` whatever the version.
-                self.queue_reply(sh, code, &fields, body.as_bytes(), false, 1);
-                reply_len = body.len() as u64;
+                self.queue_reply(sh, code, &fields, body.as_bytes(), head_only, 1);
+                reply_len = if head_only { 0 } else { body.len() as u64 };
                 status = Some(code);
                 self.set_state(State::Closing { linger_until: None });
             }
@@ -328,7 +261,7 @@ impl ClientConn {
                 }
             }
         }
-        let how = termination(&err);
+        let how = Termination::of_error(&err);
         if let Some(ex) = self.exchange.take() {
             ex.end(self.downstream(), status, reply_len, how, sh);
         } else if let Some(mut r) = self.own_reply.take() {
@@ -355,131 +288,14 @@ impl ClientConn {
     }
 
     /// Sends the request again on a new upstream connection if the retry
-    /// rules allow it (ARCHITECTURE.md §7); `upstream_peer` is asked again.
-    /// After a failed connect the retry may take a pooled connection: the
-    /// request reached no server, so it is a first try of the next one.
-    /// Timeouts and a spent descriptor budget are not retried (the same
-    /// `EMFILE` would come back at once), except a connect timeout when the
-    /// group has a server this request has not tried: nothing reached the
-    /// silent server, so the next one gets it (nginx's `proxy_next_upstream
-    /// timeout`); another wait on the same server would only double the
-    /// client's.
+    /// rules allow it (`begin::retry`).
     ///
     /// Errors: the retry's connect found no descriptor (`NoDescriptor`).
     pub(super) fn try_retry(&mut self, err: &ProxyError, sh: &mut Shared) -> Result<bool> {
+        let client = self.client_addr();
         let Some(ex) = self.exchange.as_deref_mut() else {
             return Ok(false);
         };
-        let untried = |ex: &crate::conn::Exchange| {
-            ex.group
-                .and_then(|g| sh.groups.get(g))
-                .is_some_and(|g| g.may_try_another(&ex.tried))
-        };
-        match err.kind {
-            ErrorKind::Timeout(Timeout::Connect) if untried(ex) => {}
-            ErrorKind::Timeout(_) | ErrorKind::NoDescriptor => return Ok(false),
-            _ => {}
-        }
-        if ex.panic_until.is_some_and(|t| sh.now >= t) {
-            // Panic mode spent its one connect timeout.
-            return Ok(false);
-        }
-        if ex.reused
-            && matches!(err.kind, ErrorKind::Closed | ErrorKind::Io(_))
-            && ex.no_response_byte()
-            && let Some(k) = ex.upstream
-        {
-            // A pooled connection the server closed under the request.
-            sh.ups.observe_failed_reuse(k, sh.now);
-        }
-        if !ex.may_retry(choose::retry_limit(ex, sh), untried(ex)) {
-            return Ok(false);
-        }
-        if !ex.reused && !ex.nothing_written() {
-            ex.sent_fresh = true;
-        }
-        let fresh = !matches!(
-            err.kind,
-            ErrorKind::ConnectFailed(_) | ErrorKind::Timeout(Timeout::Connect)
-        );
-        if let Some(k) = ex.upstream.take() {
-            sh.ups.close(k);
-        }
-        ex.retries += 1;
-        Stats::add(&sh.stats.retries, 1);
-        // `tries()` now counts the try about to start: "retry 1 … try 2".
-        // One line a second at most (a failing server can make every
-        // request retry), the target cut to 200 bytes.
-        let failed = ex.peer.addr;
-        let Some(peer) = choose::next(ex, sh) else {
-            return Ok(false);
-        };
-        if let Some(more) = sh.retry_log.allow(sh.now) {
-            let target = crate::text::cut(&ex.req.target, 200);
-            info!(
-                "retry {}: {} {target} after upstream {failed}: {} (reused={}), try {} on {}{more}",
-                ex.retries,
-                ex.req.method,
-                err.what(),
-                ex.reused,
-                ex.tries(),
-                peer.addr
-            );
-        }
-        ex.peer = peer;
-        if ex.to_upstream.is_none() {
-            ex.to_upstream = Some(sh.bufs.body(sh.cfg.high_watermark, sh.cfg.low_watermark));
-        }
-        ex.rewind();
-        match self.attach_upstream(sh, fresh) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind == ErrorKind::NoDescriptor => Err(e),
-            Err(e) => {
-                debug!("retry connect failed: {e}");
-                if let Some(ex) = self.exchange.as_deref_mut() {
-                    ex.note_attempt(choose::outcome(&e), 502);
-                    choose::count_failure(ex, &e, sh);
-                }
-                Ok(false)
-            }
-        }
-    }
-}
-
-/// Counts an answer the proxy wrote itself with status `code`.
-pub(super) fn count_status(stats: &Stats, code: u16) {
-    let field = match code {
-        400 => &stats.status_400,
-        403 => &stats.status_403,
-        404 => &stats.status_404,
-        408 => &stats.status_408,
-        413 => &stats.status_413,
-        414 => &stats.status_414,
-        429 => &stats.status_429,
-        431 => &stats.status_431,
-        501 => &stats.status_501,
-        502 => &stats.status_502,
-        503 => &stats.status_503,
-        504 => &stats.status_504,
-        505 => &stats.status_505,
-        508 => &stats.status_508,
-        _ => return,
-    };
-    Stats::add(field, 1);
-}
-
-/// How an exchange ended by `err` is reported (access log, metrics).
-fn termination(err: &ProxyError) -> Termination {
-    use ErrorKind as K;
-    match (err.side, &err.kind) {
-        (Side::Downstream, K::Parse(ParseError::BodyTooLarge)) => Termination::BodyTooLarge,
-        (Side::Downstream, K::Parse(_) | K::NotImplemented) => Termination::ProxyError,
-        (Side::Downstream, K::Timeout(_)) => Termination::ClientTimeout,
-        (Side::Downstream, _) => Termination::ClientAborted,
-        (Side::Upstream, k) if k.is_upstream_tls() => Termination::UpstreamTlsError,
-        (Side::Upstream, K::ConnectFailed(_)) => Termination::UpstreamRefused,
-        (Side::Upstream, K::Timeout(_)) => Termination::UpstreamTimeout,
-        (Side::Upstream, K::Closed | K::Io(_)) => Termination::UpstreamClosedEarly,
-        (Side::Upstream, _) => Termination::ProxyError,
+        begin::retry(ex, err, sh, self.id, client, &self.side.stream)
     }
 }

@@ -21,6 +21,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use crate::conn::h2::H2Conn;
 use crate::conn::transport::Transport;
 
 use super::deadline::wait_deadline;
@@ -30,7 +31,6 @@ use crate::conn::{KeepAlive, Shared};
 use crate::error::Timeout;
 use crate::event_loop::token::ConnId;
 use crate::http::HeadScanner;
-use crate::stats::Stats;
 
 /// What a client connection keeps while it waits for a request with no
 /// byte of it buffered: everything else of the machine is then at its
@@ -54,12 +54,16 @@ pub(crate) struct Parked {
     conn_counted: bool,
 }
 
-/// One client connection in the loop's slab: parked or live.
+/// One client connection in the loop's slab: parked or live, or an
+/// HTTP/2 connection.
 pub(crate) enum Client {
     /// Waiting with nothing buffered.
     Parked(Parked),
     /// The whole machine.
     Live(Box<ClientConn>),
+    /// An HTTP/2 connection (`conn::h2`): never parked; an idle one holds
+    /// no buffer.
+    H2(Box<H2Conn>),
     /// Only for the instant a connection moves between the two forms.
     Moving,
 }
@@ -82,6 +86,7 @@ impl Client {
         match self {
             Client::Parked(p) => p.io.on_event(event),
             Client::Live(c) => c.side.io.on_event(event),
+            Client::H2(h) => h.on_event(event),
             Client::Moving => {}
         }
     }
@@ -91,21 +96,46 @@ impl Client {
         match self {
             Client::Parked(_) => false,
             Client::Live(c) => c.is_closed(),
+            Client::H2(h) => h.is_closed(),
             Client::Moving => true,
         }
     }
 
-    /// [`ClientConn::drive`], parked again afterwards if it waits.
+    /// [`ClientConn::drive`], parked again afterwards if it waits; a
+    /// connection that turned to HTTP/2 is handed over and driven as such.
     pub(crate) fn drive(&mut self, sh: &mut Shared) -> bool {
+        if let Client::H2(h) = self {
+            return h.drive(sh);
+        }
         let more = self.live().is_some_and(|c| c.drive(sh));
+        if self.hand_over_h2(sh) {
+            return self.drive(sh);
+        }
         if !more {
             self.park();
         }
         more
     }
 
+    /// Turns a connection that asked for HTTP/2 into the HTTP/2 machine.
+    /// True if it did.
+    fn hand_over_h2(&mut self, sh: &mut Shared) -> bool {
+        if let Client::Live(c) = self
+            && c.wants_h2()
+            && let Client::Live(c) = std::mem::replace(self, Client::Moving)
+        {
+            *self = Client::H2(Box::new(H2Conn::new(c.into_h2(), sh)));
+            return true;
+        }
+        false
+    }
+
     /// [`ClientConn::on_timer`], parked again afterwards if it waits.
     pub(crate) fn on_timer(&mut self, sh: &mut Shared) {
+        if let Client::H2(h) = self {
+            h.on_timer(sh);
+            return;
+        }
         if let Some(c) = self.live() {
             c.on_timer(sh);
         }
@@ -113,16 +143,24 @@ impl Client {
     }
 
     /// [`ClientConn::begin_drain`] (the loop drives it next).
-    pub(crate) fn begin_drain(&mut self) {
+    pub(crate) fn begin_drain(&mut self, sh: &mut Shared) {
+        if let Client::H2(h) = self {
+            h.begin_drain(sh);
+            return;
+        }
         if let Some(c) = self.live() {
             c.begin_drain();
         }
     }
 
     /// [`ClientConn::close_for_room`].
-    pub(crate) fn close_for_room(&mut self, stats: &Stats) {
+    pub(crate) fn close_for_room(&mut self, sh: &mut Shared) {
+        if let Client::H2(h) = self {
+            h.close_for_room(sh);
+            return;
+        }
         if let Some(c) = self.live() {
-            c.close_for_room(stats);
+            c.close_for_room(&sh.stats);
         }
     }
 
@@ -131,6 +169,7 @@ impl Client {
         match self {
             Client::Parked(p) => Some(wait_deadline(&sh.cfg, p.served, p.draining, p.idle_since)),
             Client::Live(c) => c.deadline(sh),
+            Client::H2(h) => h.deadline(sh),
             Client::Moving => None,
         }
     }
@@ -140,6 +179,7 @@ impl Client {
         match self {
             Client::Parked(p) => (p.served && !p.draining).then_some(p.idle_since),
             Client::Live(c) => c.idle_since(),
+            Client::H2(h) => h.idle_since(),
             Client::Moving => None,
         }
     }
@@ -150,6 +190,7 @@ impl Client {
         match self {
             Client::Parked(p) => ClientConn::unpark(p).close(sh, cut),
             Client::Live(c) => c.close(sh, cut),
+            Client::H2(h) => h.close(sh, cut),
             Client::Moving => {}
         }
     }

@@ -110,6 +110,12 @@ impl Transport {
         }
     }
 
+    /// The TLS handshake chose HTTP/2 by ALPN: the connection speaks
+    /// HTTP/2 from its first byte (RFC 9113 §3.2).
+    pub(crate) fn alpn_h2(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.alpn_h2())
+    }
+
     /// A TLS handshake is still going on.
     pub(crate) fn is_handshaking(&self) -> bool {
         self.tls.as_ref().is_some_and(|t| t.is_handshaking())

@@ -178,6 +178,12 @@ impl Tls {
         io.readable || self.holds_plaintext()
     }
 
+    /// The handshake chose HTTP/2 by ALPN (`h2`, RFC 9113 §3.2).
+    pub(crate) fn alpn_h2(&self) -> bool {
+        !self.session.is_handshaking()
+            && self.session.common().alpn_protocol() == Some(crate::tls::server::ALPN_H2)
+    }
+
     /// Decrypted bytes (or records not yet processed, or the peer's close)
     /// wait to be read.
     pub(crate) fn holds_plaintext(&self) -> bool {

@@ -16,9 +16,9 @@
 //!   limit): a larger `Content-Length` is answered 413 here; a chunked
 //!   body is counted as it streams (`Exchange::check_body_limit`).
 //!
-//! What it must not know: how bytes move, the pool, the balancer.
+//! What it must not know: how bytes move, the pool, the balancer, which
+//! protocol the client speaks.
 
-use super::ClientConn;
 use crate::cidr::any_contains;
 use crate::conn::Shared;
 use crate::conn::access::Termination;
@@ -60,7 +60,7 @@ fn own_answer(
 }
 
 /// What the edge rules make of a request.
-pub(super) struct Verdict {
+pub(crate) struct Verdict {
     /// The proxy answers instead of an upstream, with this termination
     /// state (access log, outcome metrics).
     pub answer: Option<(Reply, Termination)>,
@@ -68,69 +68,69 @@ pub(super) struct Verdict {
     pub max_body: u64,
 }
 
-impl ClientConn {
-    /// The edge rules of `route` (an index into `Config::route`, `None`
-    /// when no route chose the group) for a request framed as `framing`.
-    pub(super) fn edge_verdict(
-        &self,
-        sh: &mut Shared,
-        req: &RequestHead,
-        route: Option<usize>,
-        framing: BodyKind,
-    ) -> Verdict {
-        let cfg = &sh.cfg;
-        let spec = route.and_then(|i| cfg.route.get(i));
-        let max_body = spec
-            .and_then(|r| r.max_body_size)
-            .unwrap_or(cfg.max_body_size);
-        if let Some(r) = spec {
-            let ip = self.client_addr().ip();
-            let own = own_answer(r, req, self.side.stream.is_tls(), ip);
-            // First match of deny, then allow; with an allow list,
-            // anything else is denied (nginx's order of `deny`/`allow`
-            // lines written deny first).
-            if any_contains(&r.deny, ip) || (!r.allow.is_empty() && !any_contains(&r.allow, ip)) {
-                let reply = Reply::new(403, "403 Forbidden\n");
+/// The edge rules of `route` (an index into `Config::route`, `None` when
+/// no route chose the group) for a request framed as `framing`, from
+/// client address `ip` (after the PROXY header and `trusted_proxies`),
+/// over TLS if `tls`.
+pub(crate) fn verdict(
+    sh: &mut Shared,
+    req: &RequestHead,
+    route: Option<usize>,
+    framing: BodyKind,
+    ip: IpAddr,
+    tls: bool,
+) -> Verdict {
+    let cfg = &sh.cfg;
+    let spec = route.and_then(|i| cfg.route.get(i));
+    let max_body = spec
+        .and_then(|r| r.max_body_size)
+        .unwrap_or(cfg.max_body_size);
+    if let Some(r) = spec {
+        let own = own_answer(r, req, tls, ip);
+        // First match of deny, then allow; with an allow list,
+        // anything else is denied (nginx's order of `deny`/`allow`
+        // lines written deny first).
+        if any_contains(&r.deny, ip) || (!r.allow.is_empty() && !any_contains(&r.allow, ip)) {
+            let reply = Reply::new(403, "403 Forbidden\n");
+            return Verdict {
+                answer: Some((reply, Termination::Denied)),
+                max_body,
+            };
+        }
+        let limiter = route
+            .and_then(|i| sh.rates.get_mut(i))
+            .and_then(Option::as_mut);
+        if let Some(l) = limiter {
+            let now = sh.now.saturating_duration_since(sh.epoch).as_nanos();
+            if let Err(wait) = l.check(ip, u64::try_from(now).unwrap_or(u64::MAX)) {
+                let secs = retry_after_secs(wait);
+                let mut reply =
+                    Reply::new(429, "429 Too Many Requests: over this route's rate_limit\n");
+                reply
+                    .headers
+                    .append("Retry-After", secs.to_string().as_bytes());
                 return Verdict {
-                    answer: Some((reply, Termination::Denied)),
-                    max_body,
-                };
-            }
-            let limiter = route
-                .and_then(|i| sh.rates.get_mut(i))
-                .and_then(Option::as_mut);
-            if let Some(l) = limiter {
-                let now = sh.now.saturating_duration_since(sh.epoch).as_nanos();
-                if let Err(wait) = l.check(ip, u64::try_from(now).unwrap_or(u64::MAX)) {
-                    let secs = retry_after_secs(wait);
-                    let mut reply =
-                        Reply::new(429, "429 Too Many Requests: over this route's rate_limit\n");
-                    reply
-                        .headers
-                        .append("Retry-After", secs.to_string().as_bytes());
-                    return Verdict {
-                        answer: Some((reply, Termination::RateLimited)),
-                        max_body,
-                    };
-                }
-            }
-            if own.is_some() {
-                return Verdict {
-                    answer: own,
+                    answer: Some((reply, Termination::RateLimited)),
                     max_body,
                 };
             }
         }
-        let answer = match framing {
-            BodyKind::Length(n) if max_body > 0 && n > max_body => Some((
-                Reply::new(
-                    413,
-                    "413 Content Too Large: the body is over max_body_size\n",
-                ),
-                Termination::BodyTooLarge,
-            )),
-            _ => None,
-        };
-        Verdict { answer, max_body }
+        if own.is_some() {
+            return Verdict {
+                answer: own,
+                max_body,
+            };
+        }
     }
+    let answer = match framing {
+        BodyKind::Length(n) if max_body > 0 && n > max_body => Some((
+            Reply::new(
+                413,
+                "413 Content Too Large: the body is over max_body_size\n",
+            ),
+            Termination::BodyTooLarge,
+        )),
+        _ => None,
+    };
+    Verdict { answer, max_body }
 }

@@ -16,7 +16,7 @@ use crate::upstreams::NoPick;
 use crate::upstreams::health::Verdict;
 
 /// Where a new request goes.
-pub(super) enum Dest {
+pub(crate) enum Dest {
     /// To `peer`, a server of `group` (or a concrete peer: `None`).
     Server {
         group: Option<usize>,
@@ -42,7 +42,7 @@ pub(super) enum Dest {
 /// Asks `upstream_peer` where `req` goes: a concrete peer, a group (and
 /// the route that chose it), or no route. No server is picked yet.
 /// `tls`: the request came over TLS (a route's `scheme`).
-pub(super) fn aim(sh: &mut Shared, req: &RequestHead, tls: bool) -> Dest {
+pub(crate) fn aim(sh: &mut Shared, req: &RequestHead, tls: bool) -> Dest {
     let (route, group) = match sh.filter.upstream_peer(req) {
         Target::Peer(peer) => {
             return Dest::Server {
@@ -66,7 +66,7 @@ pub(super) fn aim(sh: &mut Shared, req: &RequestHead, tls: bool) -> Dest {
 
 /// Picks the first server for `dest` when it names a group; any other
 /// `dest` is returned as it is.
-pub(super) fn pick_first(sh: &mut Shared, dest: Dest, client: IpAddr, req: &RequestHead) -> Dest {
+pub(crate) fn pick_first(sh: &mut Shared, dest: Dest, client: IpAddr, req: &RequestHead) -> Dest {
     let Dest::Group { group, .. } = dest else {
         return dest;
     };
@@ -87,7 +87,7 @@ pub(super) fn pick_first(sh: &mut Shared, dest: Dest, client: IpAddr, req: &Requ
 
 /// What a failed try of a server is called in the access record's list of
 /// tries (`outcome`).
-pub(super) fn outcome(err: &ProxyError) -> &'static str {
+pub(crate) fn outcome(err: &ProxyError) -> &'static str {
     use crate::error::Timeout as T;
     match &err.kind {
         ErrorKind::ConnectFailed(std::io::ErrorKind::ConnectionRefused) => "refused",
@@ -137,7 +137,7 @@ fn reason(err: &ProxyError, before_response: bool) -> String {
 /// write timeout before any response byte. A close of a pooled
 /// connection before any byte is the keep-alive race, not the server's
 /// fault: it is retried but not counted.
-pub(super) fn count_failure(ex: &mut Exchange, err: &ProxyError, sh: &mut Shared) {
+pub(crate) fn count_failure(ex: &mut Exchange, err: &ProxyError, sh: &mut Shared) {
     let Some(g) = ex.group.filter(|_| ex.in_flight) else {
         return;
     };
@@ -170,7 +170,7 @@ pub(super) fn count_failure(ex: &mut Exchange, err: &ProxyError, sh: &mut Shared
 /// request already went out on a new connection that failed
 /// (`Exchange::sent_fresh`: that server may have acted on it). For a
 /// concrete peer, `upstream_peer` is asked again. `None`: nowhere to go.
-pub(super) fn next(ex: &mut Exchange, sh: &mut Shared) -> Option<Peer> {
+pub(crate) fn next(ex: &mut Exchange, sh: &mut Shared) -> Option<Peer> {
     let Some(g) = ex.group else {
         let peer = match sh.filter.upstream_peer(&ex.req) {
             Target::Peer(p) => p,
@@ -204,7 +204,7 @@ pub(super) fn next(ex: &mut Exchange, sh: &mut Shared) -> Option<Peer> {
 /// request was written (a refused or failed connect: the request reached
 /// no server, so trying the next is safe for every method, as nginx's
 /// `proxy_next_upstream error` does).
-pub(super) fn retry_limit(ex: &Exchange, sh: &Shared) -> u32 {
+pub(crate) fn retry_limit(ex: &Exchange, sh: &Shared) -> u32 {
     let max = sh.cfg.max_retries;
     match ex.group.and_then(|g| sh.groups.get(g)) {
         Some(group) if ex.panic || ex.nothing_written() => {
