@@ -69,7 +69,10 @@ pub(crate) fn request_vars<'a>(
         request_uri: req.target.as_bytes(),
         scheme: if tls { b"https" } else { b"http" },
         remote_addr: crate::text::ip_text(client.to_canonical(), addr).as_bytes(),
-        request_id: req.headers.get(crate::request_id::FIELD).unwrap_or(b""),
+        request_id: req
+            .headers
+            .get_known(crate::http::known::Known::XRequestId)
+            .unwrap_or(b""),
     }
 }
 
@@ -97,7 +100,7 @@ impl Rules<'_> {
         let uri = req.target.clone().into_bytes();
         let id = req
             .headers
-            .get(crate::request_id::FIELD)
+            .get_known(crate::http::known::Known::XRequestId)
             .map(<[u8]>::to_vec)
             .unwrap_or_default();
         let mut addr = [0u8; 64];

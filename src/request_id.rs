@@ -13,9 +13,6 @@
 //!
 //! What it must not know: sockets, HTTP beyond the field's name.
 
-/// The field's name.
-pub const FIELD: &str = "X-Request-Id";
-
 /// Length of a generated id (hex digits).
 pub const LEN: usize = 32;
 

@@ -29,6 +29,7 @@ use crate::error::{Answer, ErrorKind, ProxyError, Timeout};
 use crate::event_loop::token::ConnId;
 use crate::filter::Reply;
 use crate::http::forwarded::client_address;
+use crate::http::known::Known;
 use crate::http::request::ALLOW;
 use crate::http::{BodyKind, Forwarding, Headers, Refusal, RequestHead, ensure_host, plan_request};
 use crate::request_id::{self, RequestIds};
@@ -573,15 +574,16 @@ pub(crate) fn count_status(stats: &Stats, code: u16) {
 /// in place of any that came (docs/edge.md "Request ids").
 fn stamp_request_id(headers: &mut Headers, trusted: bool, ids: &mut RequestIds) {
     if trusted {
-        let mut came = headers.get_all(request_id::FIELD);
+        let mut came = headers.get_all_known(Known::XRequestId);
         if let (Some(v), None) = (came.next(), came.next())
             && request_id::keepable(v)
         {
             return;
         }
     }
-    headers.remove_all(request_id::FIELD);
-    headers.append(request_id::FIELD, &ids.next_id());
+    // One bit test when absent (`Known`).
+    headers.remove_known(Known::XRequestId);
+    headers.append_known(Known::XRequestId, &ids.next_id());
 }
 
 /// The client address `X-Forwarded-For` gives for a request from `peer`

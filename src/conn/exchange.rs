@@ -684,7 +684,7 @@ impl Exchange {
             request_id: sh
                 .access
                 .is_on()
-                .then(|| self.req.headers.get(crate::request_id::FIELD))
+                .then(|| self.req.headers.get_known(Known::XRequestId))
                 .flatten(),
             status,
             bytes_in: self.req_body_bytes,

@@ -11,7 +11,6 @@ use super::Shared;
 use super::access::{Access, Downstream, Termination, sniff_request_line};
 use crate::http::RequestHead;
 use crate::http::known::Known;
-use crate::request_id;
 
 /// A request answered by the proxy itself, for the access log.
 pub(crate) struct OwnReply {
@@ -45,7 +44,7 @@ impl OwnReply {
             target: req.target.clone().into_bytes(),
             version: Some(req.version),
             host: req.headers.get_known(Known::Host).map(<[u8]>::to_vec),
-            request_id: req.headers.get(request_id::FIELD).map(<[u8]>::to_vec),
+            request_id: req.headers.get_known(Known::XRequestId).map(<[u8]>::to_vec),
             status,
             bytes: 0,
             started: now,

@@ -67,7 +67,7 @@ pub struct Headers {
     fields: Vec<Field>,
     /// [`Known::bit`] of every known name among `fields`: set if and only
     /// if at least one field has that tag.
-    present: u16,
+    present: u32,
 }
 
 /// Which stored fields a lookup by name matches: by tag for a known name
@@ -301,7 +301,7 @@ impl Headers {
 
     /// Removes every field whose tag's bit is in `mask` (an OR of
     /// [`Known::bit`]s); the others keep their order.
-    pub(crate) fn remove_known_set(&mut self, mask: u16) {
+    pub(crate) fn remove_known_set(&mut self, mask: u32) {
         if self.present & mask == 0 {
             return;
         }

@@ -33,7 +33,7 @@ const HOP_BY_HOP: [Known; 5] = [
 ];
 
 /// [`HOP_BY_HOP`] as a mask of [`Known::bit`]s.
-const HOP_BY_HOP_MASK: u16 = {
+const HOP_BY_HOP_MASK: u32 = {
     let mut mask = 0;
     let mut i = 0;
     while i < HOP_BY_HOP.len() {

@@ -55,6 +55,8 @@ pub(crate) enum Known {
     /// `X-Forwarded-Client-Cert` (Envoy's): always removed from what
     /// clients send.
     XForwardedClientCert,
+    /// `X-Request-Id` (`request_id`: read and set on every request).
+    XRequestId,
 }
 
 impl Known {
@@ -71,7 +73,10 @@ impl Known {
                 (Known::Connection, "connection"),
                 (Known::KeepAlive, "keep-alive"),
             ],
-            12 => &[(Known::MaxForwards, "max-forwards")],
+            12 => &[
+                (Known::MaxForwards, "max-forwards"),
+                (Known::XRequestId, "x-request-id"),
+            ],
             14 => &[(Known::ContentLength, "content-length")],
             15 => &[(Known::XForwardedFor, "x-forwarded-for")],
             16 => &[(Known::ProxyConnection, "proxy-connection")],
@@ -108,12 +113,13 @@ impl Known {
             Known::XForwardedFor => "X-Forwarded-For",
             Known::XForwardedProto => "X-Forwarded-Proto",
             Known::XForwardedClientCert => "X-Forwarded-Client-Cert",
+            Known::XRequestId => "X-Request-Id",
         }
     }
 
     /// This name's bit in a presence mask ([`super::Headers`] keeps one);
     /// 0 for `Other`, which has no bit.
-    pub(crate) const fn bit(self) -> u16 {
+    pub(crate) const fn bit(self) -> u32 {
         match self {
             Known::Other => 0,
             k => 1 << (k as u8),
@@ -134,7 +140,7 @@ fn is_lower_case_of(name: &[u8], lower: &[u8]) -> bool {
 
 /// Every known name but [`Known::Other`], lower case, by tag.
 #[cfg(test)]
-pub(crate) const ALL: [(Known, &str); 15] = [
+pub(crate) const ALL: [(Known, &str); 16] = [
     (Known::ContentLength, "content-length"),
     (Known::TransferEncoding, "transfer-encoding"),
     (Known::Connection, "connection"),
@@ -150,6 +156,7 @@ pub(crate) const ALL: [(Known, &str); 15] = [
     (Known::XForwardedFor, "x-forwarded-for"),
     (Known::XForwardedProto, "x-forwarded-proto"),
     (Known::XForwardedClientCert, "x-forwarded-client-cert"),
+    (Known::XRequestId, "x-request-id"),
 ];
 
 #[cfg(test)]
@@ -175,7 +182,7 @@ mod tests {
 
     #[test]
     fn bits_are_distinct() {
-        let mut all = 0u16;
+        let mut all = 0u32;
         for (k, _) in ALL {
             assert_eq!(all & k.bit(), 0, "{k:?}");
             all |= k.bit();
