@@ -62,10 +62,13 @@ impl RequestIds {
     pub fn next_id(&mut self) -> [u8; LEN] {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut out = [0u8; LEN];
-        let bits = (u128::from(self.next_u64()) << 64) | u128::from(self.next_u64());
-        for (i, b) in out.iter_mut().enumerate() {
-            let nibble = (bits >> (4 * (LEN - 1 - i))) & 0xf;
-            *b = HEX.get(nibble as usize).copied().unwrap_or(b'0');
+        let (hi, lo) = (self.next_u64(), self.next_u64());
+        let bytes = [hi.to_be_bytes(), lo.to_be_bytes()];
+        for (pair, b) in out.chunks_exact_mut(2).zip(bytes.iter().flatten()) {
+            if let [h, l] = pair {
+                *h = HEX.get(usize::from(b >> 4)).copied().unwrap_or(b'0');
+                *l = HEX.get(usize::from(b & 0xf)).copied().unwrap_or(b'0');
+            }
         }
         out
     }

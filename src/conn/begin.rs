@@ -583,7 +583,7 @@ fn stamp_request_id(headers: &mut Headers, trusted: bool, ids: &mut RequestIds) 
     }
     // One bit test when absent (`Known`).
     headers.remove_known(Known::XRequestId);
-    headers.append_known(Known::XRequestId, &ids.next_id());
+    headers.append_known_made(Known::XRequestId, &[&ids.next_id()]);
 }
 
 /// The client address `X-Forwarded-For` gives for a request from `peer`

@@ -155,23 +155,43 @@ impl Headers {
         self.push_line(known.spelling(), &[value], known);
     }
 
-    /// [`Headers::append_known`] of a value given in `parts`, written one
-    /// after the other (e.g. `Via: 1.1 ` and a pseudonym).
-    pub(crate) fn append_known_parts(&mut self, known: Known, parts: &[&[u8]]) {
+    /// [`Headers::append_known`] of a value (in `parts`, written one after
+    /// the other) the proxy made itself
+    /// from bytes that cannot hold a CTL (an IP address, hex digits, a
+    /// token, `1.1 ` and a pseudonym): written as it is, without the scan
+    /// for CTLs (the forwarding fields and the request id of every request).
+    pub(crate) fn append_known_made(&mut self, known: Known, parts: &[&[u8]]) {
         debug_assert!(known != Known::Other, "append_known needs a known name");
-        self.push_line(known.spelling(), parts, known);
+        debug_assert!(
+            parts
+                .iter()
+                .all(|p| p.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))),
+            "a made value with a CTL"
+        );
+        self.push_line_as(known.spelling(), parts, known, false);
     }
 
     /// Writes `name: value\r\n` at the end of the arena, the value from
     /// its `parts` (cleaned, RFC 9110 §5.5), and records the field.
     fn push_line(&mut self, name: &str, parts: &[&[u8]], known: Known) {
+        self.push_line_as(name, parts, known, true);
+    }
+
+    /// [`Headers::push_line`], the value's CTLs replaced only if `clean`.
+    fn push_line_as(&mut self, name: &str, parts: &[&[u8]], known: Known, clean: bool) {
+        let value_len: usize = parts.iter().map(|p| p.len()).sum();
+        self.bytes.reserve(name.len() + value_len + 4);
         let name_start = self.bytes.len();
         self.bytes.extend_from_slice(name.as_bytes());
         let name_end = self.bytes.len();
         self.bytes.extend_from_slice(b": ");
         let value_start = self.bytes.len();
         for part in parts {
-            push_sanitized(&mut self.bytes, part);
+            if clean {
+                push_sanitized(&mut self.bytes, part);
+            } else {
+                self.bytes.extend_from_slice(part);
+            }
         }
         let value_end = self.bytes.len();
         self.bytes.extend_from_slice(b"\r\n");

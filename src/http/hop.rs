@@ -213,7 +213,7 @@ pub fn add_forwarding_fields(
     xfp: Option<&'static [u8]>,
 ) {
     if let Some(name) = via {
-        headers.append_known_parts(Known::Via, &[b"1.1 ", name.as_bytes()]);
+        headers.append_known_made(Known::Via, &[b"1.1 ", name.as_bytes()]);
     }
     if xff {
         // Formatted on the stack: no allocation per request.
@@ -236,7 +236,7 @@ pub fn add_forwarding_fields(
                 }
             });
         match separator {
-            None => headers.append_known(Known::XForwardedFor, ip.as_bytes()),
+            None => headers.append_known_made(Known::XForwardedFor, &[ip.as_bytes()]),
             Some(sep) => {
                 headers.append_to_last_known(Known::XForwardedFor, sep);
                 headers.append_to_last_known(Known::XForwardedFor, ip.as_bytes());
@@ -245,6 +245,6 @@ pub fn add_forwarding_fields(
     }
     if let Some(scheme) = xfp {
         headers.remove_known(Known::XForwardedProto);
-        headers.append_known(Known::XForwardedProto, scheme);
+        headers.append_known_made(Known::XForwardedProto, &[scheme]);
     }
 }
