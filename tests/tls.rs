@@ -20,6 +20,47 @@ fn client_config(cert: &TestCert, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
     trusting_with(&[&cert.der], rustls::DEFAULT_VERSIONS, alpn)
 }
 
+/// `count` ALPN names of 62 bytes that no server speaks, then
+/// `http/1.1`: a ClientHello 63 bytes longer per name.
+fn padded_alpn(count: usize) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|i| format!("x-padding-{i:03}-{}", "p".repeat(48)).into_bytes())
+        .chain([b"http/1.1".to_vec()])
+        .collect()
+}
+
+/// The proxy's handshakes with clients: (completed full, resumed, failed).
+fn handshakes(proxy: &TlsProxy) -> (u64, u64, u64) {
+    let st = proxy.stats.snapshot();
+    (
+        st.tls_handshakes,
+        st.tls_handshakes_resumed,
+        st.tls_handshakes_failed,
+    )
+}
+
+/// `GET /0` and `GET /1`, each on a new session of `cfg` (whose session
+/// cache keeps the first one's ticket), each answered with its target,
+/// each closed with `close_notify`: the second session is resumed.
+#[track_caller]
+fn two_sessions_the_second_resumed(addr: std::net::SocketAddr, cfg: &Arc<rustls::ClientConfig>) {
+    for i in 0..2 {
+        let mut s = tls_connect(addr, cfg);
+        s.write_all(format!("GET /{i} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+            .unwrap();
+        let (status, _, body) = read_length_response(&mut s);
+        assert_eq!((status, body), (200, format!("/{i}").into_bytes()));
+        s.conn.send_close_notify();
+        let _ = s.flush();
+        if i == 1 {
+            assert_eq!(
+                s.conn.handshake_kind(),
+                Some(rustls::HandshakeKind::Resumed)
+            );
+        }
+    }
+}
+
 #[test]
 fn a_request_over_tls_is_answered_and_the_upstream_sees_https() {
     let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
@@ -272,21 +313,7 @@ fn access_records_carry_the_tls_fields_and_a_second_session_is_resumed() {
         c.access_log_format = sluice::AccessLogFormat::Json;
     });
     // One client configuration: its session cache keeps the ticket.
-    let cfg = client_config(&cert, &[b"http/1.1"]);
-    for i in 0..2 {
-        let mut s = tls_connect(proxy.tls, &cfg);
-        s.write_all(format!("GET /{i} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
-            .unwrap();
-        assert_eq!(read_length_response(&mut s).0, 200);
-        s.conn.send_close_notify();
-        let _ = s.flush();
-        if i == 1 {
-            assert_eq!(
-                s.conn.handshake_kind(),
-                Some(rustls::HandshakeKind::Resumed)
-            );
-        }
-    }
+    two_sessions_the_second_resumed(proxy.tls, &client_config(&cert, &[b"http/1.1"]));
     let mut c = Client::connect(proxy.plain);
     assert_eq!(c.round_trip(get("/plain")).status, 200);
     let records: Vec<serde_json::Value> = wait_access_lines(log.path(), 3)
@@ -313,20 +340,12 @@ fn access_records_carry_the_tls_fields_and_a_second_session_is_resumed() {
     for field in ["tls_version", "tls_cipher", "sni", "tls_resumed"] {
         assert!(plain[field].is_null(), "{field}: {plain}");
     }
-    let st = proxy.stats.snapshot();
-    assert_eq!(
-        (
-            st.tls_handshakes,
-            st.tls_handshakes_resumed,
-            st.tls_handshakes_failed
-        ),
-        (1, 1, 0),
-        "{st:?}"
-    );
+    assert_eq!(handshakes(&proxy), (1, 1, 0));
 }
 
 /// A CA and a client certificate it signed (CN `client one`, DNS
-/// `client.test`), with the CA's PEM file written into `dir`.
+/// `client.test` or the names given), with the CA's PEM file written
+/// into `dir`.
 struct ClientPki {
     ca_file: PathBuf,
     chain: Vec<rustls::pki_types::CertificateDer<'static>>,
@@ -334,6 +353,10 @@ struct ClientPki {
 }
 
 fn client_pki(dir: &std::path::Path) -> ClientPki {
+    client_pki_for(dir, &["client.test".to_string()])
+}
+
+fn client_pki_for(dir: &std::path::Path, names: &[String]) -> ClientPki {
     let ca_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -344,7 +367,7 @@ fn client_pki(dir: &std::path::Path) -> ClientPki {
     let ca_file = dir.join("client-ca.pem");
     std::fs::write(&ca_file, ca.pem()).unwrap();
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-    let mut params = rcgen::CertificateParams::new(vec!["client.test".to_string()]).unwrap();
+    let mut params = rcgen::CertificateParams::new(names.to_vec()).unwrap();
     params.distinguished_name = rcgen::DistinguishedName::new();
     params
         .distinguished_name
@@ -474,6 +497,87 @@ fn with_client_auth_required_a_verified_client_is_served_and_a_forged_field_neve
 }
 
 #[test]
+fn a_client_certificate_chain_over_8_kib_is_served_and_its_session_resumed() {
+    // The handshake's 8 KiB bound makes room for a client's chain when
+    // the listener asks for one, and for the ClientHello that resumes
+    // such a session (rustls' ticket carries the chain).
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = TestCert::new("mtls-big");
+    let names: Vec<String> = (0..400)
+        .map(|i| format!("client-{i:03}.example.com"))
+        .collect();
+    let pki = client_pki_for(&cert.dir, &names);
+    assert!(pki.chain[0].len() > 8 * 1024, "{}", pki.chain[0].len());
+    let ca_file = pki.ca_file.clone();
+    let proxy = start_tls_proxy(upstream.addr, &cert, move |c| {
+        c.tls_client_auth = sluice::ClientAuth::Required;
+        c.tls_client_ca = Some(ca_file);
+    });
+    two_sessions_the_second_resumed(proxy.tls, &with_client_cert(&cert, &pki));
+    assert_eq!(handshakes(&proxy), (1, 1, 0));
+}
+
+#[test]
+fn a_client_hello_over_8_kib_is_refused_with_decode_error_and_counted() {
+    // 10 KB of ALPN names: past the 8 KiB a handshake may send (a
+    // browser's hello is about 2 KB).
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = TestCert::new("hello-8k");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |_| {});
+    let names = padded_alpn(160);
+    let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+    let err = first_error(&mut tls_connect(proxy.tls, &client_config(&cert, &names)));
+    assert!(err.contains("DecodeError"), "{err}");
+    assert_eq!(handshakes(&proxy), (0, 0, 1));
+    // The same client with its usual ALPN is served.
+    let (status, body) = tls_get(proxy.tls, &client_config(&cert, &[b"http/1.1"]), "/after");
+    assert_eq!((status, body.as_slice()), (200, &b"/after"[..]));
+}
+
+#[test]
+fn a_client_hello_in_one_byte_records_is_answered() {
+    // Legal framing (RFC 8446 §5.1: a handshake message may span
+    // records), and the handshake's bound hands the records to rustls
+    // one at a time: all of them in one pass, however many, else the
+    // handshake would wait for an event its client never sends.
+    let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
+    let cert = TestCert::new("tiny-records");
+    let proxy = start_tls_proxy(upstream.addr, &cert, |_| {});
+    // About 1 KB of hello: more records than a pass' bound on rustls'
+    // states (256).
+    let names = padded_alpn(12);
+    let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut c = rustls::ClientConnection::new(client_config(&cert, &names), name).unwrap();
+    let mut hello = Vec::new();
+    while c.wants_write() {
+        c.write_tls(&mut hello).unwrap();
+    }
+    assert_eq!(
+        usize::from(u16::from_be_bytes([hello[3], hello[4]])) + 5,
+        hello.len()
+    );
+    assert!(
+        (600..1300).contains(&hello.len()),
+        "six bytes per byte fit the 8 KiB bound: {}",
+        hello.len()
+    );
+    let mut tiny = Vec::new();
+    for b in &hello[5..] {
+        tiny.extend_from_slice(&[22, 3, 1, 0, 1, *b]);
+    }
+    let mut sock = std::net::TcpStream::connect(proxy.tls).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    sock.write_all(&tiny).unwrap();
+    let mut s = rustls::StreamOwned::new(c, sock);
+    s.write_all(b"GET /tiny HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let (status, _, body) = read_length_response(&mut s);
+    assert_eq!((status, body.as_slice()), (200, &b"/tiny"[..]));
+}
+
+#[test]
 fn status_lists_the_certificates_and_metrics_have_their_expiry_and_the_handshakes() {
     let upstream = Upstream::start(serve(|req| ok_response(&req.target)));
     let cert = TestCert::new("status");
@@ -520,10 +624,7 @@ fn a_client_hello_larger_than_the_head_buffer_completes() {
                 c.tls_unknown_sni = sluice::UnknownSni::Reject;
             }
         });
-        let names: Vec<Vec<u8>> = (0..64)
-            .map(|i| format!("x-padding-{i:02}-{}", "p".repeat(48)).into_bytes())
-            .chain([b"http/1.1".to_vec()])
-            .collect();
+        let names = padded_alpn(64);
         let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
         let mut s = tls_connect(proxy.tls, &client_config(&cert, &names));
         s.write_all(b"GET /big-hello HTTP/1.1\r\nHost: localhost\r\n\r\n")

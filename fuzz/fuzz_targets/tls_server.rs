@@ -20,13 +20,15 @@ use sluice::fuzz_api::{End, ServerFeed};
 use sluice::{CertificateSpec, Config, UnknownSni};
 
 /// Most heap bytes one session may hold at its peak, above what was live
-/// before it started. What rustls holds is bounded by what it reads
-/// before it judges: a handshake message of up to 64 KiB kept whole
-/// (about 100 KB of heap), or a 16 KiB record of 4,096 empty handshake
-/// messages, each with its bookkeeping (about 155 KB, the largest found);
-/// under `tls_unknown_sni = "reject"` the SNI look (rustls' `Acceptor`)
-/// holds a second copy (317 KB in all, found by this target).
-const HEAP_BOUND: usize = 512 * 1024;
+/// before it started: the session's fixed state (rustls' and the
+/// transport's, a few KB), the record storages (17 KiB each, from the
+/// thread's free list once the first sessions gave them back), the
+/// client's handshake records (at most 8 KiB: `tls::handshake_gate`) and
+/// what rustls makes of a hello it answers (its flight, its keys).
+/// Before that bound rustls kept a handshake message of up to 64 KiB
+/// whole and 40 bytes per message of a record it took apart: this
+/// target found 317 KB.
+const HEAP_BOUND: usize = 96 * 1024;
 
 /// The system allocator, counting live bytes and their peak.
 struct Counting;

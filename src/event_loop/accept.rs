@@ -84,7 +84,10 @@ impl Server {
                             match rustls::server::UnbufferedServerConnection::new(
                                 cfg.config.clone(),
                             ) {
-                                Ok(c) => Transport::tls(stream, Tls::server(c, cfg.sni_check())),
+                                Ok(c) => Transport::tls(
+                                    stream,
+                                    Tls::server(c, cfg.sni_check(), cfg.handshake_gate()),
+                                ),
                                 Err(e) => {
                                     debug!("TLS session for {addr}: {e}");
                                     if counted {

@@ -40,7 +40,7 @@ type Plain = (
 const PLAIN: &[Plain] = &[
     (
         "sluice_tls_handshakes",
-        "TLS handshakes with clients, by result (ok: full, resumed: a ticket or cached session, failed: an alert or a refused name, timeout: not done within tls_handshake_timeout).",
+        "TLS handshakes with clients, by result (ok: full, resumed: a ticket or cached session, failed: an alert, a refused name or a handshake past its bound, timeout: not done within tls_handshake_timeout).",
         MetricType::Counter,
         &[
             ("tls_handshakes", Some(("result", "ok"))),

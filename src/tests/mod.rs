@@ -4,6 +4,7 @@ mod buffer;
 mod buffer_sizing;
 mod error;
 mod exchange;
+mod heap;
 mod listen;
 mod pool;
 mod pool_choice;

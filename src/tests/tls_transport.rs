@@ -177,7 +177,14 @@ fn pair(
     let stream = mio::net::TcpStream::from_std(sock.try_clone().unwrap());
     let conn = rustls::server::UnbufferedServerConnection::new(server_cfg).unwrap();
     let server = Server {
-        t: Transport::tls(stream, Tls::server(conn, None)),
+        t: Transport::tls(
+            stream,
+            Tls::server(
+                conn,
+                None,
+                crate::tls::handshake_gate::HandshakeGate::new(false),
+            ),
+        ),
         io: Io::default(),
         stats: Stats::default(),
         inbuf: WatermarkBuffer::new(vec![0; 1 << 20], 1 << 20, 1 << 19),

@@ -18,6 +18,11 @@
 //! A name is kept as rustls keeps it: a valid DNS name (pki-types' rule:
 //! no IP literal), in lower case, without a trailing dot.
 //!
+//! The hello is read field by field as its bytes come, across records,
+//! keeping only the `server_name` extension's data: what the handshake
+//! holds while a hello is half-sent is its bytes in the session's record
+//! storage, once (`handshake_gate.rs` bounds them).
+//!
 //! What it must not know: sockets, rustls' session, HTTP.
 
 /// The first byte of a TLS handshake record (RFC 8446 §5.1).
@@ -33,8 +38,18 @@ const RECORD_HEADER: usize = 5;
 /// expansion RFC 5246 §6.2.3 allows).
 const MAX_FRAGMENT: usize = 16384 + 2048;
 
-/// Largest ClientHello looked at (rustls' own handshake message cap).
+/// Largest ClientHello looked at (rustls' own handshake message cap;
+/// the handshake's bound, `handshake_gate.rs`, refuses one past 8 KiB
+/// unless the listener asks for client certificates).
 const MAX_HELLO: usize = 0xffff;
+
+/// Most bytes of the `server_name` extension kept while it comes: one
+/// `host_name` (a DNS name has at most 253 bytes) with its list and
+/// entry headers, and room to spare. A longer one carries no usable name.
+const MAX_SNI_EXTENSION: usize = 512;
+
+/// Bytes of `legacy_version` and `random`.
+const FIXED: usize = 2 + 32;
 
 /// What the bytes so far say.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,82 +66,258 @@ pub enum Hello {
 /// The server name of the ClientHello at the start of `bytes` (raw
 /// records, as read from the socket).
 pub fn server_name(bytes: &[u8]) -> Hello {
-    // The common case: the whole hello in the first record, read in place.
-    match first_record_hello(bytes) {
-        Some(Ok(body)) => return parse_hello(body),
-        Some(Err(h)) => return h,
-        None => {}
+    HelloScan::default().feed(bytes)
+}
+
+/// The field of the ClientHello the next bytes belong to, in order
+/// (RFC 8446 §4.1.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    /// `msg_type` (1 byte).
+    MsgType,
+    /// The body's length (3 bytes).
+    MsgLen,
+    /// `legacy_version` and `random`, skipped.
+    Fixed,
+    /// `legacy_session_id`'s length (1 byte), then its bytes.
+    SessionIdLen,
+    SessionId,
+    /// `cipher_suites`' length (2 bytes), then its bytes.
+    SuitesLen,
+    Suites,
+    /// `legacy_compression_methods`' length (1 byte), then its bytes.
+    CompressionLen,
+    Compression,
+    /// The extension block's length (2 bytes; absent when the body ends
+    /// before it).
+    ExtensionsLen,
+    /// An extension's type and length (2 bytes each), then its data.
+    ExtType,
+    ExtLen,
+    Ext,
+    /// The rest of the body, skipped: the name is known, or the
+    /// extensions ended without one.
+    Rest,
+}
+
+impl Field {
+    /// The field's bytes are a big-endian number (a type or a length).
+    fn is_number(self) -> bool {
+        matches!(
+            self,
+            Field::MsgType
+                | Field::MsgLen
+                | Field::SessionIdLen
+                | Field::SuitesLen
+                | Field::CompressionLen
+                | Field::ExtensionsLen
+                | Field::ExtType
+                | Field::ExtLen
+        )
     }
-    // The hello spans records: their fragments, joined.
-    let mut joined = Vec::new();
-    let mut at = 0;
-    loop {
-        let Some(header) = bytes.get(at..at + RECORD_HEADER) else {
-            return Hello::NeedMore;
-        };
-        let (Some(&typ), Some(&hi), Some(&lo)) = (header.first(), header.get(3), header.get(4))
-        else {
-            return Hello::NeedMore;
-        };
-        let len = usize::from(hi) << 8 | usize::from(lo);
-        if typ != HANDSHAKE_RECORD || len == 0 || len > MAX_FRAGMENT {
-            return Hello::Invalid;
+}
+
+/// [`server_name`] over bytes that arrive in pieces: each piece is read
+/// as it comes (the session may rewrite its copy in place once it
+/// processed it), field by field, and nothing of it is kept but the
+/// `server_name` extension's data: a half-sent hello costs the scan a
+/// few words, not a copy.
+#[derive(Debug)]
+pub struct HelloScan {
+    /// The header of the record being read, and its bytes so far.
+    header: [u8; RECORD_HEADER],
+    header_have: usize,
+    /// Fragment bytes of the current record still to come (0: a record
+    /// header is next).
+    fragment_left: usize,
+    /// The hello's field being read.
+    field: Field,
+    /// Bytes of that field still to come.
+    left: usize,
+    /// The number a numeric field holds, so far.
+    value: usize,
+    /// Bytes of the hello's body still to come (after its header).
+    body_left: usize,
+    /// Bytes of the extension block still to come.
+    exts_left: usize,
+    /// The extension being read is `server_name`: its data is kept.
+    sni_ext: bool,
+    /// The `server_name` extension's data so far.
+    sni: Vec<u8>,
+    /// The name, once the `server_name` extension was read.
+    name: Option<Option<String>>,
+    /// The verdict, once reached.
+    verdict: Option<Hello>,
+}
+
+impl Default for HelloScan {
+    fn default() -> Self {
+        HelloScan {
+            header: [0; RECORD_HEADER],
+            header_have: 0,
+            fragment_left: 0,
+            field: Field::MsgType,
+            left: 1,
+            value: 0,
+            body_left: 0,
+            exts_left: 0,
+            sni_ext: false,
+            sni: Vec::new(),
+            name: None,
+            verdict: None,
         }
-        let Some(fragment) = bytes.get(at + RECORD_HEADER..at + RECORD_HEADER + len) else {
-            return Hello::NeedMore;
-        };
-        joined.extend_from_slice(fragment);
-        at += RECORD_HEADER + len;
-        match message(&joined) {
-            Some(Ok(body)) => return parse_hello(body),
-            Some(Err(h)) => return h,
-            None => {}
+    }
+}
+
+impl HelloScan {
+    /// The verdict once `fresh`, the next bytes the client sent, is added.
+    pub fn feed(&mut self, mut fresh: &[u8]) -> Hello {
+        while self.verdict.is_none() && !fresh.is_empty() {
+            if self.fragment_left == 0 {
+                fresh = self.record_header(fresh);
+                continue;
+            }
+            let n = self.fragment_left.min(fresh.len());
+            let (fragment, rest) = fresh.split_at(n);
+            self.fragment_left -= n;
+            fresh = rest;
+            if let Err(v) = self.hello_bytes(fragment) {
+                self.verdict = Some(v);
+            }
+        }
+        self.verdict.clone().unwrap_or(Hello::NeedMore)
+    }
+
+    /// Reads record header bytes from the front of `bytes`; returns the
+    /// rest. A header that is no handshake record's, or announces an
+    /// empty or oversized fragment, ends the scan.
+    fn record_header<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
+        let n = (RECORD_HEADER - self.header_have).min(bytes.len());
+        let (head, rest) = bytes.split_at(n);
+        if let Some(dst) = self.header.get_mut(self.header_have..self.header_have + n) {
+            dst.copy_from_slice(head);
+        }
+        self.header_have += n;
+        if self.header.first() != Some(&HANDSHAKE_RECORD) {
+            self.verdict = Some(Hello::Invalid);
+        } else if self.header_have == RECORD_HEADER {
+            let [_, _, _, hi, lo] = self.header;
+            let len = usize::from(hi) << 8 | usize::from(lo);
+            if len == 0 || len > MAX_FRAGMENT {
+                self.verdict = Some(Hello::Invalid);
+            }
+            self.fragment_left = len;
+            self.header_have = 0;
+        }
+        rest
+    }
+
+    /// Reads the hello's bytes of one fragment; `Err` with the verdict
+    /// once it is reached.
+    fn hello_bytes(&mut self, mut bytes: &[u8]) -> Result<(), Hello> {
+        while !bytes.is_empty() {
+            let n = if self.field.is_number() {
+                let Some(&b) = bytes.first() else {
+                    break;
+                };
+                self.value = self.value << 8 | usize::from(b);
+                1
+            } else {
+                self.left.min(bytes.len())
+            };
+            let (taken, rest) = bytes.split_at(n);
+            if self.field == Field::Ext && self.sni_ext {
+                self.sni.extend_from_slice(taken);
+            }
+            bytes = rest;
+            self.left -= n;
+            if !matches!(self.field, Field::MsgType | Field::MsgLen) {
+                self.body_left -= n;
+            }
+            if matches!(self.field, Field::ExtType | Field::ExtLen | Field::Ext) {
+                self.exts_left -= n;
+            }
+            while self.left == 0 {
+                self.next()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The field just read is whole: on to the next one (`Err` with the
+    /// verdict once reached).
+    fn next(&mut self) -> Result<(), Hello> {
+        let value = std::mem::take(&mut self.value);
+        match self.field {
+            Field::MsgType if value != usize::from(CLIENT_HELLO) => Err(Hello::Invalid),
+            Field::MsgType => self.enter(Field::MsgLen, 3),
+            Field::MsgLen if value > MAX_HELLO => Err(Hello::Invalid),
+            Field::MsgLen => {
+                self.body_left = value;
+                self.enter(Field::Fixed, FIXED)
+            }
+            Field::Fixed => self.enter(Field::SessionIdLen, 1),
+            Field::SessionIdLen => self.enter(Field::SessionId, value),
+            Field::SessionId => self.enter(Field::SuitesLen, 2),
+            Field::SuitesLen => self.enter(Field::Suites, value),
+            Field::Suites => self.enter(Field::CompressionLen, 1),
+            Field::CompressionLen => self.enter(Field::Compression, value),
+            // No extensions at all.
+            Field::Compression if self.body_left == 0 => Err(Hello::Name(None)),
+            Field::Compression => self.enter(Field::ExtensionsLen, 2),
+            Field::ExtensionsLen if value > self.body_left => Err(Hello::Invalid),
+            Field::ExtensionsLen => {
+                self.exts_left = value;
+                self.next_extension()
+            }
+            Field::ExtType => {
+                self.sni_ext = value == 0;
+                self.enter(Field::ExtLen, 2)
+            }
+            Field::ExtLen if value > self.exts_left => Err(Hello::Invalid),
+            Field::ExtLen if self.sni_ext && value > MAX_SNI_EXTENSION => {
+                // Too long for one name: none usable.
+                self.name = Some(None);
+                self.sni_ext = false;
+                self.enter(Field::Ext, value)
+            }
+            Field::ExtLen => self.enter(Field::Ext, value),
+            Field::Ext if self.sni_ext => {
+                self.sni_ext = false;
+                self.name = Some(sni_of(&std::mem::take(&mut self.sni)).ok_or(Hello::Invalid)?);
+                self.enter(Field::Rest, self.body_left)
+            }
+            Field::Ext if self.name.is_some() => self.enter(Field::Rest, self.body_left),
+            Field::Ext => self.next_extension(),
+            Field::Rest => Err(Hello::Name(self.name.take().flatten())),
         }
     }
+
+    /// The next extension, or the end of the block (no name in it).
+    fn next_extension(&mut self) -> Result<(), Hello> {
+        if self.exts_left == 0 {
+            return self.enter(Field::Rest, self.body_left);
+        }
+        self.enter(Field::ExtType, 2)
+    }
+
+    /// Reads `field`, of `len` bytes, next; `Err(Invalid)` if it overruns
+    /// the body (or, inside the extension block, the block).
+    fn enter(&mut self, field: Field, len: usize) -> Result<(), Hello> {
+        let inside_exts = matches!(field, Field::ExtType | Field::ExtLen | Field::Ext);
+        let body = !matches!(field, Field::MsgType | Field::MsgLen);
+        if (body && len > self.body_left) || (inside_exts && len > self.exts_left) {
+            return Err(Hello::Invalid);
+        }
+        self.field = field;
+        self.left = len;
+        self.value = 0;
+        Ok(())
+    }
 }
 
-/// The hello's body if the first record holds all of it; `Err` for a
-/// verdict already reached (not a handshake, more bytes needed for the
-/// first record itself); `None` if it continues in a later record.
-fn first_record_hello(bytes: &[u8]) -> Option<Result<&[u8], Hello>> {
-    let Some(header) = bytes.get(..RECORD_HEADER) else {
-        return match bytes.first() {
-            Some(&t) if t != HANDSHAKE_RECORD => Some(Err(Hello::Invalid)),
-            _ => Some(Err(Hello::NeedMore)),
-        };
-    };
-    let (Some(&typ), Some(&hi), Some(&lo)) = (header.first(), header.get(3), header.get(4)) else {
-        return Some(Err(Hello::NeedMore));
-    };
-    let len = usize::from(hi) << 8 | usize::from(lo);
-    if typ != HANDSHAKE_RECORD || len == 0 || len > MAX_FRAGMENT {
-        return Some(Err(Hello::Invalid));
-    }
-    let Some(fragment) = bytes.get(RECORD_HEADER..RECORD_HEADER + len) else {
-        // The first record is not whole: its own header says whether the
-        // hello fits it.
-        return Some(Err(Hello::NeedMore));
-    };
-    message(fragment)
-}
-
-/// The ClientHello's body from the handshake bytes `hs` (joined
-/// fragments): `None` if more are needed.
-fn message(hs: &[u8]) -> Option<Result<&[u8], Hello>> {
-    let (Some(&typ), Some(len)) = (hs.first(), hs.get(1..4)) else {
-        return None;
-    };
-    if typ != CLIENT_HELLO {
-        return Some(Err(Hello::Invalid));
-    }
-    let len = len.iter().fold(0usize, |n, &b| n << 8 | usize::from(b));
-    if len > MAX_HELLO {
-        return Some(Err(Hello::Invalid));
-    }
-    hs.get(4..4 + len).map(Ok)
-}
-
-/// A cursor over a whole ClientHello body; every read is bounds-checked.
+/// A cursor over a whole `server_name` extension; every read is
+/// bounds-checked.
 struct Cursor<'a> {
     bytes: &'a [u8],
 }
@@ -147,53 +338,25 @@ impl<'a> Cursor<'a> {
         Some(usize::from(*b.first()?) << 8 | usize::from(*b.get(1)?))
     }
 
-    /// A vector with a `len_bytes`-byte length prefix.
-    fn vec(&mut self, len_bytes: usize) -> Option<&'a [u8]> {
-        let n = if len_bytes == 1 {
-            self.u8()?
-        } else {
-            self.u16()?
-        };
+    /// A vector with a 2-byte length prefix.
+    fn vec16(&mut self) -> Option<&'a [u8]> {
+        let n = self.u16()?;
         self.take(n)
     }
 }
 
-fn parse_hello(body: &[u8]) -> Hello {
-    match sni_of(body) {
-        Some(name) => Hello::Name(name),
-        None => Hello::Invalid,
-    }
-}
-
-/// `None` for a malformed hello; `Some(None)` for one without a usable
-/// name.
-fn sni_of(body: &[u8]) -> Option<Option<String>> {
-    let mut c = Cursor { bytes: body };
-    c.take(2 + 32)?; // legacy_version, random
-    c.vec(1)?; // legacy_session_id
-    c.vec(2)?; // cipher_suites
-    c.vec(1)?; // legacy_compression_methods
-    if c.bytes.is_empty() {
-        return Some(None); // no extensions at all
-    }
-    let mut exts = Cursor { bytes: c.vec(2)? };
-    while !exts.bytes.is_empty() {
-        let typ = exts.u16()?;
-        let data = exts.vec(2)?;
-        if typ != 0 {
-            continue;
+/// The name of a `server_name` extension's data (RFC 6066 §3): `None`
+/// for a malformed one, `Some(None)` for one without a usable name.
+fn sni_of(data: &[u8]) -> Option<Option<String>> {
+    let mut list = Cursor {
+        bytes: Cursor { bytes: data }.vec16()?,
+    };
+    while !list.bytes.is_empty() {
+        let name_type = list.u8()?;
+        let name = list.vec16()?;
+        if name_type == 0 {
+            return Some(dns_name(name));
         }
-        let mut list = Cursor {
-            bytes: Cursor { bytes: data }.vec(2)?,
-        };
-        while !list.bytes.is_empty() {
-            let name_type = list.u8()?;
-            let name = list.vec(2)?;
-            if name_type == 0 {
-                return Some(dns_name(name));
-            }
-        }
-        return Some(None);
     }
     Some(None)
 }
@@ -207,35 +370,10 @@ fn dns_name(raw: &[u8]) -> Option<String> {
     Some(s.to_ascii_lowercase())
 }
 
-/// [`server_name`] over bytes that arrive in pieces: each piece is looked
-/// at as it comes (the session may rewrite its copy in place once it
-/// processed it), and kept only while the hello is not whole.
-#[derive(Debug, Default)]
-pub struct HelloScan {
-    kept: Vec<u8>,
-}
-
-impl HelloScan {
-    /// The verdict once `fresh`, the next bytes the client sent, is added.
-    pub fn feed(&mut self, fresh: &[u8]) -> Hello {
-        if self.kept.is_empty() {
-            let h = server_name(fresh);
-            if h == Hello::NeedMore {
-                self.kept.extend_from_slice(fresh);
-            }
-            return h;
-        }
-        if self.kept.len() + fresh.len() > MAX_HELLO + 8 * RECORD_HEADER {
-            return Hello::Invalid;
-        }
-        self.kept.extend_from_slice(fresh);
-        server_name(&self.kept)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::tests::handshake_records as records;
 
     /// A ClientHello record: `exts` is the extension block (None: no
     /// extensions at all).
@@ -268,17 +406,6 @@ mod tests {
         ext
     }
 
-    /// Handshake bytes in records of at most `max` bytes each.
-    fn records(hs: &[u8], max: usize) -> Vec<u8> {
-        let mut out = Vec::new();
-        for part in hs.chunks(max) {
-            out.extend_from_slice(&[HANDSHAKE_RECORD, 3, 1]);
-            out.extend_from_slice(&(part.len() as u16).to_be_bytes());
-            out.extend_from_slice(part);
-        }
-        out
-    }
-
     fn with_name(name: &[u8]) -> Vec<u8> {
         // an extension before and after the name, as real clients send
         let mut exts = vec![0, 10, 0, 4, 0, 2, 0, 29];
@@ -303,6 +430,14 @@ mod tests {
             };
             assert_eq!(v, whole, "split at {cut}");
         }
+        let mut scan = HelloScan::default();
+        let mut v = Hello::NeedMore;
+        for b in wire.chunks(1) {
+            v = scan.feed(b);
+            // Nothing kept but the name's extension.
+            assert!(scan.sni.capacity() <= MAX_SNI_EXTENSION);
+        }
+        assert_eq!(v, whole, "byte by byte");
         whole
     }
 
@@ -351,6 +486,28 @@ mod tests {
         assert_eq!(verdict(&ip), Hello::Name(None));
         let junk = records(&with_name(b"a b"), 16384);
         assert_eq!(verdict(&junk), Hello::Name(None));
+    }
+
+    #[test]
+    fn a_name_extension_too_long_for_one_name_gives_none() {
+        let long = vec![b'a'; MAX_SNI_EXTENSION];
+        let wire = records(&with_name(&long), 100);
+        assert_eq!(verdict(&wire), Hello::Name(None));
+    }
+
+    #[test]
+    fn a_large_hello_in_small_records_keeps_nothing_of_it() {
+        // 3 KB of ALPN names before the name, in records of 7 bytes.
+        let mut exts = vec![0, 16];
+        let names: Vec<u8> = (0..3000).map(|i| b'a' + (i % 26) as u8).collect();
+        exts.extend_from_slice(&((names.len() + 2) as u16).to_be_bytes());
+        exts.extend_from_slice(&(names.len() as u16).to_be_bytes());
+        exts.extend_from_slice(&names);
+        exts.extend_from_slice(&sni_ext(b"big.example"));
+        let wire = records(&hello_with(Some(exts)), 7);
+        assert_eq!(verdict(&wire), Hello::Name(Some("big.example".into())));
+        // A HelloScan is a few words; it holds no copy of the hello.
+        assert!(std::mem::size_of::<HelloScan>() <= 160);
     }
 
     #[test]

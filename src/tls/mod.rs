@@ -11,7 +11,8 @@
 //!
 //! What it must not know: sockets, mio, the loop, connections. It hands
 //! out `Arc<ServerConfig>` / `Arc<ClientConfig>` and facts, and reads a
-//! ClientHello's server name (`client_hello.rs`); the transport
+//! ClientHello's server name (`client_hello.rs`) and bounds what a
+//! client's handshake may send (`handshake_gate.rs`); the transport
 //! (`conn/transport/`) drives rustls' unbuffered server and client
 //! sessions over the sockets.
 
@@ -25,6 +26,7 @@ pub mod client;
 pub mod client_cert;
 pub mod client_hello;
 mod error;
+pub mod handshake_gate;
 pub mod identity;
 pub mod secret_fd;
 pub mod server;

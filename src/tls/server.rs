@@ -26,6 +26,7 @@ use rustls::server::{ServerSessionMemoryCache, WebPkiClientVerifier};
 
 use super::TlsError;
 use super::certs::{LoadedCert, read_roots};
+use super::handshake_gate::HandshakeGate;
 use super::sni::CertStore;
 use super::tickets::{SharedTicketer, TicketSecret};
 use crate::config::{ClientAuth, Config, TlsVersion};
@@ -60,6 +61,9 @@ pub struct ServerTls {
     pub config: Arc<ServerConfig>,
     /// The certificates it serves, for `CertStore::covers` and the status.
     pub store: Arc<CertStore>,
+    /// It asks clients for certificates (`tls_client_auth` `optional` or
+    /// `required`): their handshake may carry a chain beyond 8 KiB.
+    pub client_auth: bool,
 }
 
 /// Loads every configured certificate, in order.
@@ -87,6 +91,13 @@ impl ServerTls {
     /// when every ClientHello gets a certificate.
     pub fn sni_check(&self) -> Option<Arc<CertStore>> {
         self.store.rejects_unknown().then(|| self.store.clone())
+    }
+
+    /// The bound a new session's handshake is held to
+    /// (`handshake_gate.rs`: 8 KiB, and 64 KiB more for a client's
+    /// certificate chain when the listener asks for one).
+    pub fn handshake_gate(&self) -> HandshakeGate {
+        HandshakeGate::new(self.client_auth)
     }
 
     /// Builds the server configuration of `config`'s TLS listeners with
@@ -139,6 +150,7 @@ impl ServerTls {
         Ok(ServerTls {
             config: Arc::new(server),
             store,
+            client_auth: config.tls_client_auth != ClientAuth::Off,
         })
     }
 }

@@ -92,7 +92,10 @@ impl ServerFeed {
         let buf = BufferPool::new(READ_MAX, 0, stats.clone()).head(self.max_head);
         Ok(FeedSession {
             client,
-            transport: Transport::tls(stream, Tls::server(conn, self.tls.sni_check())),
+            transport: Transport::tls(
+                stream,
+                Tls::server(conn, self.tls.sni_check(), self.tls.handshake_gate()),
+            ),
             io: Io {
                 writable: true,
                 ..Io::default()

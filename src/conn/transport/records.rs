@@ -202,7 +202,9 @@ impl Records {
     /// storage grows by [`SMALL`] (a record or a handshake message larger
     /// than one), up to [`GROW_MAX`]. Empty when full at [`GROW_MAX`].
     pub(crate) fn space(&mut self) -> &mut [u8] {
-        let want = if self.len() >= self.storage.len() {
+        // A full standard (or grown) storage grows by a small one; a
+        // storage of the bytes' own size moves into a standard one.
+        let want = if self.len() >= self.storage.len() && self.storage.len() >= SMALL {
             SMALL
         } else {
             1
@@ -218,6 +220,19 @@ impl Records {
     pub(crate) fn space_for(&mut self, want: usize) -> &mut [u8] {
         if self.storage.is_empty() {
             self.storage = take(if want > SMALL { LARGE } else { SMALL });
+        } else if self.storage.len() < SMALL && self.end.saturating_add(want) > self.storage.len() {
+            // A storage of the bytes' own size (`fit`) that must grow:
+            // its bytes move into a standard one (from the free list, not
+            // a new 17 KiB allocation).
+            let need = self.len().saturating_add(want);
+            let mut standard = take(if need > SMALL { LARGE } else { SMALL });
+            let pending = self.pending();
+            if let Some(dst) = standard.get_mut(..pending.len()) {
+                dst.copy_from_slice(pending);
+            }
+            self.end = pending.len();
+            self.start = 0;
+            self.storage = standard;
         }
         if self.start > 0 {
             // Bytes of a record not yet whole (at most one storage's
@@ -340,10 +355,16 @@ mod tests {
         r.fit();
         assert_eq!(r.pending(), b"part");
         assert_eq!(r.storage.len(), 4);
-        // more bytes: it grows again
+        // more bytes: back in a standard storage
+        assert_eq!(r.space().len(), SMALL - 4);
         r.space()[..2].copy_from_slice(b"!!");
         r.filled(2);
         assert_eq!(r.pending(), b"part!!");
+        assert_eq!(r.storage.len(), SMALL);
+        r.consume(2);
+        r.fit();
+        assert_eq!(r.pending(), b"rt!!");
+        assert_eq!(r.space_for(SMALL).len(), LARGE - 4);
     }
 
     #[test]

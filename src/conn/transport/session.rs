@@ -16,8 +16,17 @@
 //!   from `rx`: the caller's plaintext is encrypted into `tx` (after any
 //!   record rustls queued, such as a key update), and `close_notify` if
 //!   asked. The pass ends.
-//! - `BlockedHandshake`: the handshake needs more bytes. The pass ends.
+//! - `BlockedHandshake`: the handshake needs more bytes. The pass ends,
+//!   unless a handshake gate lets rustls see one more record (below).
 //! - `PeerClosed`, `Closed`: the peer's `close_notify` was read.
+//!
+//! A server session's handshake is gated (`tls::handshake_gate`): while
+//! it lasts, rustls sees the records of `rx` one at a time, each judged
+//! before, so that what a client makes it hold stays bounded; a refusal
+//! ends the pass with an error (and the plaintext alert `decode_error`
+//! in `tx` when the server has answered nothing yet). Once the handshake
+//! is done, rustls sees all of `rx`: bytes behind the client's
+//! `Finished` are never judged.
 //!
 //! Each pass ends after at most [`MAX_STATES`] states; `Run::more` then
 //! says that `rx` may hold records rustls has not seen.
@@ -30,15 +39,25 @@ use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedS
 
 use super::records::Records;
 use crate::buffer::WatermarkBuffer;
+use crate::tls::handshake_gate::{Admit, DECODE_ERROR_ALERT, HandshakeGate, Refusal};
 
 /// Most states one pass handles (a storage of 1-byte records holds about
-/// 750; what is left is handled by the next pass).
+/// 750; what is left is handled by the next pass), besides the records a
+/// handshake gate lets through one at a time.
 const MAX_STATES: usize = 256;
 
 /// A server or client session.
 pub(crate) enum Session {
     Server(UnbufferedServerConnection),
     Client(UnbufferedClientConnection),
+}
+
+/// What a pass reads: the ciphertext of `rx` and, for a server session
+/// while its handshake lasts, the gate that lets rustls see it record by
+/// record.
+pub(crate) struct Incoming<'a> {
+    pub rx: &'a mut Records,
+    pub gate: Option<&'a mut HandshakeGate>,
 }
 
 /// Where a pass puts decrypted bytes: the caller's buffer, at most `max`
@@ -69,10 +88,33 @@ pub(crate) struct Run {
 /// What one state asks of the pass.
 enum Next {
     Again,
+    /// Nothing more to do with what rustls was given (it needs more
+    /// bytes, or waits to be given plaintext).
     Stop,
     /// The sink is full: stop, records may wait in `rx` and in rustls.
     Full,
 }
+
+/// Why a pass failed.
+#[derive(Debug)]
+pub(crate) enum Failed {
+    /// rustls' error (a bad record, a failed handshake, an alert from the
+    /// peer).
+    Tls(rustls::Error),
+    /// The handshake gate refused the client's next record.
+    Refused(Refusal),
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failed::Tls(e) => e.fmt(f),
+            Failed::Refused(r) => r.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Failed {}
 
 impl Session {
     /// The handshake is still going on.
@@ -92,22 +134,26 @@ impl Session {
         }
     }
 
-    /// One pass: processes what `rx` holds, puts plaintext in `sink` (else
-    /// `rest`), encodes what rustls has to send into `tx`, and once it may,
-    /// encrypts `plain` (all of it: the caller bounds it) and, with
-    /// `close`, `close_notify`. Bytes rustls processed leave `rx`.
+    /// One pass: processes what `input.rx` holds (while a gate is given
+    /// and the handshake lasts, the records it admits), puts plaintext in
+    /// `sink` (else `rest`), encodes what rustls has to send into `tx`,
+    /// and once it may, encrypts `plain` (all of it: the caller bounds it)
+    /// and, with `close`, `close_notify`. Bytes rustls processed leave
+    /// `rx`.
     ///
     /// Errors: rustls' (a bad record, a failed handshake, an alert from
-    /// the peer); the alert rustls answers with is encoded into `tx` first.
+    /// the peer), the alert rustls answers with encoded into `tx` first;
+    /// the gate's refusal.
     pub(crate) fn run(
         &mut self,
-        rx: &mut Records,
+        input: Incoming<'_>,
         tx: &mut Records,
         rest: &mut Vec<u8>,
         mut sink: Option<Sink<'_>>,
         plain: &[u8],
         close: bool,
-    ) -> Result<Run, rustls::Error> {
+    ) -> Result<Run, Failed> {
+        let Incoming { rx, mut gate } = input;
         let mut run = Run::default();
         let mut out = Out {
             tx,
@@ -117,23 +163,60 @@ impl Session {
             close,
             run: &mut run,
         };
-        for _ in 0..MAX_STATES {
+        let mut states = 0;
+        while states < MAX_STATES {
+            states += 1;
+            let gated = gate.as_deref().filter(|_| self.is_handshaking());
+            let open = gated.map_or(rx.len(), HandshakeGate::open);
+            let last = gated.map_or(0, HandshakeGate::last);
+            let held_back = open < rx.len();
+            let bytes = rx.pending_mut();
+            let bytes = bytes.get_mut(..open).unwrap_or_default();
             let step = match self {
-                Session::Server(s) => out.handle(s.process_tls_records(rx.pending_mut())),
-                Session::Client(c) => out.handle(c.process_tls_records(rx.pending_mut())),
+                Session::Server(s) => out.handle(s.process_tls_records(bytes)),
+                Session::Client(c) => out.handle(c.process_tls_records(bytes)),
             };
             let (discard, next) = match step {
                 Ok(s) => s,
                 Err((discard, e)) => {
                     rx.consume(discard);
-                    self.encode_alert(rx, out.tx);
-                    return Err(e);
+                    // rustls asked for its alert reads its input again:
+                    // a record it could not decrypt (while gated, the
+                    // last one let through) would fail again, with a
+                    // second fatal alert rustls asserts against. (The
+                    // gate refuses the record headers rustls would.)
+                    let failed = match e {
+                        rustls::Error::DecryptError | rustls::Error::PeerSentOversizedRecord => {
+                            last
+                        }
+                        _ => 0,
+                    };
+                    let seen = open.saturating_sub(discard).saturating_sub(failed);
+                    self.encode_alert(rx, out.tx, seen);
+                    return Err(Failed::Tls(e));
                 }
             };
             rx.consume(discard);
+            if let Some(g) = gate.as_deref_mut() {
+                g.consumed(discard);
+            }
             match next {
                 Next::Again => {}
-                Next::Stop => return Ok(run),
+                Next::Stop => {
+                    let more = match gate.as_deref_mut() {
+                        Some(g) => self.gate_next(g, rx, out.tx, held_back)?,
+                        None => false,
+                    };
+                    if !more {
+                        return Ok(run);
+                    }
+                    // A record the gate let through is not counted: the
+                    // gate bounds them (5 bytes each at least), and a
+                    // handshake stopped here would wait for an event
+                    // that its client, waiting for the answer, never
+                    // sends.
+                    states -= 1;
+                }
                 Next::Full => {
                     run.more = true;
                     return Ok(run);
@@ -144,14 +227,56 @@ impl Session {
         Ok(run)
     }
 
-    /// After an error: the alert rustls queued (if any) into `tx`.
-    fn encode_alert(&mut self, rx: &mut Records, tx: &mut Records) {
+    /// rustls did all it could with what it was given: while the
+    /// handshake lasts, the gate judges the next record (true: rustls may
+    /// see it); once it is done, the bytes held back behind it (the
+    /// client's first request) are let through (true if there were any).
+    ///
+    /// Errors: the gate's refusal, with the plaintext alert `decode_error`
+    /// in `tx` when the server has answered nothing yet (no version
+    /// chosen: nothing it sent is encrypted).
+    fn gate_next(
+        &self,
+        gate: &mut HandshakeGate,
+        rx: &Records,
+        tx: &mut Records,
+        held_back: bool,
+    ) -> Result<bool, Failed> {
+        if !self.is_handshaking() {
+            return Ok(held_back);
+        }
+        let version = self.common().protocol_version();
+        match gate.admit(
+            rx.pending(),
+            version == Some(rustls::ProtocolVersion::TLSv1_2),
+        ) {
+            Admit::Record => Ok(true),
+            Admit::NeedMore => Ok(false),
+            Admit::Refuse(why) => {
+                if version.is_none() {
+                    let n = DECODE_ERROR_ALERT.len();
+                    if let Some(space) = tx.space_for(n).get_mut(..n) {
+                        space.copy_from_slice(&DECODE_ERROR_ALERT);
+                        tx.filled(n);
+                    }
+                }
+                Err(Failed::Refused(why))
+            }
+        }
+    }
+
+    /// After an error: the records rustls queued (its alert last) into
+    /// `tx`; rustls sees the first `open` bytes of `rx` (at most what it
+    /// was given before: less would be out of its bounds).
+    fn encode_alert(&mut self, rx: &mut Records, tx: &mut Records, open: usize) {
         for _ in 0..4 {
-            let status = match self {
-                Session::Server(s) => alert_step(s.process_tls_records(rx.pending_mut()), tx),
-                Session::Client(c) => alert_step(c.process_tls_records(rx.pending_mut()), tx),
+            let bytes = rx.pending_mut();
+            let bytes = bytes.get_mut(..open).unwrap_or_default();
+            let more = match self {
+                Session::Server(s) => alert_step(s.process_tls_records(bytes), tx),
+                Session::Client(c) => alert_step(c.process_tls_records(bytes), tx),
             };
-            if !status {
+            if !more {
                 return;
             }
         }

@@ -48,10 +48,11 @@ use mio::net::TcpStream;
 
 use super::super::io::{Io, Read1};
 use super::records::{Records, encrypt_take, sealed_len};
-use super::session::{Run, Session, Sink};
+use super::session::{Failed, Incoming, Run, Session, Sink};
 use crate::buffer::WatermarkBuffer;
 use crate::stats::Stats;
 use crate::tls::client_hello::{Hello, HelloScan};
+use crate::tls::handshake_gate::HandshakeGate;
 use crate::tls::sni::{CertStore, UNRECOGNIZED_NAME_ALERT};
 
 /// The first byte of a TLS handshake record (RFC 8446 §5.1, `handshake`).
@@ -95,10 +96,14 @@ pub(crate) struct Tls {
     pub(super) sniff: Sniff,
     /// The ClientHello's name, looked for until the hello is whole
     /// (server sessions).
-    hello: Option<HelloScan>,
+    hello: Option<Box<HelloScan>>,
     /// The certificates a name must be covered by (a listener with
     /// `tls_unknown_sni = "reject"`), until the hello is judged.
     reject: Option<Arc<CertStore>>,
+    /// What rustls may see of the client's records while a server
+    /// session's handshake lasts (`tls::handshake_gate`: 8 KiB in all);
+    /// dropped when it ends.
+    gate: Option<Box<HandshakeGate>>,
     /// The name the ClientHello asked for (lower case), for the access
     /// record.
     sni: Option<Box<str>>,
@@ -134,7 +139,7 @@ impl std::fmt::Debug for Tls {
     }
 }
 
-fn tls_error(e: rustls::Error) -> io::Error {
+fn tls_error(e: Failed) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e)
 }
 
@@ -142,12 +147,16 @@ impl Tls {
     /// A server session (a TLS listener's accepted connection): its first
     /// bytes are sniffed and its ClientHello's name read. With `reject`,
     /// a name no certificate of that store covers gets `unrecognized_name`
-    /// before rustls answers the hello.
+    /// before rustls answers the hello. `gate` bounds what the client's
+    /// handshake may make the session hold (`ServerTls::handshake_gate`).
     pub(crate) fn server(
         conn: rustls::server::UnbufferedServerConnection,
         reject: Option<Arc<CertStore>>,
+        gate: HandshakeGate,
     ) -> Self {
-        Tls::new(Session::Server(conn), Sniff::Unknown, reject)
+        let mut tls = Tls::new(Session::Server(conn), Sniff::Unknown, reject);
+        tls.gate = Some(Box::new(gate));
+        tls
     }
 
     /// A client session (an upstream TLS connection).
@@ -165,8 +174,9 @@ impl Tls {
             unprocessed: false,
             peer_closed: false,
             sniff,
-            hello: server.then(HelloScan::default),
+            hello: server.then(Box::default),
             reject,
+            gate: None,
             sni: None,
             client_cert: None,
         }
@@ -215,14 +225,13 @@ impl Tls {
     /// counted as a failed handshake while it lasted.
     fn pass(&mut self, sink: Option<Sink<'_>>, plain: &[u8], close: bool) -> io::Result<Run> {
         let handshaking = self.session.is_handshaking();
-        let r = self.session.run(
-            &mut self.rx,
-            &mut self.tx,
-            &mut self.rest,
-            sink,
-            plain,
-            close,
-        );
+        let input = Incoming {
+            rx: &mut self.rx,
+            gate: self.gate.as_deref_mut(),
+        };
+        let r = self
+            .session
+            .run(input, &mut self.tx, &mut self.rest, sink, plain, close);
         let server = matches!(self.session, Session::Server(_));
         match r {
             Ok(run) => {
@@ -242,9 +251,10 @@ impl Tls {
         }
     }
 
-    /// A server session's handshake just ended: the client certificate's
-    /// field is made once.
+    /// A server session's handshake just ended: the gate goes, and the
+    /// client certificate's field is made once.
     fn handshake_done(&mut self) {
+        self.gate = None;
         self.client_cert = self
             .peer_leaf()
             .and_then(crate::tls::client_cert::forwarded_value)
@@ -339,10 +349,10 @@ impl Tls {
                 return Ok(Read1::Eof);
             }
             if !io.readable {
-                return Ok(Read1::Idle);
+                return Ok(self.wait());
             }
             let Some(n) = self.read_socket(stream, io, stats)? else {
-                return Ok(Read1::Idle);
+                return Ok(self.wait());
             };
             if self.sniff != Sniff::Tls && n > 0 {
                 self.sniff_first()?;
@@ -359,6 +369,16 @@ impl Tls {
             }
         }
         Ok(Read1::Idle)
+    }
+
+    /// The socket has nothing more for now: a handshake that waits for
+    /// the rest of a record keeps its bytes in a storage of their own
+    /// size (at most the gate's 8 KiB), not in a 17 KiB one.
+    fn wait(&mut self) -> Read1 {
+        if self.gate.is_some() {
+            self.rx.fit();
+        }
+        Read1::Idle
     }
 
     /// Moves up to `max` bytes of `rest` into `buf`; the count.

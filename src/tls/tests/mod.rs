@@ -116,6 +116,18 @@ impl Drop for Pki {
     }
 }
 
+/// Handshake bytes `hs` in plaintext handshake records (type 22, legacy
+/// version 0x0301) of at most `max` bytes each, as a client frames them.
+pub fn handshake_records(hs: &[u8], max: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for part in hs.chunks(max) {
+        out.extend_from_slice(&[22, 3, 1]);
+        out.extend_from_slice(&(part.len() as u16).to_be_bytes());
+        out.extend_from_slice(part);
+    }
+    out
+}
+
 /// A `Config` whose TLS listener serves `certs`.
 pub fn tls_config(certs: &[(PathBuf, PathBuf)], tweak: impl FnOnce(&mut Config)) -> Config {
     let mut c = Config {
