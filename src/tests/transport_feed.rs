@@ -329,9 +329,11 @@ fn a_half_sent_hello_holds_its_bytes_once() {
 fn openssl_client_hellos_are_answered_and_unknown_names_refused_under_reject() {
     // What `openssl s_client` sent (the fuzz target's seeds: a flags byte
     // and a seed byte, then the hello), and whether a listener answers it
-    // with its ServerHello; else: the default listener's alert
-    // `no_application_protocol` (that client offered h2 and spdy/3
+    // with its ServerHello; else: the alert `no_application_protocol` of
+    // a listener with `http2 = false` (that client offered h2 and spdy/3
     // only: a failed handshake), and `unrecognized_name` under reject.
+    // With HTTP/2 on (the default) every hello here but the rejected one
+    // is served.
     let seeds: [(&[u8], bool, bool); 4] = [
         (
             include_bytes!("../../fuzz/corpus/tls_server/hello-tls13-sni-whole"),
@@ -354,11 +356,16 @@ fn openssl_client_hellos_are_answered_and_unknown_names_refused_under_reject() {
             false,
         ),
     ];
-    let s = setup("feed-openssl", |_| {});
+    let s = setup("feed-openssl", |c| c.http2 = false);
+    let h2 = setup("feed-openssl-h2", |_| {});
     let r = setup("feed-openssl-r", |c| c.tls_unknown_sni = UnknownSni::Reject);
     for (seed, served, served_under_reject) in seeds {
         let wire = &seed[2..];
         for chunks in [vec![wire], wire.chunks(1).collect()] {
+            let mut sess = h2.feed.session().unwrap();
+            let answer = push_all(&mut sess, &chunks);
+            assert_eq!(answer.first(), Some(&22), "a ServerHello");
+            assert_eq!(sess.end(), End::Open);
             let mut sess = s.feed.session().unwrap();
             let answer = push_all(&mut sess, &chunks);
             if served {
