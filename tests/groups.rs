@@ -191,9 +191,15 @@ fn hash_keeps_most_keys_on_their_server_when_one_of_three_is_removed() {
     let before = owners(&[a.addr.to_string(), b.addr.to_string(), c.addr.to_string()]);
     let after = owners(&[a.addr.to_string(), c.addr.to_string()]);
     let stayed = before.iter().zip(&after).filter(|(x, y)| x == y).count();
-    // Ideally 2/3 stay; 60% (the bound) leaves room for the ring's
-    // and the sample's variance.
-    assert!(stayed >= 600, "{stayed} of 1000 keys stayed");
+    // Exactly the keys b did not own stay. How many that is depends on b's
+    // share of a ring placed by this run's random ports: 1/3 on average,
+    // standard deviation about 0.027 with the 1000-key sample (0.022 from
+    // the ring alone, simulated over 400 port triples). The 60%
+    // bound is held on fixed addresses by the unit test
+    // `ring_hash_moves_only_the_removed_servers_keys`; here 55% is > 4 sigma.
+    let on_b = before.iter().filter(|s| s.as_str() == "b").count();
+    assert_eq!(stayed, 1000 - on_b, "every key a or c owned stays");
+    assert!(stayed >= 550, "{stayed} of 1000 keys stayed");
     let moved: Vec<&String> = before
         .iter()
         .zip(&after)
