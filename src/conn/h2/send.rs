@@ -130,7 +130,9 @@ impl H2Conn {
             if let Some(out) = s.out.as_mut().filter(|b| !b.is_empty()) {
                 q.extend_from_slice(out.as_slice().get(..n).unwrap_or_default());
                 out.consume(n);
-                if out.is_empty()
+                // Kept while the response is still coming (see step_stream).
+                if complete
+                    && out.is_empty()
                     && let Some(b) = s.out.take()
                 {
                     sh.bufs.put_buffer(b);

@@ -179,7 +179,12 @@ impl H2Conn {
                 }
             }
         }
-        if s.out.as_ref().is_some_and(|b| b.is_empty())
+        // A drained buffer goes back to the pool once the response is all
+        // read; until then the stream keeps it, so an adaptive buffer
+        // keeps its streak and grows for a sink that keeps up (a fresh one
+        // per read would stay at 16 KiB: one record per write).
+        if ex.response_done()
+            && s.out.as_ref().is_some_and(|b| b.is_empty())
             && let Some(b) = s.out.take()
         {
             env.bufs.put_buffer(b);
