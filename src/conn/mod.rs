@@ -408,6 +408,20 @@ impl Shared {
     }
 }
 
+/// Counts a client connection in `downstream_idle` while it is idle, once:
+/// `counted` is the connection's own note of whether it is counted now
+/// (HTTP/1 and HTTP/2 machines alike).
+pub(crate) fn count_downstream_idle(counted: &mut bool, idle: bool, stats: &Stats) {
+    if idle != *counted {
+        *counted = idle;
+        if idle {
+            Stats::add(&stats.downstream_idle, 1);
+        } else {
+            Stats::sub(&stats.downstream_idle, 1);
+        }
+    }
+}
+
 /// The `Via` pseudonym (`--via-name`): `configured` if set, else
 /// `sluice-` and 8 hex digits hashed (FNV-1a) from the host name and the
 /// address the proxy listens on, so every worker of one instance shares

@@ -539,14 +539,7 @@ impl ClientConn {
     }
 
     fn set_idle(&mut self, idle: bool, stats: &Stats) {
-        if idle != self.idle_counted {
-            self.idle_counted = idle;
-            if idle {
-                Stats::add(&stats.downstream_idle, 1);
-            } else {
-                Stats::sub(&stats.downstream_idle, 1);
-            }
-        }
+        crate::conn::count_downstream_idle(&mut self.idle_counted, idle, stats);
     }
 
     /// Registers what each socket should be watched for now.

@@ -459,14 +459,7 @@ impl H2Conn {
     }
 
     fn set_idle(&mut self, idle: bool, stats: &Stats) {
-        if idle != self.idle_counted {
-            self.idle_counted = idle;
-            if idle {
-                Stats::add(&stats.downstream_idle, 1);
-            } else {
-                Stats::sub(&stats.downstream_idle, 1);
-            }
-        }
+        crate::conn::count_downstream_idle(&mut self.idle_counted, idle, stats);
     }
 
     /// The index of stream `id` in `streams`.

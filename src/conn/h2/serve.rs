@@ -19,6 +19,7 @@ use crate::conn::relay;
 use crate::conn::response_head::{self, Taken};
 use crate::error::{Answer, ErrorKind, ProxyError, Side};
 use crate::filter::Reply;
+use crate::h2::hpack::Encoder;
 use crate::h2::map::{encode_response_head, has_content};
 use crate::h2::stream_state::{Closure, Send, StreamState, on_send};
 use crate::h2::{ErrorCode, frame};
@@ -138,15 +139,16 @@ impl H2Conn {
             match taken {
                 Taken::Interim { forward } => {
                     if forward {
-                        self.block.clear();
-                        encode_response_head(&ex.resp_head, &mut self.hpack_out, &mut self.block);
-                        self.scratch.clear();
-                        frame::encode_headers(
+                        let (hpack, block) = (&mut self.hpack_out, &mut self.block);
+                        let max_frame = self.peer.max_frame_size;
+                        head_frames(
+                            hpack,
+                            block,
                             &mut self.scratch,
                             s.id,
-                            &self.block,
+                            &ex.resp_head,
                             false,
-                            self.peer.max_frame_size,
+                            max_frame,
                         );
                         let q = &self.scratch;
                         queue_into(&mut self.out, &mut self.write_at, env.bufs, env.now, q);
@@ -160,15 +162,16 @@ impl H2Conn {
                         out.clear();
                     }
                     let ends = ex.response_done() && out.is_empty() && ex.trailers.is_empty();
-                    self.block.clear();
-                    encode_response_head(&ex.resp_head, &mut self.hpack_out, &mut self.block);
-                    self.scratch.clear();
-                    frame::encode_headers(
+                    let (hpack, block) = (&mut self.hpack_out, &mut self.block);
+                    let max_frame = self.peer.max_frame_size;
+                    head_frames(
+                        hpack,
+                        block,
                         &mut self.scratch,
                         s.id,
-                        &self.block,
+                        &ex.resp_head,
                         ends,
-                        self.peer.max_frame_size,
+                        max_frame,
                     );
                     let q = &self.scratch;
                     queue_into(&mut self.out, &mut self.write_at, env.bufs, env.now, q);
@@ -219,19 +222,20 @@ impl H2Conn {
             );
         }
         let body: &[u8] = if no_content { &[] } else { &reply.body };
-        self.block.clear();
-        encode_response_head(&head, &mut self.hpack_out, &mut self.block);
         let Some(s) = self.streams.get_mut(i) else {
             return;
         };
         let ends = body.is_empty();
-        let mut bytes = Vec::with_capacity(self.block.len() + 9);
-        frame::encode_headers(
+        let mut bytes = Vec::new();
+        let max_frame = self.peer.max_frame_size;
+        head_frames(
+            &mut self.hpack_out,
+            &mut self.block,
             &mut bytes,
             s.id,
-            &self.block,
+            &head,
             ends,
-            self.peer.max_frame_size,
+            max_frame,
         );
         s.state = on_send(s.state, Send::Headers { end_stream: ends });
         s.sent = if ends { Sent::End } else { Sent::Head };
@@ -494,6 +498,24 @@ impl H2Conn {
         }
         progress
     }
+}
+
+/// Encodes `head` (HPACK into `block`) as the HEADERS frame, and
+/// CONTINUATION frames past `max_frame` bytes, of stream `id` into `out`
+/// (both cleared first); `end_stream` sets END_STREAM (RFC 9113 §6.2).
+fn head_frames(
+    hpack: &mut Encoder,
+    block: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    id: u32,
+    head: &ResponseHead,
+    end_stream: bool,
+    max_frame: u32,
+) {
+    block.clear();
+    encode_response_head(head, hpack, block);
+    out.clear();
+    frame::encode_headers(out, id, block, end_stream, max_frame);
 }
 
 /// Appends `bytes` to the connection's queue `out` (a buffer from `bufs`
