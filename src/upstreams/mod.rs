@@ -20,6 +20,7 @@ pub mod dns;
 pub(crate) mod health;
 pub(crate) mod route;
 pub mod spec;
+mod spec_check;
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};

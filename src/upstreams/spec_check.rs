@@ -1,0 +1,328 @@
+//! The checks that upstream groups and routes (`[[upstream]]`,
+//! `[[route]]`) fit together and that each key's value is one the proxy
+//! can act on: called by `--check-config` and at start and reload, before
+//! anything is bound. Errors name the key path (`upstream[0].health_check.rise`).
+//!
+//! What it must not know: sockets, the loop, how a server is chosen.
+
+use std::collections::HashSet;
+
+use crate::config::ConfigError;
+use crate::header_rules::check_name;
+
+use super::spec::*;
+
+/// Checks a health check's `host`, `headers` and `expect_body`: a
+/// field name must be a token, a value visible ASCII and spaces (RFC 9110
+/// §5.5), `Host` goes in `host`, and a `HEAD` has no body to search.
+///
+/// Errors: the key at fault inside `health_check`, and why.
+fn check_request_fields(hc: &HealthCheck) -> Result<(), (&'static str, String)> {
+    let value_ok = |v: &str| {
+        v.bytes()
+            .all(|b| b == b' ' || b == b'\t' || (0x21..0x7f).contains(&b))
+    };
+    if let Some(h) = &hc.host
+        && (h.is_empty() || h.bytes().any(|b| !(0x21..0x7f).contains(&b)))
+    {
+        return Err(("host", format!("{h:?} is not a host")));
+    }
+    for (name, value) in &hc.headers {
+        if !crate::http::syntax::is_token(name.as_bytes()) || !value_ok(value) {
+            return Err((
+                "headers",
+                format!("{name:?} = {value:?} is not a valid field"),
+            ));
+        }
+        let reserved = ["host", "connection", "content-length", "transfer-encoding"];
+        if reserved.iter().any(|r| name.eq_ignore_ascii_case(r)) {
+            return Err((
+                "headers",
+                format!("{name:?} is set by sluice (use `host` for the Host field)"),
+            ));
+        }
+    }
+    match &hc.expect_body {
+        Some(_) if hc.method == CheckMethod::Head => Err((
+            "expect_body",
+            "needs method GET (a HEAD answer has no body)".into(),
+        )),
+        Some(b) if b.is_empty() || b.len() > MAX_CHECK_BODY => {
+            Err(("expect_body", format!("must be 1..={MAX_CHECK_BODY} bytes")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Checks a route's own answer and rules: its header rules (names a
+/// route may touch, values valid templates), `rate_limit`, its timeouts,
+/// `redirect` (a valid template, a redirect status) or `respond` (a
+/// status, a `Content-Type` without controls), not both.
+///
+/// Errors: the key inside the route that is at fault, and why.
+fn check_answer(r: &RouteSpec) -> Result<(), (&'static str, String)> {
+    let rule_sets = [
+        (
+            r.request_rules(),
+            [
+                "set_request_headers",
+                "add_request_headers",
+                "remove_request_headers",
+            ],
+        ),
+        (
+            r.response_rules(),
+            [
+                "set_response_headers",
+                "add_response_headers",
+                "remove_response_headers",
+            ],
+        ),
+    ];
+    for (rules, [set, add, remove]) in rule_sets {
+        let names = [
+            (set, rules.set.keys().collect::<Vec<_>>()),
+            (add, rules.add.keys().collect()),
+            (remove, rules.remove.iter().collect()),
+        ];
+        for (key, list) in names {
+            for name in list {
+                check_name(name).map_err(|e| (key, format!("header rule: {e}")))?;
+            }
+        }
+        for (key, map) in [(set, rules.set), (add, rules.add)] {
+            for value in map.values() {
+                crate::template::check(value)
+                    .map_err(|e| (key, format!("header rule value {e}")))?;
+            }
+        }
+    }
+    if let Some(l) = r.rate_limit
+        && (l.requests_per_second == 0 || l.burst == 0)
+    {
+        return Err((
+            "rate_limit",
+            "needs requests_per_second and burst of at least 1".into(),
+        ));
+    }
+    let timeouts = [
+        ("upstream_read_timeout", r.upstream_read_timeout),
+        ("upstream_connect_timeout", r.upstream_connect_timeout),
+        ("client_body_timeout", r.client_body_timeout),
+    ];
+    for (key, t) in timeouts {
+        if t.is_some_and(|t| t.is_zero()) {
+            return Err((key, "must be more than 0".into()));
+        }
+    }
+    if r.redirect.is_some() && r.respond.is_some() {
+        return Err((
+            "respond",
+            "a route has redirect or respond, not both".into(),
+        ));
+    }
+    if let Some(to) = &r.redirect {
+        crate::template::check(to).map_err(|e| ("redirect", format!("redirect {e}")))?;
+    }
+    match (r.redirect_status, &r.redirect) {
+        (Some(_), None) => {
+            return Err(("redirect_status", "redirect_status without redirect".into()));
+        }
+        (Some(s), Some(_)) if ![301, 302, 307, 308].contains(&s) => {
+            return Err((
+                "redirect_status",
+                format!("{s} is not 301, 302, 307 or 308"),
+            ));
+        }
+        _ => {}
+    }
+    if let Some(resp) = &r.respond {
+        if !(200..=599).contains(&resp.status) || resp.status == 204 || resp.status == 304 {
+            return Err((
+                "respond",
+                format!(
+                    "status {} must be 200..=599 and not 204 or 304 (they have no body)",
+                    resp.status
+                ),
+            ));
+        }
+        let ok_type = resp
+            .content_type
+            .as_ref()
+            .is_none_or(|t| !t.is_empty() && !t.bytes().any(|b| b.is_ascii_control()));
+        if !ok_type {
+            return Err((
+                "respond",
+                "content_type is empty or holds a control character".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks groups and routes: a name once, servers present, weights and
+/// health-check values in bounds, each route's group known.
+///
+/// Errors: the first value at fault, with its key path
+/// (`upstream[0].health_check.rise`, `route[1].upstream`).
+pub(crate) fn check(groups: &[GroupSpec], routes: &[RouteSpec]) -> Result<(), ConfigError> {
+    if groups.is_empty() {
+        return Err(ConfigError::new(
+            "upstream",
+            "at least one upstream group is needed",
+        ));
+    }
+    let mut names = HashSet::new();
+    for (gi, g) in groups.iter().enumerate() {
+        check_group(g).map_err(|(key, reason)| {
+            ConfigError::at("upstream", format!("upstream[{gi}].{key}"), reason)
+        })?;
+        let name = g.name.get_ref();
+        if !names.insert(name.as_str()) {
+            return Err(ConfigError::at(
+                "upstream",
+                format!("upstream[{gi}].name"),
+                format!("group {name:?} is declared twice"),
+            ));
+        }
+    }
+    for (ri, r) in routes.iter().enumerate() {
+        let at = |key: &str, reason: String| {
+            ConfigError::at("upstream", format!("route[{ri}].{key}"), reason)
+        };
+        check_answer(r).map_err(|(key, reason)| at(key, reason))?;
+        let up = r.upstream.get_ref();
+        if up.is_empty() && r.answers_itself() {
+            // No group needed: the route answers every request itself.
+        } else if up.is_empty() {
+            return Err(at(
+                "upstream",
+                "a route needs upstream (a group's name), redirect or respond".into(),
+            ));
+        } else if !names.contains(up.as_str()) {
+            return Err(at(
+                "upstream",
+                format!("route to unknown upstream group {up:?}"),
+            ));
+        }
+        if let Some(h) = &r.host
+            && (h.is_empty() || h.contains(':') || h.contains('/'))
+        {
+            return Err(at(
+                "host",
+                format!("{h:?} is not a host name (no port, no path)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks one group's own values.
+///
+/// Errors: the key inside the group at fault (`servers[1]`,
+/// `health_check.rise`), and why.
+fn check_group(g: &GroupSpec) -> Result<(), (String, String)> {
+    let fail = |key: &str, reason: String| Err((key.to_string(), reason));
+    let name = g.name.get_ref();
+    if name.is_empty() {
+        return fail("name", "a group needs a name".into());
+    }
+    if g.servers.get_ref().is_empty() {
+        return fail("servers", format!("group {name:?} has no servers"));
+    }
+    if let Some((si, s)) = g
+        .servers
+        .get_ref()
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.weight == 0 || s.weight > MAX_WEIGHT)
+    {
+        return fail(
+            &format!("servers[{si}]"),
+            format!("server {s}: weight must be 1..={MAX_WEIGHT}"),
+        );
+    }
+    let tls_keys = [
+        ("tls_server_name", g.tls_server_name.is_some()),
+        ("tls_ca", g.tls_ca.is_some()),
+        ("tls_verify", !g.tls_verify),
+        ("tls_client_cert", g.tls_client_cert.is_some()),
+        ("tls_client_key", g.tls_client_key.is_some()),
+    ];
+    if let Some((key, _)) = tls_keys.iter().find(|(_, given)| *given)
+        && !g.tls
+    {
+        return fail(
+            key,
+            format!("group {name:?}: tls_* settings without tls = true"),
+        );
+    }
+    match (&g.tls_client_cert, &g.tls_client_key) {
+        (Some(_), None) => {
+            return fail(
+                "tls_client_cert",
+                "tls_client_cert needs tls_client_key beside it".into(),
+            );
+        }
+        (None, Some(_)) => {
+            return fail(
+                "tls_client_key",
+                "tls_client_key needs tls_client_cert beside it".into(),
+            );
+        }
+        _ => {}
+    }
+    if g.fail_timeout.is_zero() {
+        return fail("fail_timeout", "must be longer than 0 ms".into());
+    }
+    if g.resolve_interval.is_zero() {
+        return fail("resolve_interval", "must be longer than 0 ms".into());
+    }
+    if let Some((i, st)) = g
+        .fail_on_status
+        .iter()
+        .enumerate()
+        .find(|(_, s)| !(100..=599).contains(*s))
+    {
+        return fail(
+            &format!("fail_on_status[{i}]"),
+            format!("{st} is not a status"),
+        );
+    }
+    if let Some(hc) = &g.health_check {
+        check_health(hc).map_err(|(key, reason)| (format!("health_check.{key}"), reason))?;
+    }
+    Ok(())
+}
+
+/// Checks a group's active health check.
+///
+/// Errors: the key inside `health_check` at fault, and why.
+fn check_health(hc: &HealthCheck) -> Result<(), (String, String)> {
+    let fail = |key: &str, reason: &str| Err((key.to_string(), reason.to_string()));
+    if hc.rise == 0 {
+        return fail(
+            "rise",
+            "must be at least 1 (passed checks that bring a server back)",
+        );
+    }
+    if hc.fall == 0 {
+        return fail(
+            "fall",
+            "must be at least 1 (failed checks that take a server out)",
+        );
+    }
+    if hc.interval.is_zero() {
+        return fail("interval", "must be longer than 0 ms");
+    }
+    if hc.timeout.is_zero() {
+        return fail("timeout", "must be longer than 0 ms");
+    }
+    if !hc.path.starts_with('/') || hc.path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return fail(
+            "path",
+            "must start with / and hold no space or control character",
+        );
+    }
+    check_request_fields(hc).map_err(|(key, why)| (key.to_string(), why))
+}
