@@ -628,22 +628,30 @@ impl Exchange {
         (read, write)
     }
 
-    /// The one teardown: closes the upstream connection if one is still
-    /// attached, returns the buffers, writes the access record (with
-    /// `status` if the proxy answered instead, `extra_out` more body bytes
-    /// queued toward the client, and how it ended), and keeps the exchange
-    /// for reuse.
-    pub(crate) fn end(
-        mut self: Box<Self>,
-        client: Downstream<'_>,
-        status: Option<u16>,
-        extra_out: u64,
-        termination: Termination,
-        sh: &mut Shared,
-    ) {
+    /// Lets the upstream side go: closes the upstream connection if one
+    /// is still attached, reports the try's end to its group once
+    /// (`status`: the proxy's own answer, if it answered instead) and
+    /// returns the buffers of the upstream side. [`Exchange::end`] begins
+    /// with it; an HTTP/2 stream whose upstream closed in the middle of
+    /// the body calls it at once and goes on sending the bytes it holds
+    /// (ARCHITECTURE.md §14).
+    pub(crate) fn let_go_upstream(&mut self, status: Option<u16>, sh: &mut Shared) {
         if let Some(k) = self.upstream.take() {
             sh.ups.close(k);
         }
+        self.report_try(status, sh);
+        for b in [self.to_upstream.take(), self.upin.take()]
+            .into_iter()
+            .flatten()
+        {
+            sh.bufs.put_buffer(b);
+        }
+    }
+
+    /// Reports the end of the try in flight to its group, once: the
+    /// server's status says success or failure; the proxy's own answer
+    /// (`status`: a timeout, the client gone) says nothing.
+    fn report_try(&mut self, status: Option<u16>, sh: &mut Shared) {
         if let Some(g) = self.group.filter(|_| self.in_flight) {
             self.in_flight = false;
             // The proxy's own answer (a timeout, the client gone) says
@@ -659,6 +667,22 @@ impl Exchange {
             };
             sh.report(g, self.peer.addr, verdict, (self.status, self.first_byte));
         }
+    }
+
+    /// The one teardown: lets the upstream side go
+    /// ([`Exchange::let_go_upstream`]), writes the access record (with
+    /// `status` if the proxy answered instead, `extra_out` more body bytes
+    /// queued toward the client, and how it ended), and keeps the exchange
+    /// for reuse.
+    pub(crate) fn end(
+        mut self: Box<Self>,
+        client: Downstream<'_>,
+        status: Option<u16>,
+        extra_out: u64,
+        termination: Termination,
+        sh: &mut Shared,
+    ) {
+        self.let_go_upstream(status, sh);
         self.resp_body_bytes += extra_out;
         let attached = self.up_port != 0 || self.status != 0;
         if attached && self.attempts.len() < self.tried.len() {
@@ -699,12 +723,6 @@ impl Exchange {
             termination,
         }
         .record(&sh.stats, &mut sh.access);
-        for b in [self.to_upstream.take(), self.upin.take()]
-            .into_iter()
-            .flatten()
-        {
-            sh.bufs.put_buffer(b);
-        }
         sh.recycle_exchange(self);
     }
 }

@@ -2,7 +2,9 @@
 //! like any request, relayed by the same pumps (`relay`), their response
 //! heads taken by `response_head::take_head` and sent as HEADERS frames;
 //! failures answered by the error table (ARCHITECTURE.md §8) on the
-//! stream alone, or retried by the same rules; one record per stream.
+//! stream alone, or retried by the same rules — an upstream that closes
+//! mid-body lets its stream send the bytes it holds before the reset;
+//! one record per stream.
 //!
 //! What it must not know: frame syntax beyond the codec's encoders,
 //! sockets.
@@ -305,6 +307,14 @@ impl H2Conn {
         let Some(s) = self.streams.get_mut(i) else {
             return;
         };
+        if s.truncated {
+            // Its upstream is gone already: what ends it now (the send
+            // timeout) only drops the rest of what it holds.
+            debug!("h2 client {} stream {}: truncated: {err}", self.addr, s.id);
+            let id = s.id;
+            self.reset_stream(id, ErrorCode::InternalError, sh);
+            return;
+        }
         if err.side == Side::Upstream
             && let Some(ex) = s.ex.as_deref_mut()
         {
@@ -353,6 +363,9 @@ impl H2Conn {
                     }
                 }
             }
+            _ if how == Termination::UpstreamClosedEarly && holds_body(s) => {
+                self.keep_truncated(i, sh);
+            }
             _ => {
                 let code = match err.side {
                     Side::Upstream => ErrorCode::InternalError,
@@ -373,6 +386,35 @@ impl H2Conn {
                 self.reset_stream(id, code, sh);
             }
         }
+    }
+
+    /// Stream `i`'s upstream closed in the middle of the body while bytes
+    /// of it waited for the client's window: the upstream side goes at
+    /// once (its connection closed, the try reported, the rest of the
+    /// request dropped) and the stream keeps only its body buffer, framed
+    /// as the windows allow (`fill_out`, never with END_STREAM), then
+    /// reset with INTERNAL_ERROR once empty (`finish_streams`). The send
+    /// timeout of a stream the client's window holds bounds it
+    /// (`timers.rs`). An HTTP/1.1 client gets every byte before the close;
+    /// so does this one.
+    fn keep_truncated(&mut self, i: usize, sh: &mut Shared) {
+        let Some(s) = self.streams.get_mut(i) else {
+            return;
+        };
+        let Some(ex) = s.ex.as_deref_mut() else {
+            return;
+        };
+        ex.let_go_upstream(None, sh);
+        if !ex.request_taken() {
+            ex.abandon_request();
+        }
+        s.truncated = true;
+        debug!(
+            "h2 client {} stream {}: upstream closed mid-body; {} bytes to send before the reset",
+            self.addr,
+            s.id,
+            s.out_pending()
+        );
     }
 
     /// [`H2Conn::answer_status`] for a stream whose record was written
@@ -425,7 +467,8 @@ impl H2Conn {
             tls: self.tx.tls_facts(),
             stream,
         };
-        if let Some(ex) = s.ex.take() {
+        if let Some(mut ex) = s.ex.take() {
+            let how = s.settle_record(&mut ex, how);
             let status = (!ex.resp_head_sent).then_some(499);
             let status = if how == Termination::Complete {
                 None
@@ -477,6 +520,14 @@ impl H2Conn {
             let Some(s) = self.streams.get(i) else {
                 break;
             };
+            if s.truncated && s.out_pending() == 0 {
+                // Every byte the upstream sent went: the client learns the
+                // response is incomplete (the stream leaves `streams`).
+                let id = s.id;
+                self.reset_stream(id, ErrorCode::InternalError, sh);
+                progress = true;
+                continue;
+            }
             let done = s.sent == Sent::End
                 && s.out_pending() == 0
                 && s.ex.as_ref().is_none_or(|ex| ex.upstream.is_none());
@@ -498,6 +549,12 @@ impl H2Conn {
         }
         progress
     }
+}
+
+/// Stream `s` has an exchange whose response head went and body bytes of
+/// it wait to be framed: a cut now would drop them.
+fn holds_body(s: &super::stream::Stream) -> bool {
+    s.sent == Sent::Head && s.ex.is_some() && s.out_pending() > 0
 }
 
 /// Encodes `head` (HPACK into `block`) as the HEADERS frame, and

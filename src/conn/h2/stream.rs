@@ -17,6 +17,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use super::super::access::Termination;
 use super::super::exchange::Exchange;
 use super::super::own_reply::OwnReply;
 use crate::buffer::WatermarkBuffer;
@@ -76,6 +77,12 @@ pub(super) struct Stream {
     pub write_at: Instant,
     /// The status of the proxy's own answer (for the record).
     pub own_status: Option<u16>,
+    /// The upstream closed before the response was complete (RFC 9110
+    /// §6.1: an incomplete message) while body bytes waited here for the
+    /// client's window: its connection is gone, the stream goes on framing
+    /// what it holds, never with END_STREAM, and is reset (INTERNAL_ERROR)
+    /// once it holds nothing.
+    pub truncated: bool,
 }
 
 impl Stream {
@@ -100,6 +107,7 @@ impl Stream {
             request_ended: false,
             write_at: now,
             own_status: None,
+            truncated: false,
         }
     }
 
@@ -110,12 +118,30 @@ impl Stream {
 
     /// The response is whole on our side: the exchange read it all, or
     /// the proxy's own answer (an own reply, or an error answer whose
-    /// exchange already wrote its record) is all in `own_body`.
+    /// exchange already wrote its record) is all in `own_body`. Never for
+    /// a truncated response: its last DATA must not carry END_STREAM.
     pub fn response_complete(&self) -> bool {
+        if self.truncated {
+            return false;
+        }
         match &self.ex {
             Some(ex) => ex.response_done() && ex.resp_head_sent,
             None => self.pending.is_none(),
         }
+    }
+
+    /// How the record of this stream's exchange ends when the stream ends
+    /// by `how`. A truncated response stays `upstream_closed_early`
+    /// whatever ends its stream (its buffer emptied, the send timeout, the
+    /// client's reset, a drain), and its `bytes_out` counts the body bytes
+    /// framed as DATA: the ones still held are dropped from it.
+    pub fn settle_record(&self, ex: &mut Exchange, how: Termination) -> Termination {
+        if !self.truncated {
+            return how;
+        }
+        let dropped = self.out.as_ref().map_or(0, |b| b.pending()) as u64;
+        ex.resp_body_bytes = ex.resp_body_bytes.saturating_sub(dropped);
+        Termination::UpstreamClosedEarly
     }
 
     /// Appends request body bytes (`data`, possibly empty; `end`: the
@@ -263,7 +289,17 @@ fn chunk_size_line(len: usize, line: &mut [u8; 18]) -> &[u8] {
 
 #[cfg(test)]
 mod tests {
-    use super::chunk_size_line;
+    use super::{Stream, chunk_size_line};
+    use crate::h2::stream_state::StreamState;
+
+    #[test]
+    fn a_truncated_response_is_never_complete() {
+        let now = std::time::Instant::now();
+        let mut s = Stream::new(1, StreamState::HalfClosedRemote, 65_535, 65_535, now);
+        assert!(s.response_complete(), "no exchange, nothing pending");
+        s.truncated = true;
+        assert!(!s.response_complete(), "END_STREAM would end a cut body");
+    }
 
     #[test]
     fn chunk_size_lines_are_lower_case_hex() {

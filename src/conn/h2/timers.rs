@@ -5,7 +5,8 @@
 //! for the connection. A stream's are its exchange's (`Exchange::deadline`,
 //! as for HTTP/1) plus the send timeout of a response the client's window
 //! holds back (a client that never opens its window: cut per stream, and
-//! per connection when it reads nothing at all).
+//! per connection when it reads nothing at all; the same timeout bounds a
+//! truncated stream, whose upstream is gone, sending what it holds).
 //!
 //! What it must not know: the loop's timer structure.
 
