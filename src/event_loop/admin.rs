@@ -56,8 +56,12 @@ const MAX_CONNS: usize = 16;
 /// At the cap, a connection open this long and not being answered (or
 /// one already answered) may be closed to make room for a waiting one: a
 /// real client sends its whole head right after connecting, and is
-/// answered within microseconds of it.
-const GRACE: Duration = Duration::from_millis(20);
+/// answered within microseconds of it. 100 ms, not less: on a loaded
+/// machine a scraper's thread can be descheduled for tens of ms between
+/// its `connect` and its `write` (20 ms closed one of 40 scrapes at once
+/// under a load average of 6); a flood of 250 idle connections then holds
+/// a health probe back about 1.5 s (16 closed per 100 ms).
+const GRACE: Duration = Duration::from_millis(100);
 
 struct AdminConn {
     stream: TcpStream,
