@@ -128,6 +128,24 @@ fn start_workers(cfg: &TempFile) -> SluiceProcess {
     p
 }
 
+/// Reloads the supervisor `p` (SIGHUP, the file unchanged) and waits
+/// until it says so: the new workers' pids (adopted).
+fn reload(p: &mut SluiceProcess) -> Vec<u64> {
+    let started = p.count(|l| l.contains("started pid="));
+    p.signal(libc::SIGHUP);
+    p.wait_line(Duration::from_secs(10), |l| l.contains("SIGHUP: reloaded"));
+    p.adopt_workers();
+    let new_pids: Vec<u64> = p
+        .log()
+        .lines()
+        .filter(|l| l.contains("started pid="))
+        .skip(started)
+        .map(|l| pid_after(l, "pid=") as u64)
+        .collect();
+    assert_eq!(new_pids.len(), 2, "{}", p.log());
+    new_pids
+}
+
 #[test]
 fn with_workers_a_reload_keeps_checks_ejections_and_modes() {
     let sick = Arc::new(AtomicBool::new(true));
@@ -196,18 +214,7 @@ fn with_workers_a_reload_keeps_checks_ejections_and_modes() {
     assert!(!ejected.is_empty(), "{:#}", status(admin));
     let before = ejected.iter().map(|e| e.1).max().unwrap_or(0);
     sick.store(false, Ordering::SeqCst);
-    let started = p.count(|l| l.contains("started pid="));
-    p.signal(libc::SIGHUP);
-    p.wait_line(Duration::from_secs(10), |l| l.contains("SIGHUP: reloaded"));
-    p.adopt_workers();
-    let new_pids: Vec<u64> = p
-        .log()
-        .lines()
-        .filter(|l| l.contains("started pid="))
-        .skip(started)
-        .map(|l| pid_after(l, "pid=") as u64)
-        .collect();
-    assert_eq!(new_pids.len(), 2, "{}", p.log());
+    let new_pids = reload(&mut p);
     // Each new worker took over its predecessor's health.
     let kept: Vec<String> = p
         .log()
@@ -353,6 +360,51 @@ fn with_workers_status_shows_the_group_view_then_the_workers_that_disagree() {
     let below = t.split("the workers disagree").nth(1).unwrap_or("");
     assert_eq!(below.matches(&d.addr.to_string()).count(), 2, "{t}");
     assert_eq!(m_traffic.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn after_a_reload_status_shows_each_new_worker_as_soon_as_it_is_ready() {
+    // No health checks, and no request after the reload: nothing wakes a
+    // new worker's loop, so its view must be on the board from the time
+    // it said it was ready (it was posted only in its first loop turn, and
+    // /status answered over the other workers: d `agreed`, or an old
+    // worker's view in the new one's place).
+    let well = Arc::new(AtomicBool::new(false));
+    let (d, _) = app("d", well.clone(), true);
+    let (a, _) = app("a", well, false);
+    let (port, admin) = (free_port(), loopback(free_port()));
+    let cfg = TempFile::new(&format!(
+        "listen = \"127.0.0.1:{port}\"\nadmin = \"{admin}\"\n\
+         workers = 2\naccess_log = \"off\"\n\
+         [[upstream]]\nname = \"app\"\nmax_fails = 1\nfail_timeout = \"60s\"\n\
+         servers = [\"{}\", \"{}\"]\n",
+        d.addr, a.addr
+    ));
+    let mut p = start_workers(&cfg);
+    // One request: its worker tries d first and ejects it; the other
+    // never tried d.
+    let r = Client::connect(loopback(port)).round_trip(get("/"));
+    assert_eq!((r.status, r.body_str()), (200, "a".to_string()));
+    assert!(
+        wait_until(WAIT, || per_worker(&status(admin), d.addr).len() == 2),
+        "{:#}",
+        status(admin)
+    );
+    let new_pids = reload(&mut p);
+    // Each new worker took over its predecessor's view; every /status,
+    // the first one too, shows both, and only them.
+    for _ in 0..5 {
+        let s = status(admin);
+        assert_eq!(server(&s, d.addr)["agreed"], false, "{s:#}");
+        let pids: Vec<u64> = per_worker(&s, d.addr)
+            .into_iter()
+            .map(|(_, pid, _)| pid)
+            .collect();
+        assert_eq!(pids.len(), 2, "{s:#}");
+        for pid in pids {
+            assert!(new_pids.contains(&pid), "{pid} not a new worker: {s:#}");
+        }
+    }
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //!
 //! - **Posts**: each running loop holds a slot in which it posts a
 //!   [`Snapshot`](crate::upstreams::carry::Snapshot) of its servers'
-//!   health and its pool's learned idle limits (JSON), whenever it
+//!   health and its pool's learned idle limits (JSON): first when it
+//!   joins, before its worker says it is ready, then whenever it
 //!   changed, at most every [`POST_EVERY`]. A worker answering `/status`
 //!   or `/metrics` reads every worker's post (the group-wide view and the
 //!   workers that disagree); a new worker of a reload reads its

@@ -1,5 +1,6 @@
 //! [`Share`]: one loop's seat at the [`TierBoard`] — the slot it posts
-//! its snapshot in (at once when a server's state changed, at most every
+//! its snapshot in (first when it joins, before its worker says it is
+//! ready; then at once when a server's state changed, at most every
 //! [`POST_EVERY`] when only counts did), the
 //! predecessor whose health it takes over at start, the other workers'
 //! views it reads for `/status` and `/metrics`, and the modes table it
@@ -71,6 +72,14 @@ impl Share {
     /// `started_ms` (ms since the epoch).
     pub(crate) fn join(started_ms: u64) -> Option<Share> {
         let (board, seat) = TierBoard::inherited()?;
+        Some(Share::at(board, seat, started_ms))
+    }
+
+    /// A seat at `board` as worker `seat`: a slot claimed for a loop
+    /// started at `started_ms`. The slot holds no snapshot until the
+    /// first [`Share::post_if_due`]: the loop posts one before its
+    /// worker says it is ready (`event_loop::board`).
+    pub(crate) fn at(board: Arc<TierBoard>, seat: Seat, started_ms: u64) -> Share {
         let slot = board.claim(seat, started_ms);
         if slot.is_none() {
             warn!(
@@ -78,7 +87,7 @@ impl Share {
                 seat.index
             );
         }
-        Some(Share {
+        Share {
             board,
             seat,
             slot,
@@ -87,7 +96,7 @@ impl Share {
             pending: None,
             modes_seen: None,
             warned_big: false,
-        })
+        }
     }
 
     /// The eventfd that says the modes table changed.
