@@ -522,6 +522,24 @@ settings! {
         #[arg(help_heading = "Limits", long, value_name = "N", value_parser = whole::<usize>)]
         pub max_connections_per_client: usize = 0,
 
+        /// Requests per client connection; 0 = no cap.
+        ///
+        /// A count of requests. HTTP/1.1: the N-th request on a connection
+        /// is served and its response says `Connection: close`; the
+        /// connection closes once it is written (requests pipelined
+        /// behind it are not served: the client sends them again on a new
+        /// connection, RFC 9112 §9.6). HTTP/2: once N streams were
+        /// opened, GOAWAY (NO_ERROR) names the N-th as the last; the open
+        /// streams finish, later ones are not served (RFC 9113 §6.8), and
+        /// the connection closes. So clients behind an L4 balancer move to
+        /// a host that came back. Upstream connections are pooled as
+        /// usual. A reload's value counts on the connections accepted
+        /// after it (the older ones drain). nginx `keepalive_requests`
+        /// (default 1000 there), Envoy `max_requests_per_connection`;
+        /// HAProxy has none.
+        #[arg(help_heading = "Limits", long, value_name = "N", value_parser = whole::<u32>)]
+        pub max_requests_per_connection: u32 = 0,
+
         /// Offer HTTP/2 (`h2`) by ALPN on TLS listeners.
         ///
         /// On by default: a TLS client that offers `h2` (every browser,
@@ -741,6 +759,7 @@ mod tests {
             (1, 10_000, 1)
         );
         assert!(c.add_via && c.add_x_forwarded_for && c.add_x_forwarded_proto);
+        assert_eq!(c.max_requests_per_connection, 0, "no cap");
         assert_eq!(c.validate(), Ok(()));
     }
 

@@ -133,6 +133,16 @@ impl ClientConn {
             // The last request of this connection (ARCHITECTURE.md §12).
             self.keep_alive.clear("drain");
         }
+        // `requests` counts this one (at least 1), so a cap of 0 never
+        // matches; it grows by one per request and a loop's configuration
+        // never changes (a reload is a new loop): one compare per request.
+        if self.requests == u64::from(sh.cfg.max_requests_per_connection) {
+            debug!(
+                "client {}: request {} reached max_requests_per_connection: closes after its response",
+                self.side.addr, self.requests
+            );
+            self.keep_alive.clear("max_requests_per_connection");
+        }
         match begun.begin {
             Begin::Forward { ex, attached } => {
                 self.exchange = Some(ex);

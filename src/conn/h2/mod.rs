@@ -346,8 +346,9 @@ impl H2Conn {
         self.io.readable = true;
     }
 
-    /// The final GOAWAY of a drain (or of a keep-alive timeout): no
-    /// stream above the last one opened will be served.
+    /// The final GOAWAY of a drain (or of a keep-alive timeout, or of
+    /// `max_requests_per_connection`): no stream above the last one
+    /// opened will be served.
     fn final_goaway(&mut self, sh: &mut Shared) {
         if matches!(self.goaway, Goaway::Sent { .. }) {
             return;
@@ -361,15 +362,15 @@ impl H2Conn {
         self.queue(sh, &bytes);
     }
 
-    /// The connection has no open stream and will get none: it closes
-    /// once its frames are out.
+    /// The connection has no open stream and will get none (the client
+    /// left or sent GOAWAY, or our final GOAWAY went: a drain's, or the
+    /// one at `max_requests_per_connection`): it closes once its frames
+    /// are out.
     fn maybe_close(&mut self, sh: &mut Shared) -> bool {
         if !self.streams.is_empty() {
             return false;
         }
-        let done = self.read_eof
-            || self.peer_goaway
-            || (self.draining && matches!(self.goaway, Goaway::Sent { .. }));
+        let done = self.read_eof || self.peer_goaway || matches!(self.goaway, Goaway::Sent { .. });
         if !done {
             return false;
         }

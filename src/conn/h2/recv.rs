@@ -354,13 +354,8 @@ impl H2Conn {
         self.set_idle(false, &sh.stats);
         // Counted as a request once it is one: a malformed request is
         // reset (below) and counted only among the resets sent.
-        let count = |sh: &mut Shared, requests: &mut u64| {
-            Stats::add(&sh.stats.requests, 1);
-            Stats::add(&sh.stats.h2_streams, 1);
-            *requests += 1;
-        };
         if too_large {
-            count(sh, &mut self.requests);
+            self.count_request(sh);
             // RFC 6585 §5: the fields are too large.
             self.streams.push(s);
             let i = self.streams.len() - 1;
@@ -370,7 +365,7 @@ impl H2Conn {
         let mut ex = sh.take_exchange();
         match map_request_into(fields.iter(), b.end_stream, &mut ex.req) {
             Ok((content_length, chunked)) => {
-                count(sh, &mut self.requests);
+                self.count_request(sh);
                 // Cookie crumbs are one field by now (RFC 9113 §8.2.3):
                 // the field count is the HTTP/1 one.
                 if ex.req.headers.len() > sh.cfg.max_header_count {
@@ -394,7 +389,7 @@ impl H2Conn {
                 Ok(())
             }
             Err(Refusal::Status(code, why)) => {
-                count(sh, &mut self.requests);
+                self.count_request(sh);
                 sh.recycle_exchange(ex);
                 debug!("h2 client {}: stream {id}: {code}: {why}", self.addr);
                 self.streams.push(s);
@@ -408,6 +403,25 @@ impl H2Conn {
                 // httparse cannot read on HTTP/1 without an answer.
                 Err(r.to_h2(id))
             }
+        }
+    }
+
+    /// Counts a stream that became a request. The one that reaches
+    /// `max_requests_per_connection` (the highest id so far) is the
+    /// last: GOAWAY (NO_ERROR) names it, the streams open finish, later
+    /// ones are not served (RFC 9113 §6.8) and the connection closes
+    /// when none is left (`maybe_close`). `requests` is at least 1 here,
+    /// so a cap of 0 never matches: one compare per stream.
+    fn count_request(&mut self, sh: &mut Shared) {
+        Stats::add(&sh.stats.requests, 1);
+        Stats::add(&sh.stats.h2_streams, 1);
+        self.requests += 1;
+        if self.requests == u64::from(sh.cfg.max_requests_per_connection) {
+            debug!(
+                "h2 client {}: stream {} reached max_requests_per_connection: GOAWAY",
+                self.addr, self.highest
+            );
+            self.final_goaway(sh);
         }
     }
 
