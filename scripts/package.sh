@@ -74,7 +74,7 @@ Depends: libc6${GLIBC:+ (>= $GLIBC)}, passwd
 Recommends: logrotate
 Section: httpd
 Priority: optional
-Description: HTTP/1.1 reverse proxy with a keep-alive pool and backpressure
+Description: HTTP/1.1 and HTTP/2 reverse proxy with a keep-alive pool and backpressure
  sluice runs one poll loop per process (--workers N: one per core on one
  port), keeps upstream connections in a keep-alive pool, streams request
  and response bodies at once under watermarks, balances over upstream

@@ -1,4 +1,4 @@
-//! sluice: an HTTP/1.1 reverse proxy built on one `mio` poll loop per
+//! sluice: an HTTP/1.1 and HTTP/2 reverse proxy built on one `mio` poll loop per
 //! process, with a `slab` of connection state machines, an upstream
 //! keep-alive pool and per-direction watermarks. ARCHITECTURE.md (at the
 //! repository's root) tells the design; each module's opening doc says

@@ -42,7 +42,7 @@ Exit status: 0 stopped or drained, 1 runtime or bind error, 2 usage or config.
 ";
 
 /// The man page's DESCRIPTION.
-const DESCRIPTION: &str = "sluice is an HTTP/1.1 reverse proxy (plain and TLS). Each process runs \
+const DESCRIPTION: &str = "sluice is a reverse proxy: HTTP/1.1 and HTTP/2 to clients (plain and TLS), HTTP/1.1 to upstreams. Each process runs \
 one poll loop on one thread; --workers N runs N such processes on one port (SO_REUSEPORT) \
 under a supervisor that restarts them. Upstream connections are kept in a keep-alive pool; \
 request and response bodies stream at the same time under high and low watermarks, so a \
@@ -182,7 +182,7 @@ pub fn command() -> Command {
     let cmd = Config::augment_args_for_update(Command::new("sluice"))
         .no_binary_name(true)
         .version(env!("CARGO_PKG_VERSION"))
-        .about("HTTP/1.1 reverse proxy")
+        .about("HTTP/1.1 and HTTP/2 reverse proxy")
         .long_about(DESCRIPTION)
         // A single-value flag given twice is an error (clap's default):
         // `--admin A --admin B` must not silently keep B. The supervisor
