@@ -1038,3 +1038,31 @@ fn a_cut_stream_whose_client_never_opens_its_window_is_reset_by_the_send_timeout
     c.auto_window = true;
     assert_eq!(c.get("/after").body, b"fine /after");
 }
+
+/// A stream the client's window holds back (here none is given) is cut by
+/// the send timeout with CANCEL; its record counts only the body bytes
+/// framed as DATA (none), not the ones the proxy had read into the
+/// stream's buffer (a break-it pass found 16,384 logged for 0 sent).
+#[test]
+fn a_stream_cut_by_the_send_timeout_logs_only_the_bytes_it_framed() {
+    const CANCEL: u32 = 0x8;
+    let body: &'static str = Box::leak("b".repeat(200_000).into_boxed_str());
+    let up = answering(body);
+    let (proxy, log) = h2_proxy(up.addr, |c| {
+        c.client_send_timeout = Duration::from_millis(300);
+    });
+    let mut c = H2Client::connect_with(proxy.addr, &[(SETTINGS_INITIAL_WINDOW_SIZE, 0)]);
+    c.auto_window = false;
+    let id = c.send_get("/big");
+    let reset = c.read_until(Duration::from_secs(3), |f| {
+        f.kind == kind::RST_STREAM && f.stream == id
+    });
+    assert_eq!(reset.and_then(|f| f.error_code()), Some(CANCEL));
+    assert!(
+        data_in(&frames_of(&c, id)).is_empty(),
+        "DATA past a zero window"
+    );
+    let recs = records(&log, 1);
+    assert_eq!(recs[0]["termination"], "client_timeout");
+    assert_eq!(recs[0]["bytes_out"], 0, "none of the held bytes went");
+}

@@ -372,7 +372,9 @@ impl H2Conn {
                     Side::Downstream => ErrorCode::Cancel,
                 };
                 let status = (!started).then_some(499);
-                if let Some(ex) = s.ex.take() {
+                if let Some(mut ex) = s.ex.take() {
+                    // `bytes_out`: what went as DATA, not what it held.
+                    let how = s.settle_record(&mut ex, how);
                     let downstream = Downstream {
                         addr: client,
                         tls: self.tx.tls_facts(),

@@ -131,17 +131,20 @@ impl Stream {
     }
 
     /// How the record of this stream's exchange ends when the stream ends
-    /// by `how`. A truncated response stays `upstream_closed_early`
-    /// whatever ends its stream (its buffer emptied, the send timeout, the
-    /// client's reset, a drain), and its `bytes_out` counts the body bytes
-    /// framed as DATA: the ones still held are dropped from it.
+    /// by `how`. Its `bytes_out` counts the body bytes framed as DATA:
+    /// those still held in the stream's buffer (a stream cut by the send
+    /// timeout, the client's reset or a drain) are dropped from it. A
+    /// truncated response stays `upstream_closed_early` whatever ends its
+    /// stream (its buffer emptied, the send timeout, the client's reset, a
+    /// drain).
     pub fn settle_record(&self, ex: &mut Exchange, how: Termination) -> Termination {
-        if !self.truncated {
-            return how;
-        }
         let dropped = self.out.as_ref().map_or(0, |b| b.pending()) as u64;
         ex.resp_body_bytes = ex.resp_body_bytes.saturating_sub(dropped);
-        Termination::UpstreamClosedEarly
+        if self.truncated {
+            Termination::UpstreamClosedEarly
+        } else {
+            how
+        }
     }
 
     /// Appends request body bytes (`data`, possibly empty; `end`: the
