@@ -181,8 +181,10 @@ stats! {
     h2_resets_sent_flow_control_error,
     /// RST_STREAM sent: STREAM_CLOSED (counter).
     h2_resets_sent_stream_closed,
-    /// RST_STREAM sent: any other code (INTERNAL_ERROR: an upstream failure
-    /// after the response began) (counter).
+    /// RST_STREAM sent: INTERNAL_ERROR (an upstream failure after the
+    /// response began: a cut body, a read timeout) (counter).
+    h2_resets_sent_internal_error,
+    /// RST_STREAM sent: any other code (counter).
     h2_resets_sent_other,
     /// GOAWAY sent: NO_ERROR (drain, keep-alive timeout) (counter).
     h2_goaways_no_error,

@@ -136,6 +136,10 @@ const PLAIN: &[Plain] = &[
                 "h2_resets_sent_stream_closed",
                 Some(("code", "STREAM_CLOSED")),
             ),
+            (
+                "h2_resets_sent_internal_error",
+                Some(("code", "INTERNAL_ERROR")),
+            ),
             ("h2_resets_sent_other", Some(("code", "other"))),
         ],
     ),

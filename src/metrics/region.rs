@@ -46,7 +46,7 @@ use crate::shm::{Cells, process_exists, take_owner};
 use crate::stats::VALUE_COUNT;
 
 /// First header cell: identifies the layout (bumped when it changes).
-pub(crate) const MAGIC: u64 = 0x736c_7569_6365_0003;
+pub(crate) const MAGIC: u64 = 0x736c_7569_6365_0004;
 /// Header cells before the first slot.
 const HEADER: usize = 4;
 /// Cells of a loop slot before its values.

@@ -122,6 +122,7 @@ pub(super) fn count_reset_sent(stats: &Stats, code: ErrorCode) {
         ErrorCode::Cancel => &stats.h2_resets_sent_cancel,
         ErrorCode::FlowControlError => &stats.h2_resets_sent_flow_control_error,
         ErrorCode::StreamClosed => &stats.h2_resets_sent_stream_closed,
+        ErrorCode::InternalError => &stats.h2_resets_sent_internal_error,
         _ => &stats.h2_resets_sent_other,
     };
     Stats::add(field, 1);
@@ -153,5 +154,16 @@ mod tests {
             assert!(l.reset(t0));
         }
         assert!(!l.reset(t0));
+    }
+
+    #[test]
+    fn internal_error_resets_have_their_own_count() {
+        let stats = Stats::default();
+        count_reset_sent(&stats, ErrorCode::InternalError);
+        count_reset_sent(&stats, ErrorCode::InternalError);
+        count_reset_sent(&stats, ErrorCode::EnhanceYourCalm);
+        let s = stats.snapshot();
+        assert_eq!(s.h2_resets_sent_internal_error, 2);
+        assert_eq!(s.h2_resets_sent_other, 1);
     }
 }
