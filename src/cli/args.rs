@@ -429,6 +429,23 @@ fn not_utf8(args: &[OsString]) -> String {
     }
 }
 
+/// The long flag closest to `given` (`--max-request-per-connection`,
+/// `--max-requests-per-connection=3`), by the same edit distance as a
+/// config key's "did you mean" ([`super::file::nearest`]); its name
+/// without the dashes.
+fn nearest_flag(given: &str) -> Option<String> {
+    let name = given.trim_start_matches('-');
+    let name = name.split_once('=').map_or(name, |(n, _)| n);
+    let cmd = command();
+    let longs: Vec<String> = cmd
+        .get_arguments()
+        .filter_map(Arg::get_long)
+        .map(|l| l.replace('-', "_"))
+        .collect();
+    let known: Vec<&str> = longs.iter().map(String::as_str).collect();
+    super::file::nearest(name, &known).map(|n| n.replace('_', "-"))
+}
+
 /// One line for a clap error, naming the flag: `--keepalive-timeout:
 /// "soon" is not a duration like 500ms, 10s or 2m`.
 fn describe(e: &clap::Error) -> String {
@@ -450,7 +467,10 @@ fn describe(e: &clap::Error) -> String {
             return format!("missing argument for option '{flag}'");
         }
         (ErrorKind::UnknownArgument, Some(a)) if a.starts_with('-') => {
-            return format!("unknown option {a}");
+            return match nearest_flag(a) {
+                Some(near) => format!("unknown option {a}; did you mean --{near}?"),
+                None => format!("unknown option {a}"),
+            };
         }
         (ErrorKind::UnknownArgument, Some(a)) => return format!("unexpected argument {a:?}"),
         (ErrorKind::ArgumentConflict, Some(flag))
@@ -578,6 +598,14 @@ mod tests {
             "--max-head-size: \"-1\" is not a whole number"
         );
         assert_eq!(err(&["--frobnicate"]), "unknown option --frobnicate");
+        assert_eq!(
+            err(&["--max-request-per-connection", "3"]),
+            "unknown option --max-request-per-connection; did you mean --max-requests-per-connection?"
+        );
+        assert_eq!(
+            err(&["--keepalive-timout=5s"]),
+            "unknown option --keepalive-timout; did you mean --keepalive-timeout?"
+        );
         let bad = OsString::from(std::ffi::OsStr::from_bytes(b"\xff"));
         let e = parse([OsString::from("--upstream"), bad.clone()]).err();
         assert_eq!(e.as_deref(), Some("--upstream: value is not UTF-8"));

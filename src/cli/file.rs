@@ -25,6 +25,8 @@ use super::pidfile::PidFile;
 mod keys;
 mod locate;
 
+pub use keys::nearest;
+
 use locate::Doc;
 
 /// Reads and parses a configuration file; returns it with the file's text
