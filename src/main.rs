@@ -27,6 +27,7 @@ use sluice::{ByRoutes, Config, Observer, Server};
 mod cli {
     pub mod args;
     pub mod file;
+    pub mod help;
     pub mod logging;
     pub mod manual;
     pub mod notify;

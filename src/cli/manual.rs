@@ -17,7 +17,8 @@ use std::process::ExitCode;
 use clap::{ArgAction, Command};
 use clap_complete::Shell;
 
-use super::args::{command, default_shown};
+use super::args::command;
+use super::help::default_shown;
 
 /// The sections after the options, in roff (man(7) macros). `\-` is a
 /// minus sign, `\fB…\fR` bold, `\fI…\fR` italic.
