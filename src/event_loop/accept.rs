@@ -113,6 +113,7 @@ impl Server {
                                 conn,
                                 generation,
                                 queued: false,
+                                park_listed: false,
                                 armed,
                             });
                             if self.drain_deadline.is_some() {

@@ -39,6 +39,7 @@ use crate::upstreams::dns::{Resolver, ResolverThread, SystemResolver};
 use admin::Admin;
 use fd_share::FdShare;
 use listen::{Listener, fit_to_fd_limit, has_pending};
+use park_later::ParkLater;
 use timer::{Timers, poll_timeout};
 use token::{ConnId, Generations, Kind};
 use upstreams_setup::build_groups;
@@ -51,6 +52,7 @@ mod drain;
 mod fd_share;
 mod handle;
 pub(crate) mod listen;
+mod park_later;
 mod timer;
 pub(crate) mod token;
 
@@ -83,6 +85,8 @@ struct Entry {
     queued: bool,
     /// Deadline last armed in the timer heap.
     armed: Option<Instant>,
+    /// Listed in the loop's `park_later` (went idle live, not parked yet).
+    park_listed: bool,
 }
 
 /// A bound proxy, ready to `run` on the current thread.
@@ -99,6 +103,8 @@ pub struct Server {
     generations: Generations,
     runnable: Vec<ConnId>,
     runnable_spare: Vec<ConnId>,
+    /// Client connections that went idle live, parked a moment later.
+    park_later: ParkLater,
     timers: Timers,
     sh: Shared,
     shutdown: Arc<AtomicBool>,
@@ -278,6 +284,7 @@ impl Server {
             generations: Generations::default(),
             runnable: Vec::new(),
             runnable_spare: Vec::new(),
+            park_later: ParkLater::default(),
             timers: Timers::with_capacity(cap),
             sh,
             shutdown: Arc::new(AtomicBool::new(false)),
@@ -399,6 +406,7 @@ impl Server {
                         self.admin.as_ref().and_then(|a| a.next_deadline(now)),
                         self.sh.may_trim().then_some(self.next_trim),
                         self.sh.board.as_ref().and_then(|b| b.next_deadline()),
+                        self.park_later.due(),
                     ],
                 )
             } else {
@@ -446,6 +454,7 @@ impl Server {
             }
             self.drive_runnable();
             self.fire_timers();
+            self.park_idle();
             let now = self.sh.now;
             // Descriptors a check may take: what the budget leaves.
             let room = self
@@ -618,10 +627,28 @@ impl Server {
         let now_idle = self.at_capacity && e.conn.idle_since().is_some();
         if more {
             queue(&mut self.runnable, id, e);
+        } else if !e.park_listed && e.conn.waits_live() {
+            e.park_listed = true;
+            self.park_later.add(id, self.sh.now);
         }
         if now_idle {
             self.accept();
         }
+    }
+
+    /// Parks the listed connections that still wait, once the list is
+    /// due (`park_later`).
+    fn park_idle(&mut self) {
+        let Some(ids) = self.park_later.take_due(self.sh.now) else {
+            return;
+        };
+        for &id in &ids {
+            if let Some(e) = entry_mut(&mut self.clients, id) {
+                e.park_listed = false;
+                e.conn.park();
+            }
+        }
+        self.park_later.give_back(ids);
     }
 
     fn fire_timers(&mut self) {

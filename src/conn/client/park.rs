@@ -14,7 +14,9 @@
 //! release build (mio adds a selector id to each socket in debug builds),
 //! and no heap allocation. The machine is rebuilt (one allocation of its
 //! size, freed when it parks) when an event or timer needs it, and parked
-//! after a drive or timer that leaves it waiting.
+//! after a timer that leaves it waiting, or by the loop up to 50 ms after
+//! a drive that leaves it waiting (`event_loop::park_later`: a busy
+//! keep-alive connection is not parked between its requests).
 //!
 //! What it must not know: HTTP, how bytes move; it only decides which
 //! form a connection takes and delegates everything to the machine.
@@ -104,7 +106,8 @@ impl Client {
         }
     }
 
-    /// [`ClientConn::drive`], parked again afterwards if it waits; a
+    /// [`ClientConn::drive`] (the loop parks it later if it waits:
+    /// [`Client::waits_live`]); a
     /// connection that turned to HTTP/2 is handed over and driven as such.
     pub(crate) fn drive(&mut self, sh: &mut Shared) -> bool {
         if let Client::H2(h) = self {
@@ -114,10 +117,14 @@ impl Client {
         if self.hand_over_h2(sh) {
             return self.drive(sh);
         }
-        if !more {
-            self.park();
-        }
         more
+    }
+
+    /// True if the machine is live and waits with nothing buffered: the
+    /// loop parks it a moment later ([`Client::park`], `event_loop::park_later`)
+    /// unless a request comes first.
+    pub(crate) fn waits_live(&self) -> bool {
+        matches!(self, Client::Live(c) if c.parkable())
     }
 
     /// Turns a connection that asked for HTTP/2 into the HTTP/2 machine.
@@ -216,8 +223,9 @@ impl Client {
         }
     }
 
-    /// Parks a live connection that waits with nothing buffered.
-    fn park(&mut self) {
+    /// Parks a live connection that waits with nothing buffered (any
+    /// other is left as it is).
+    pub(crate) fn park(&mut self) {
         if let Client::Live(c) = self
             && c.parkable()
             && let Client::Live(c) = std::mem::replace(self, Client::Moving)
