@@ -12,6 +12,8 @@
 //! connections, and resume accepting if it was paused. Client connections are freed only while
 //! driving, after the batch's events were all recorded, and every token
 //! carries a generation, so a stale event never reaches a reused slot.
+//! The client slab's part of a turn (recording, driving, timers, parking)
+//! is in `turn.rs`.
 //!
 //! What it must not know: HTTP; it calls the client machines' `drive`,
 //! `on_timer` and `close`, and asks them for their next deadline.
@@ -41,7 +43,8 @@ use fd_share::FdShare;
 use listen::{Listener, fit_to_fd_limit, has_pending};
 use park_later::ParkLater;
 use timer::{Timers, poll_timeout};
-use token::{ConnId, Generations, Kind};
+use token::{ConnId, Generations};
+use turn::queue;
 use upstreams_setup::build_groups;
 
 mod accept;
@@ -55,6 +58,7 @@ pub(crate) mod listen;
 mod park_later;
 mod timer;
 pub(crate) mod token;
+mod turn;
 
 pub use handle::ServerHandle;
 mod upstreams_setup;
@@ -530,154 +534,5 @@ impl Server {
             o.publish(&self.sh.stats, true);
         }
         Ok(())
-    }
-
-    fn record(&mut self, t: mio::Token, event: &mio::event::Event) {
-        let Some((kind, id)) = token::split(t) else {
-            return;
-        };
-        let owner = match kind {
-            Kind::Client => Some(id),
-            Kind::Upstream => self
-                .sh
-                .ups
-                .on_event(id, event, &self.sh.stats, self.sh.events_at),
-            Kind::Check => {
-                let sh = &mut self.sh;
-                let out = sh.checks.on_event(id, sh.now, &mut sh.groups, &sh.stats);
-                for addr in out {
-                    sh.server_out(addr);
-                }
-                None
-            }
-        };
-        let Some(owner) = owner else {
-            return;
-        };
-        if let Some(e) = entry_mut(&mut self.clients, owner) {
-            if kind == Kind::Client {
-                e.conn.on_event(event);
-            }
-            queue(&mut self.runnable, owner, e);
-        }
-    }
-
-    /// Applies the address sets the resolver thread handed in: servers
-    /// join or leave their groups; idle pooled connections to a removed
-    /// address are closed (in-flight exchanges on it finish).
-    fn apply_dns(&mut self) {
-        let Some(r) = self.resolver.as_ref() else {
-            return;
-        };
-        let mut changed = false;
-        while let Some(u) = r.try_next() {
-            changed = true;
-            for addr in self.sh.groups.set_addrs(u.group, u.origin, &u.addrs) {
-                if !self.sh.groups.knows(addr) {
-                    self.sh.server_out(addr);
-                }
-            }
-        }
-        if changed {
-            let sh = &mut self.sh;
-            sh.checks.sync(&sh.groups, sh.now);
-        }
-    }
-
-    fn drive_runnable(&mut self) {
-        // Swap with the spare list (both keep their capacity): connections
-        // queued while driving wait for the next turn.
-        let mut list = std::mem::take(&mut self.runnable_spare);
-        std::mem::swap(&mut list, &mut self.runnable);
-        for &id in &list {
-            let Some(e) = entry_mut(&mut self.clients, id) else {
-                continue;
-            };
-            e.queued = false;
-            let more = e.conn.drive(&mut self.sh);
-            self.after_drive(id, more);
-        }
-        list.clear();
-        self.runnable_spare = list;
-    }
-
-    /// Frees a closed connection, or arms its next deadline.
-    fn after_drive(&mut self, id: ConnId, more: bool) {
-        let Some(e) = entry_mut(&mut self.clients, id) else {
-            return;
-        };
-        if e.conn.is_closed() {
-            let e = self.clients.remove(id.key());
-            e.conn.close(&mut self.sh, false);
-            if self.at_capacity && self.clients.len() < self.sh.cfg.max_connections {
-                self.at_capacity = false;
-                self.accept();
-            }
-            return;
-        }
-        if let Some((at, _)) = e.conn.deadline(&self.sh)
-            && e.armed.is_none_or(|a| at < a)
-        {
-            e.armed = Some(at);
-            self.timers.push(at, id.key(), id.generation());
-        }
-        // At the cap, a client that just went idle in keep-alive can make
-        // room for a connection waiting in the accept queue (the
-        // edge-triggered listener raises no new event for it).
-        let now_idle = self.at_capacity && e.conn.idle_since().is_some();
-        if more {
-            queue(&mut self.runnable, id, e);
-        } else if !e.park_listed && e.conn.waits_live() {
-            e.park_listed = true;
-            self.park_later.add(id, self.sh.now);
-        }
-        if now_idle {
-            self.accept();
-        }
-    }
-
-    /// Parks the listed connections that still wait, once the list is
-    /// due (`park_later`).
-    fn park_idle(&mut self) {
-        let Some(ids) = self.park_later.take_due(self.sh.now) else {
-            return;
-        };
-        for &id in &ids {
-            if let Some(e) = entry_mut(&mut self.clients, id) {
-                e.park_listed = false;
-                e.conn.park();
-            }
-        }
-        self.park_later.give_back(ids);
-    }
-
-    fn fire_timers(&mut self) {
-        while let Some((at, key, generation)) = self.timers.pop_due(self.sh.now) {
-            let id = ConnId::new(key, generation);
-            let Some(e) = entry_mut(&mut self.clients, id) else {
-                continue;
-            };
-            if e.armed != Some(at) {
-                continue;
-            }
-            e.armed = None;
-            e.conn.on_timer(&mut self.sh);
-            self.after_drive(id, false);
-        }
-    }
-}
-
-/// The entry `id` names, if the slot still holds that generation.
-fn entry_mut(clients: &mut Slab<Entry>, id: ConnId) -> Option<&mut Entry> {
-    clients
-        .get_mut(id.key())
-        .filter(|e| e.generation == id.generation())
-}
-
-/// Queues `e` (slot `id`) for a drive in this turn, once.
-fn queue(runnable: &mut Vec<ConnId>, id: ConnId, e: &mut Entry) {
-    if !e.queued {
-        e.queued = true;
-        runnable.push(id);
     }
 }
