@@ -2,7 +2,9 @@
 //! [`Region`] every worker publishes its [`Stats`] into, how it and the
 //! admin listener are handed from the supervisor to its workers
 //! ([`GroupMetrics`] → [`Observer`]), and their rendering for the admin
-//! endpoints (`expose`).
+//! endpoints (`expose`, with the families it declares in `families`, the
+//! upstream servers' series in `servers`, the certificates in `certs` and
+//! the upstream tier of `/status` in `tier`).
 //!
 //! Handoff: the supervisor binds the admin address once (a plain bind, so
 //! an address in use is an error) and creates the region; each worker
@@ -19,7 +21,9 @@
 
 pub(crate) mod certs;
 pub(crate) mod expose;
+mod families;
 mod region;
+mod servers;
 pub(crate) mod tier;
 
 use std::io;
