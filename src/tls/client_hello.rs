@@ -1,7 +1,7 @@
 //! The server name a ClientHello asks for (RFC 6066 §3), read from the
 //! bytes a client sends first, before the session acts on them: the
 //! access record's `sni` and, under `tls_unknown_sni = "reject"`, the
-//! look that answers `unrecognized_name` (`conn/transport/tls.rs`).
+//! look that answers `unrecognized_name` (`conn/transport/tls/read.rs`).
 //! rustls' unbuffered server session does not tell its SNI, so the
 //! transport reads it here, once per handshake.
 //!

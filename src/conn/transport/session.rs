@@ -1,8 +1,9 @@
 //! One rustls session, unbuffered (`rustls::unbuffered`), driven over the
 //! caller's record storages without a socket: ciphertext in from `rx`,
 //! plaintext out to the caller's buffer (or kept in `rest`), plaintext in
-//! from the caller, ciphertext out to `tx`. The transport (`tls.rs`) moves
-//! the storages' bytes to and from the socket.
+//! from the caller, ciphertext out to `tx`. The transport (`tls.rs`, its
+//! `read.rs` and `write.rs`) moves the storages' bytes to and from the
+//! socket.
 //!
 //! rustls' states, as one pass meets them (`Session::run`):
 //! - `ReadTraffic`: a decrypted record. It goes to the caller's buffer up

@@ -39,24 +39,31 @@
 //! `tls_unknown_sni = "reject"` to answer `unrecognized_name` before the
 //! session acts on a hello no certificate covers.
 //!
+//! Here: the session and what its socket's readiness does not say, one
+//! pass over the storages with the handshake's end or failure counted,
+//! and the steps of a client handshake. Reading plaintext (with the sniff
+//! and the hello's name) is in `tls/read.rs`, writing it (and
+//! `close_notify`) in `tls/write.rs`, a session between requests (the
+//! idle look, the fit) in `tls/idle.rs`.
+//!
 //! What it must not know: HTTP, the watermarks' meaning.
 
-use std::io::{self, Read};
+use std::io;
 use std::sync::Arc;
 
 use mio::net::TcpStream;
 
-use super::super::io::{Io, Read1};
-use super::records::{Records, encrypt_take, sealed_len};
+use super::super::io::Io;
+use super::records::Records;
 use super::session::{Failed, Incoming, Run, Session, Sink};
-use crate::buffer::WatermarkBuffer;
 use crate::stats::Stats;
-use crate::tls::client_hello::{Hello, HelloScan};
+use crate::tls::client_hello::HelloScan;
 use crate::tls::handshake_gate::HandshakeGate;
-use crate::tls::sni::{CertStore, UNRECOGNIZED_NAME_ALERT};
+use crate::tls::sni::CertStore;
 
-/// The first byte of a TLS handshake record (RFC 8446 §5.1, `handshake`).
-const HANDSHAKE_RECORD: u8 = 22;
+mod idle;
+mod read;
+mod write;
 
 /// Most rounds of one read call (decrypt, refill from the socket): bounds
 /// the work before the machine sees what came.
@@ -210,16 +217,6 @@ impl Tls {
         self.session.is_handshaking()
     }
 
-    /// Encrypts `close_notify` (RFC 8446 §6.1) once, behind anything
-    /// queued; it goes with the next flush. Nothing while the handshake
-    /// runs (the connection then closes silently).
-    pub(crate) fn close_notify(&mut self) {
-        if self.session.is_handshaking() {
-            return;
-        }
-        let _ = self.pass(None, &[], true);
-    }
-
     /// One pass of the session over the storages (see `session.rs`),
     /// with the handshake's end counted (a server session) and an error
     /// counted as a failed handshake while it lasted.
@@ -307,265 +304,6 @@ impl Tls {
         r
     }
 
-    /// One read of plaintext into `buf` (at most `max` bytes, never past
-    /// its room): what is already decrypted first, then the records the
-    /// storage holds, else one socket read, decrypted (a handshake step's
-    /// answer is flushed at once). `Read1::Eof` at the peer's
-    /// `close_notify` or the socket's EOF, once the bytes before it are
-    /// read. On the first bytes of a server session that are a plaintext
-    /// request line, they are put in `buf` and `sniff` becomes `PlainHttp`
-    /// (the caller turns plain).
-    ///
-    /// Errors: the socket's; invalid TLS (`InvalidData`, rustls' alert
-    /// flushed once); bytes that are neither TLS nor HTTP; a name no
-    /// certificate covers under `reject`.
-    pub(crate) fn read_into(
-        &mut self,
-        stream: &mut TcpStream,
-        io: &mut Io,
-        buf: &mut WatermarkBuffer,
-        max: usize,
-        stats: &Stats,
-    ) -> io::Result<Read1> {
-        if max == 0 || buf.room() == 0 {
-            return Ok(Read1::Idle);
-        }
-        for _ in 0..MAX_READ_ROUNDS {
-            if !self.rest.is_empty() {
-                return Ok(Read1::Data(self.give_rest(buf, max)));
-            }
-            if self.unprocessed {
-                let run = self.process(stream, io, Some(Sink { buf, max }), stats)?;
-                if run.taken > 0 {
-                    return Ok(Read1::Data(run.taken));
-                }
-                if run.more {
-                    // No room for the next record after all.
-                    return Ok(Read1::Idle);
-                }
-                continue;
-            }
-            if self.peer_closed {
-                return Ok(Read1::Eof);
-            }
-            if !io.readable {
-                return Ok(self.wait());
-            }
-            let Some(n) = self.read_socket(stream, io, stats)? else {
-                return Ok(self.wait());
-            };
-            if self.sniff != Sniff::Tls && n > 0 {
-                self.sniff_first()?;
-                if self.sniff == Sniff::PlainHttp {
-                    let bytes = self.rx.pending();
-                    let n = bytes.len();
-                    buf.extend_from_slice(bytes);
-                    self.rx.consume(n);
-                    return Ok(Read1::Data(n));
-                }
-            }
-            if self.hello.is_some() {
-                self.look_at_hello(stream, n, stats)?;
-            }
-        }
-        Ok(Read1::Idle)
-    }
-
-    /// The socket has nothing more for now: a handshake that waits for
-    /// the rest of a record keeps its bytes in a storage of their own
-    /// size (at most the gate's 8 KiB), not in a 17 KiB one.
-    fn wait(&mut self) -> Read1 {
-        if self.gate.is_some() {
-            self.rx.fit();
-        }
-        Read1::Idle
-    }
-
-    /// Moves up to `max` bytes of `rest` into `buf`; the count.
-    fn give_rest(&mut self, buf: &mut WatermarkBuffer, max: usize) -> usize {
-        let rest = &mut self.rest;
-        let r = buf.fill_with(max, |space| {
-            let n = space.len().min(rest.len());
-            if let (Some(dst), Some(src)) = (space.get_mut(..n), rest.get(..n)) {
-                dst.copy_from_slice(src);
-            }
-            Ok(n)
-        });
-        let n = r.map_or(0, |(n, _)| n);
-        self.rest.drain(..n.min(self.rest.len()));
-        if self.rest.is_empty() {
-            self.rest = Vec::new();
-        }
-        n
-    }
-
-    /// The first bytes of a server session: a TLS handshake record goes
-    /// on, a request line turns it plain, anything else is refused.
-    fn sniff_first(&mut self) -> io::Result<()> {
-        match self.rx.pending().first() {
-            Some(&HANDSHAKE_RECORD) => self.sniff = Sniff::Tls,
-            Some(b) if b.is_ascii_alphabetic() => self.sniff = Sniff::PlainHttp,
-            _ => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "neither TLS nor HTTP on a TLS port",
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// The `fresh` bytes just read (the newest of `rx`) go to the look
-    /// for the ClientHello's name; once the hello is whole its name is
-    /// kept, and under `reject` one no certificate covers is refused.
-    fn look_at_hello(&mut self, stream: &TcpStream, fresh: usize, stats: &Stats) -> io::Result<()> {
-        let Some(scan) = self.hello.as_mut() else {
-            return Ok(());
-        };
-        let pending = self.rx.pending();
-        let from = pending.len().saturating_sub(fresh);
-        let verdict = scan.feed(pending.get(from..).unwrap_or_default());
-        let invalid = verdict == Hello::Invalid;
-        let name = match verdict {
-            Hello::NeedMore => return Ok(()),
-            Hello::Invalid => None,
-            Hello::Name(name) => name,
-        };
-        self.hello = None;
-        if let Some(store) = self.reject.take()
-            && !invalid
-            && !store.covers(name.as_deref())
-        {
-            return Err(refuse(stream, stats, name));
-        }
-        self.sni = name.map(String::into_boxed_str);
-        Ok(())
-    }
-
-    /// One socket read into `rx` (`Interrupted` retried): `None` at
-    /// `WouldBlock` (`readable` cleared), else the bytes read (0: EOF,
-    /// noted as the peer's close). A short read clears `readable` as on a
-    /// plain socket (not once an event reported the FIN).
-    ///
-    /// Errors: the socket's; a record or handshake message larger than a
-    /// storage may grow (`InvalidData`).
-    fn read_socket(
-        &mut self,
-        stream: &mut TcpStream,
-        io: &mut Io,
-        stats: &Stats,
-    ) -> io::Result<Option<usize>> {
-        loop {
-            let space = self.rx.space();
-            if space.is_empty() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "TLS record or handshake message too large",
-                ));
-            }
-            let want = space.len();
-            Stats::add(&stats.socket_reads, 1);
-            match stream.read(space) {
-                Ok(0) => {
-                    io.readable = false;
-                    self.peer_closed = true;
-                    self.rx.consume(0);
-                    return Ok(Some(0));
-                }
-                Ok(n) => {
-                    self.rx.filled(n);
-                    self.unprocessed = true;
-                    if n < want && !io.read_closed {
-                        io.readable = false;
-                    }
-                    return Ok(Some(n));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    io.readable = false;
-                    self.rx.consume(0);
-                    return Ok(None);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.rx.consume(0);
-                    return Err(e);
-                }
-            }
-        }
-    }
-
-    /// One write of `buf`'s plaintext: encrypted (all of it up to 33 KiB,
-    /// else two 16 KiB records: `records::encrypt_take`) only if no earlier
-    /// ciphertext waits, so a session holds at
-    /// most one write's worth, then flushed. `fin_follows`: once `buf` is
-    /// empty, `close_notify` goes behind the last bytes, and everything
-    /// with `MSG_MORE`. Returns the plaintext bytes taken.
-    ///
-    /// Errors: the socket's write error; rustls' (an alert read while
-    /// getting to write).
-    pub(crate) fn write_from(
-        &mut self,
-        stream: &TcpStream,
-        io: &mut Io,
-        buf: &mut WatermarkBuffer,
-        fin_follows: bool,
-        stats: &Stats,
-    ) -> io::Result<usize> {
-        if !io.writable {
-            return Ok(0);
-        }
-        let mut n = 0;
-        if self.tx.is_empty() && !buf.is_empty() && !self.session.is_handshaking() {
-            let take = encrypt_take(buf.pending());
-            // A storage of the size this write needs (a slow reader's
-            // 16 KiB buffer takes a small one).
-            self.tx.space_for(sealed_len(take));
-            let plain = buf.as_slice().get(..take).unwrap_or_default();
-            let close = fin_follows && take == buf.pending();
-            n = self.pass(None, plain, close)?.encrypted;
-            buf.consume(n);
-        }
-        self.flush(stream, io, fin_follows, stats)?;
-        Ok(n)
-    }
-
-    /// Writes what the storage holds until it is empty or the socket says
-    /// `WouldBlock` (one `send` when it takes all). Returns true if
-    /// something was written.
-    ///
-    /// Errors: the socket's write error.
-    pub(crate) fn flush(
-        &mut self,
-        stream: &TcpStream,
-        io: &mut Io,
-        more: bool,
-        stats: &Stats,
-    ) -> io::Result<bool> {
-        let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
-        let mut wrote = false;
-        // Bounded: each turn writes something or stops.
-        for _ in 0..64 {
-            if self.tx.is_empty() || !io.writable {
-                break;
-            }
-            Stats::add(&stats.socket_writes, 1);
-            match socket2::SockRef::from(stream).send_with_flags(self.tx.pending(), flags) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(k) => {
-                    self.tx.consume(k);
-                    wrote = true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => io.writable = false,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        // Nothing in flight: no storage kept (a write that encrypted
-        // nothing took one too).
-        self.tx.consume(0);
-        Ok(wrote)
-    }
-
     /// One step of a client handshake (an upstream connection): writes
     /// what the session has to send (the ClientHello first), reads and
     /// processes what the server sent. Returns true once the handshake is
@@ -599,45 +337,6 @@ impl Tls {
             self.process(stream, io, None, stats)?;
         }
         Ok(!self.session.is_handshaking())
-    }
-
-    /// A look at an idle session (a pooled upstream connection that got an
-    /// event, or is checked before reuse): what the socket holds is read
-    /// and processed, so records that are not data — a TLS 1.3
-    /// `NewSessionTicket`, a `KeyUpdate` — are absorbed and leave it
-    /// usable; data, `close_notify`, EOF or an error do not.
-    pub(crate) fn idle_look(
-        &mut self,
-        stream: &mut TcpStream,
-        io: &mut Io,
-        stats: &Stats,
-    ) -> super::Peeked {
-        use super::Peeked;
-        for _ in 0..MAX_READ_ROUNDS {
-            if !self.rest.is_empty() {
-                return Peeked::Data;
-            }
-            if self.peer_closed {
-                return Peeked::Eof;
-            }
-            match self.read_socket(stream, io, stats) {
-                Ok(None) => return Peeked::Quiet,
-                Ok(Some(0)) => return Peeked::Eof,
-                Ok(Some(_)) => {}
-                Err(e) => return Peeked::Failed(e.kind()),
-            }
-            if let Err(e) = self.process(stream, io, None, stats) {
-                return Peeked::Failed(e.kind());
-            }
-        }
-        Peeked::Quiet
-    }
-
-    /// The connection goes idle (parked, or pooled): the ciphertext of a
-    /// record not yet whole, if any, moves out of its storage into one of
-    /// its own size, and the storage goes back to the free list.
-    pub(crate) fn fit_idle(&mut self) {
-        self.rx.fit();
     }
 
     /// Bytes of record storage held now, both ways, and of decrypted
@@ -686,21 +385,4 @@ impl Tls {
             .and_then(|c| c.first())
             .map(|c| c.as_ref())
     }
-}
-
-/// Refuses a ClientHello whose name no certificate covers: one write of
-/// the fatal `unrecognized_name` alert (7 bytes on a fresh socket: the
-/// send buffer is empty), counted as a failed handshake; the error the
-/// machine closes on.
-fn refuse(stream: &TcpStream, stats: &Stats, name: Option<String>) -> io::Error {
-    Stats::add(&stats.socket_writes, 1);
-    Stats::add(&stats.tls_handshakes_failed, 1);
-    let _ = socket2::SockRef::from(stream)
-        .send_with_flags(&UNRECOGNIZED_NAME_ALERT, libc::MSG_NOSIGNAL);
-    let why = match name {
-        Some(n) => format!("no certificate for the SNI name {n:?}"),
-        None => "a ClientHello without SNI".to_string(),
-    };
-    log::debug!("TLS: {why} (tls_unknown_sni = \"reject\"): alert unrecognized_name");
-    io::Error::new(io::ErrorKind::InvalidData, why)
 }
