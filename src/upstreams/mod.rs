@@ -21,6 +21,7 @@ pub(crate) mod health;
 pub(crate) mod route;
 pub mod spec;
 mod spec_check;
+mod spec_codec;
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};
