@@ -5,7 +5,9 @@
 //! portable — no `Instant` inside, only ages and remaining times in ms
 //! from the time it was taken, and wall-clock times (ms since the epoch)
 //! for the reasons' `at` — so another process can take it over, or show
-//! it, any time later ([`PortableHealth::to_health`]).
+//! it, any time later ([`PortableHealth::to_health`]). The groups give
+//! their servers' part ([`Groups::snapshot`]) and take a predecessor's
+//! over ([`Groups::adopt`]).
 //!
 //! What a successor takes over, for the servers both configurations have
 //! (same group name, same address): an ejection with its remaining time,
@@ -34,6 +36,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::Groups;
 use super::health::{Failure, Health, Minute, Mode, Traffic};
 use crate::idle_limit::PortableLearned;
 
@@ -212,6 +215,88 @@ impl CarrySlot {
             d = self.ready.wait_timeout(d, left).ok()?.0;
         }
         d.take()
+    }
+}
+
+impl Groups {
+    /// Every server as it stands at `now`, group by group, in portable
+    /// form (for a successor loop, or the other workers: [`carry`](self)); a
+    /// declared host name with no address yet is one entry without one.
+    /// `idle_of`: the idle pooled connections to an address.
+    pub(crate) fn snapshot(
+        &self,
+        now: Instant,
+        idle_of: impl Fn(SocketAddr) -> usize,
+    ) -> Vec<Carried> {
+        let mut out = Vec::new();
+        for g in &self.groups {
+            let name = g.spec.name.get_ref();
+            for (i, (s, h)) in g.slots.iter().zip(&g.health).enumerate() {
+                out.push(Carried {
+                    group: name.clone(),
+                    addr: Some(s.addr),
+                    name: s.addr.to_string(),
+                    backup: g.backup.get(i).copied().unwrap_or(false),
+                    state: g.state_of(i, now).to_string(),
+                    in_flight: s.outstanding,
+                    idle: idle_of(s.addr),
+                    health: PortableHealth::of(h, now),
+                });
+            }
+            for (o, spec) in g.spec.servers.get_ref().iter().enumerate() {
+                if g.origin.contains(&o) {
+                    continue;
+                }
+                out.push(Carried {
+                    group: name.clone(),
+                    addr: None,
+                    name: format!("{}:{}", spec.host, spec.port),
+                    backup: spec.backup,
+                    state: "resolving".into(),
+                    in_flight: 0,
+                    idle: 0,
+                    health: PortableHealth::default(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Takes over the health in `old` (a snapshot taken `later` ago) for
+    /// the servers this configuration has too (same group name, same
+    /// address); returns how many, with the ones not up named (`app
+    /// 127.0.0.1:8002 checked_down`).
+    pub(crate) fn adopt(
+        &mut self,
+        old: &[Carried],
+        later: Duration,
+        now: Instant,
+    ) -> (usize, Vec<String>) {
+        self.changed_state();
+        let (mut n, mut out) = (0, Vec::new());
+        for c in old {
+            let Some(addr) = c.addr else {
+                continue;
+            };
+            let Some(g) = self.find(&c.group) else {
+                continue;
+            };
+            let Some(group) = self.groups.get_mut(g) else {
+                continue;
+            };
+            let Some(i) = group.index(addr) else {
+                continue;
+            };
+            if let Some(h) = group.health.get_mut(i) {
+                *h = c.health.to_health(later, now);
+                n += 1;
+            }
+            let state = group.state_of(i, now);
+            if state != "up" && state != "backup" {
+                out.push(format!("{} {state}", group.who(addr)));
+            }
+        }
+        (n, out)
     }
 }
 
