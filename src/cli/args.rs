@@ -168,7 +168,8 @@ pub fn command() -> Command {
         )
         .arg(path_arg("check-config", HEADING_CONFIG).help(
             "Validate FILE (with the flags), print the\n\
-             effective configuration, exit 0 (2 if invalid)",
+             effective configuration, exit 0 (2 if invalid,\n\
+             1 if a path cannot be written)",
         ))
         .arg(path_arg("tls-cert", "TLS").help(
             "Certificate chain (PEM) of the TLS listeners;\n\

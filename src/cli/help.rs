@@ -32,8 +32,8 @@ man sluice. DUR is a number with a unit (required): 500ms, 10s, 2m, 1h.
 Diagnostics: stderr, RUST_LOG (default info). Access records: --access-log
 (default stdout). Signals: SIGTERM, SIGINT or SIGQUIT: graceful drain, then
 exit 0 (a second one: stop at once); SIGHUP: reload the config file; SIGUSR1:
-reopen the access log; SIGUSR2: /readyz says 503
-while serving goes on (before a drain); others are logged.
+reopen the access log; SIGUSR2: /readyz says 503 while serving goes on (before
+a drain); others are logged.
 Exit status: 0 stopped or drained, 1 runtime or bind error, 2 usage or config.
 ";
 
