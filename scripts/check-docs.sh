@@ -10,7 +10,8 @@
 #   - a command-line flag (the `#[arg]`s of `Config`, the `Arg`s of
 #     src/cli/args.rs) has no row in docs/configuration.md;
 #   - a metric named in the code ("sluice_…" in src/), or an access record
-#     termination (src/conn/access.rs), has no row in docs/observability.md;
+#     termination (src/conn/access/termination.rs), has no row in
+#     docs/observability.md;
 #   - a relative link in README.md or docs/*.md points to no file, or to a
 #     heading that does not exist;
 #   - a heading in README.md or docs/ names an internal issue number.
@@ -20,7 +21,7 @@ set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
-lib_help 2 18 "${1:-}"
+lib_help 2 19 "${1:-}"
 need python3
 
 exec python3 - <<'PY'
@@ -128,11 +129,11 @@ for n in sorted(names):
             f"add `| `{n}` (+ `_total` for a counter) | type | labels | meaning |` to the metrics table")
 
 # --- access record terminations ---
-access_rs = read("src/conn/access.rs")
+access_rs = read("src/conn/access/termination.rs")
 for t in sorted(set(re.findall(r'Termination::\w+ => "([a-z_]+)"', access_rs))):
     if not re.search(rf"^\| `{t}` \|", obs_doc, re.M):
         problems.append(
-            f"docs/observability.md: termination `{t}` (src/conn/access.rs) has no row: "
+            f"docs/observability.md: termination `{t}` (src/conn/access/termination.rs) has no row: "
             f"add `| `{t}` | meaning |` to the termination table")
 
 # --- relative links and headings ---
