@@ -409,15 +409,20 @@ fn upstream_not_reading_stops_the_client_upload_at_the_watermark() {
         paused.read_pauses >= 1,
         "client read never paused: {paused:?}"
     );
-    // What the upstream stopped reading is held at the start size. The
-    // peak may have reached the high watermark first: the kernel's buffers
-    // absorb several MiB at full speed before the first stall (here the
-    // upstream's receive buffer may grow to `tcp_rmem` max, 32 MiB on the
-    // CI machine), which looks like a fast sink, and the stall then takes
-    // the buffer back (ARCHITECTURE.md §4).
+    // What the upstream stopped reading stays held, never more than the
+    // high watermark. It is the start size only if the stall was noticed
+    // before the buffer grew: the kernel's buffers absorb several MiB at
+    // full speed before the first stall (the upstream's receive buffer may
+    // grow to `tcp_rmem` max, 32 MiB on the CI machine), which looks like a
+    // fast sink and may grow the buffer to the high watermark; a stall
+    // noticed after that lowers the capacity, but the bytes already pending
+    // are kept, not dropped (ARCHITECTURE.md §4). Which comes first is a
+    // race between the kernel's buffers and the loop's next turn, so either
+    // is correct here; the sizing rule itself is tested without sockets in
+    // `buffer::sizing`.
     assert!(
-        paused.buffered_bytes <= (BODY_START + HEAD_ROOM) as u64,
-        "an upstream that stopped reading left {} bytes buffered (start size {BODY_START})",
+        paused.buffered_bytes <= buffered_bound(high),
+        "an upstream that stopped reading left {} bytes buffered (high watermark {high})",
         paused.buffered_bytes
     );
 
