@@ -419,7 +419,7 @@ fn upstream_not_reading_stops_the_client_upload_at_the_watermark() {
     // are kept, not dropped (ARCHITECTURE.md §4). Which comes first is a
     // race between the kernel's buffers and the loop's next turn, so either
     // is correct here; the sizing rule itself is tested without sockets in
-    // `buffer::sizing`.
+    // `src/tests/buffer_sizing.rs`.
     assert!(
         paused.buffered_bytes <= buffered_bound(high),
         "an upstream that stopped reading left {} bytes buffered (high watermark {high})",
