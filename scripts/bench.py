@@ -137,7 +137,11 @@ With S1, two more measurements (both skipped by --no-s1-extras):
       the counts divided by wrk's request count, in total and per call name
       (sendto, recvfrom, writev, sendmsg, recvmsg, readv, read, write,
       epoll_wait, epoll_ctl, getsockopt, and any other counted call made
-      >= 0.05 times a request; "other" = the rest).
+      >= 0.05 times a request; "other" = the rest), and "slept": the
+      voluntary context switches of the proxy's threads in that run per
+      request (/proc/PID/task/*/status), i.e. the polls that found nothing
+      ready and blocked; `epoll_wait` less "slept" is the polls that returned
+      at once with events that came while the previous batch was handled.
       The counter (--syscalls): perf (default) = `perf stat -e
       raw_syscalls:sys_enter,syscalls:sys_enter_sendto,... -p PID,PID...`,
       kernel tracepoints that count without stopping the process (apt
@@ -791,7 +795,9 @@ def s1_syscalls_perf(ctx, peer, where, conns, tag, pids):
         if not c.wait_attached():
             raise RuntimeError("perf stat did not attach to %s in time: %s\n%s"
                                % (pids, shlex.join(c.argv), c.log_tail()))
+        slept = perfsys.sleeps(pids)
         r = run_wrk(where, peer.port, conns, ctx.syscall_secs, path=s1_path(tag), scheme=scheme_of(peer))
+        slept = perfsys.sleeps(pids) - slept
         late = perfsys.tids(pids) - before
     finally:
         calls = c.stop()
@@ -802,7 +808,8 @@ def s1_syscalls_perf(ctx, peer, where, conns, tag, pids):
         raise RuntimeError("no perf counts or no requests (%d): %s\n%s" % (r["requests"], shlex.join(c.argv),
                                                                               c.log_tail()))
     n = r["requests"]
-    res = {"sc_total": calls["total"] / n, "syscall_requests": n, "syscall_tool": "perf"}
+    res = {"sc_total": calls["total"] / n, "syscall_requests": n, "syscall_tool": "perf",
+           "slept": max(0, slept) / n}
     named = 0
     for name, v in calls.items():
         if name != "total":
@@ -1346,7 +1353,9 @@ def syscall_table(results, peers, tool="perf"):
     keys = syscall_keys(results)
     calls = syscall_calls(results, keys)
     show_other = any(r.get("sc_other", 0) for (k, _), rs in results.items() if k in keys for r in rs)
-    head = ["run", "peer", "requests", "all"] + calls + (["other"] if show_other else [])
+    show_slept = any("slept" in r for (k, _), rs in results.items() if k in keys for r in rs)
+    head = ["run", "peer", "requests", "all"] + calls + (["other"] if show_other else []) \
+        + (["slept"] if show_slept else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key in keys:
         for p in [p for p in PEERS if p in peers]:
@@ -1358,6 +1367,8 @@ def syscall_table(results, peers, tool="perf"):
                 cells += ["%.2f" % r.get("sc_" + c, 0.0) for c in calls]
                 if show_other:
                     cells.append("%.2f" % r.get("sc_other", 0.0))
+                if show_slept:
+                    cells.append("%.2f" % r["slept"] if "slept" in r else "-")
                 lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -2147,7 +2158,8 @@ def main():
     if syscall_keys(results):
         out.append("### S1 (and T1) syscalls per request, by call")
         out.append("")
-        out.append("calls / wrk's requests in the syscall run (%s); `all` is every syscall the proxy's processes made."
+        out.append("calls / wrk's requests in the syscall run (%s); `all` is every syscall the proxy's processes made; "
+                   "`slept` is their voluntary context switches per request (polls that blocked; perf runs only)."
                    % ("perf tracepoints" if sc_tool == "perf" else "strace -c"))
         out.append("")
         out.append(syscall_table(results, peers, sc_tool))

@@ -156,6 +156,28 @@ def tids(pids):
     return out
 
 
+def sleeps(pids):
+    """Voluntary context switches of every thread of PIDS so far: each one
+    is a time a thread blocked (for a poll loop, an `epoll_wait` that found
+    nothing ready and slept). An `epoll_wait` that returns at once with
+    events does not count here."""
+    total = 0
+    for p in pids:
+        try:
+            tasks = os.listdir("/proc/%d/task" % p)
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open("/proc/%d/task/%s/status" % (p, t)) as f:
+                    for line in f:
+                        if line.startswith("voluntary_ctxt_switches:"):
+                            total += int(line.split()[1])
+            except (OSError, ValueError):
+                pass
+    return total
+
+
 def threads(pids):
     return len(tids(pids))
 
