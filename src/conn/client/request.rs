@@ -42,6 +42,16 @@ impl ClientConn {
             }
             return Ok(false);
         };
+        // Plaintext on a TLS port (an HTTP/1 request line or the HTTP/2
+        // preface: the transport dropped its session when it saw them) is
+        // answered 400 before anything else looks at it, so neither
+        // `http2_cleartext` nor a request can get past the handshake and
+        // its client-certificate check (DESIGN.md §8).
+        if self.side.stream.http_on_tls() {
+            return Err(ProxyError::downstream(ErrorKind::Parse(
+                ParseError::PlainHttpOnTlsPort,
+            )));
+        }
         // Bytes that are not HTTP/1.x at all (TLS, the HTTP/2 preface) are
         // answered at once, not after the head timeout; the preface on a
         // plain connection with `http2_cleartext` starts HTTP/2 (RFC 9113
@@ -54,11 +64,6 @@ impl ClientConn {
                 return Ok(true);
             }
             r => r.map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?,
-        }
-        if self.side.stream.http_on_tls() {
-            return Err(ProxyError::downstream(ErrorKind::Parse(
-                ParseError::PlainHttpOnTlsPort,
-            )));
         }
         let Some(len) = self.scanner.find_end(buf.as_slice()) else {
             if buf.room() == 0 {
