@@ -213,9 +213,16 @@ pub(crate) fn read_response(
             match r {
                 Read1::Idle => Ok(false),
                 Read1::Eof => {
+                    let framed_done = decoder.is_done();
                     decoder
                         .finish_on_eof()
                         .map_err(|_| ProxyError::upstream(ErrorKind::Closed))?;
+                    if !framed_done && up.closed_without_notify() {
+                        // Over TLS a close-delimited body is whole only if
+                        // the close came with `close_notify` (RFC 9112
+                        // §9.8): a bare EOF may be a truncation.
+                        return Err(ProxyError::upstream(ErrorKind::Closed));
+                    }
                     ex.resp = Resp::Done;
                     ex.resp_keep_alive = false;
                     Ok(true)

@@ -341,6 +341,11 @@ impl ClientConn {
         };
         if let Some(ex) = self.exchange.take() {
             let status = (!ex.resp_head_sent).then_some(499);
+            if ex.resp_head_sent && !ex.response_done() {
+                // A response cut here ends without `close_notify`
+                // (`Transport::cut`, RFC 9112 §9.8).
+                self.side.stream.cut();
+            }
             ex.end(self.downstream(), status, 0, how, sh);
         } else if let Some(mut r) = self.own_reply.take() {
             r.termination = how;

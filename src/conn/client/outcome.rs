@@ -254,6 +254,12 @@ impl ClientConn {
                 // Pending bytes are whole parts of the response; flush them,
                 // then close: a chunked body never gets its last chunk.
                 self.set_state(State::Closing { linger_until: None });
+                if started {
+                    // The response was cut: over TLS the session ends
+                    // without `close_notify`, so a client can tell even a
+                    // close-delimited body was not whole (RFC 9112 §9.8).
+                    self.side.stream.cut();
+                }
                 if !started && err.side == Side::Downstream {
                     // The client closed before any answer (mid-body, say):
                     // logged as 499, as a reset is.

@@ -325,6 +325,21 @@ impl Transport {
         let _ = self.stream.shutdown(Shutdown::Write);
     }
 
+    /// The peer ended a TLS session with a bare EOF, no `close_notify`
+    /// (RFC 8446 §6.1): what it sent last may have been cut (RFC 9112
+    /// §9.8). False for a plain transport (nothing tells a cut there).
+    pub(crate) fn closed_without_notify(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.closed_without_notify())
+    }
+
+    /// What this side sends is cut short: a TLS session ends without
+    /// `close_notify` (`Tls::cut`). Nothing for a plain transport.
+    pub(crate) fn cut(&mut self) {
+        if let Some(t) = self.tls.as_mut() {
+            t.cut();
+        }
+    }
+
     /// The connection is about to be closed: a TLS session whose
     /// handshake completed says so with `close_notify` (RFC 8446 §6.1), one
     /// try to write it (no wait); one that never completed closes silently.

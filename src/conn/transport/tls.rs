@@ -98,6 +98,12 @@ pub(crate) struct Tls {
     /// rustls read the peer's `close_notify`, or the socket said EOF:
     /// once the plaintext before it is read, reads say `Eof`.
     peer_closed: bool,
+    /// rustls read the peer's `close_notify` (RFC 8446 §6.1): an EOF
+    /// without it is an incomplete close ([`Tls::closed_without_notify`]).
+    notified: bool,
+    /// What this side sent was cut short ([`Tls::cut`]): the session ends
+    /// without `close_notify`, so the peer can tell (RFC 9112 §9.8).
+    cut: bool,
     /// What the first bytes were (server sessions; client ones start at
     /// `Tls`).
     pub(super) sniff: Sniff,
@@ -180,6 +186,8 @@ impl Tls {
             rest: Vec::new(),
             unprocessed: false,
             peer_closed: false,
+            notified: false,
+            cut: false,
             sniff,
             hello: server.then(Box::default),
             reject,
@@ -207,6 +215,21 @@ impl Tls {
         !self.rest.is_empty() || self.unprocessed || self.peer_closed
     }
 
+    /// The peer closed the socket without `close_notify` (an incomplete
+    /// close, RFC 8446 §6.1): a response delimited by the close is then
+    /// not complete (RFC 9112 §9.8).
+    pub(crate) fn closed_without_notify(&self) -> bool {
+        self.peer_closed && !self.notified
+    }
+
+    /// What this side sends is cut short (a response the upstream cut):
+    /// the session will end without `close_notify`, neither behind the
+    /// last bytes nor on its own, so the peer sees an incomplete close
+    /// (RFC 9112 §9.8) and cannot take a close-delimited body as whole.
+    pub(crate) fn cut(&mut self) {
+        self.cut = true;
+    }
+
     /// TLS bytes wait to be written to the socket.
     pub(crate) fn wants_write(&self) -> bool {
         !self.tx.is_empty()
@@ -222,6 +245,7 @@ impl Tls {
     /// counted as a failed handshake while it lasted.
     fn pass(&mut self, sink: Option<Sink<'_>>, plain: &[u8], close: bool) -> io::Result<Run> {
         let handshaking = self.session.is_handshaking();
+        let close = close && !self.cut;
         let input = Incoming {
             rx: &mut self.rx,
             gate: self.gate.as_deref_mut(),
@@ -234,6 +258,7 @@ impl Tls {
             Ok(run) => {
                 self.unprocessed = run.more;
                 self.peer_closed |= run.peer_closed;
+                self.notified |= run.peer_closed;
                 if handshaking && server && !self.session.is_handshaking() {
                     self.handshake_done();
                 }

@@ -179,6 +179,13 @@ impl UpstreamConn {
         self.stream.read_into(&mut self.io, buf, max, stats)
     }
 
+    /// The upstream closed its TLS session with a bare EOF, no
+    /// `close_notify`: a response delimited by the close is then cut, not
+    /// complete (RFC 9112 §9.8). False on a plain connection.
+    pub(crate) fn closed_without_notify(&self) -> bool {
+        self.stream.closed_without_notify()
+    }
+
     /// One write of `buf`'s pending bytes (see [`write_from`]); nothing
     /// while connecting.
     pub(crate) fn write(&mut self, buf: &mut WatermarkBuffer, stats: &Stats) -> io::Result<usize> {

@@ -23,9 +23,10 @@ use crate::stats::Stats;
 impl Tls {
     /// Encrypts `close_notify` (RFC 8446 §6.1) once, behind anything
     /// queued; it goes with the next flush. Nothing while the handshake
-    /// runs (the connection then closes silently).
+    /// runs (the connection then closes silently), nor once the session
+    /// is [`Tls::cut`].
     pub(crate) fn close_notify(&mut self) {
-        if self.session.is_handshaking() {
+        if self.session.is_handshaking() || self.cut {
             return;
         }
         let _ = self.pass(None, &[], true);
