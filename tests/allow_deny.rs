@@ -120,3 +120,24 @@ fn forwarded_for_address_behind_a_trusted_proxy_is_checked() {
     assert_eq!(c.round_trip(get("/admin")).status, 403);
     assert_eq!(up.wait_requests(1).len(), 1);
 }
+
+#[test]
+fn an_encoded_or_dotted_path_cannot_slip_past_a_guarded_prefix() {
+    // Found by a break-it pass: routes matched the raw target, so
+    // `/%61dmin` or `/x/../admin` reached a route's fallback.
+    let up = Upstream::start(respond_forever(ok_response("x")));
+    let (proxy, _log) = guarded(up.addr, true);
+    for path in [
+        "/%61dmin/secret.txt",
+        "/./admin/secret.txt",
+        "/x/../admin/secret.txt",
+        "//admin/secret.txt",
+        "/x/..%2fadmin",
+    ] {
+        assert_eq!(status_from(&proxy, "192.168.1.1", path), 403, "{path}");
+    }
+    assert!(up.requests().is_empty(), "nothing reached the upstream");
+    // A target that is let through goes upstream as the client sent it.
+    assert_eq!(status_from(&proxy, "10.1.1.1", "/x/../admin/a"), 200);
+    assert_eq!(up.single_request().target, "/x/../admin/a");
+}

@@ -40,6 +40,7 @@ pub mod head;
 pub mod headers;
 pub mod hop;
 pub(crate) mod known;
+pub mod path;
 pub mod request;
 pub mod response;
 pub mod scanner;

@@ -1,8 +1,10 @@
 //! Routing (ARCHITECTURE.md §13): which group a request goes to, by its
 //! host and path, first match wins. Sans-IO over the request head.
 //!
-//! Host matching ignores ASCII case and a port; `*.example.com` matches one
-//! or more labels before `.example.com`, not `example.com` itself. After
+//! Host matching ignores ASCII case, a port and one trailing dot;
+//! `*.example.com` matches one or more labels before `.example.com`, not
+//! `example.com` itself. A path prefix matches the normalized path
+//! (`http::path`). After
 //! `plan_request` an absolute-form target's authority is the `Host` field,
 //! so the `Host` field is all this needs.
 //!
@@ -10,6 +12,7 @@
 
 use crate::http::RequestHead;
 use crate::http::known::Known;
+use crate::http::path;
 
 /// How a route matches the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,13 +102,27 @@ pub(crate) fn route(routes: &[Route], req: &RequestHead) -> Option<usize> {
 }
 
 /// The first route `req` matches; `tls`: it came over TLS.
+///
+/// The host is matched without one trailing dot (`admin.example.com.` is
+/// the same name, RFC 1034 §3.1), and a path prefix against the target's
+/// normalized path (`http::path`: `%XX` decoded, `//` merged, dot segments
+/// removed), so that `/%61dmin` or `/x/../admin` cannot slip past a route
+/// for `/admin`; the target itself goes upstream unchanged.
 pub(crate) fn first_match<'a>(
     routes: &'a [Route],
     req: &RequestHead,
     tls: bool,
 ) -> Option<&'a Route> {
     let host = request_host(req);
-    let target = req.target.as_bytes();
+    let host = host.strip_suffix(b".").unwrap_or(host);
+    let raw = req.target.as_bytes();
+    let mut normal = Vec::new();
+    let target = if routes.iter().any(|r| r.prefix.is_some()) && path::needs_normalizing(raw) {
+        path::normalize(raw, &mut normal);
+        normal.as_slice()
+    } else {
+        raw
+    };
     routes
         .iter()
         .find(|r| r.tls.is_none_or(|t| t == tls) && r.matches(host, target))

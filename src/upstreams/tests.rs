@@ -253,6 +253,40 @@ fn routes_match_host_exactly_by_wildcard_and_by_prefix() {
 }
 
 #[test]
+fn a_prefix_route_cannot_be_slipped_past_by_encoding_dots_or_slashes() {
+    let routes = [
+        Route::new(None, Some("/admin"), 0),
+        Route::new(Some("admin.example.com"), None, 1),
+        Route::new(Some("*.example.com"), None, 2),
+        Route::new(None, None, 3),
+    ];
+    let at = |h: Option<&str>, t: &str| route(&routes, &req(h, t));
+    for t in [
+        "/admin/secret.txt",
+        "/%61dmin/secret.txt",
+        "/./admin/secret.txt",
+        "/x/../admin/secret.txt",
+        "//admin/secret.txt",
+        "/%2e/admin",
+        "/x/..%2fadmin",
+        "/public%2F..%2Fadmin",
+        "/../admin",
+        "/admin",
+        "/admin?x=1",
+    ] {
+        assert_eq!(at(Some("a.test"), t), Some(0), "{t}");
+    }
+    for t in ["/", "/ADMIN", "/adm", "/x/admin", "/%2561dmin", "/?/admin"] {
+        assert_eq!(at(Some("a.test"), t), Some(3), "{t}");
+    }
+    // One trailing dot on the host is the same name.
+    assert_eq!(at(Some("admin.example.com."), "/"), Some(1));
+    assert_eq!(at(Some("admin.example.com.:80"), "/"), Some(1));
+    assert_eq!(at(Some("x.example.com."), "/"), Some(2));
+    assert_eq!(at(Some("example.com."), "/"), Some(3));
+}
+
+#[test]
 fn spec_syntax_and_checks() {
     let s: ServerSpec = "app.internal:8080 weight=3".parse().unwrap();
     assert_eq!(

@@ -10,6 +10,7 @@ mod hardening;
 mod head;
 mod hop;
 mod known_fields;
+mod path;
 mod plan_helpers;
 mod request_fields;
 mod request_framing;
