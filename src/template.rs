@@ -7,8 +7,11 @@
 //! port), `$request_uri` (the request target, query included), `$scheme`
 //! (`http` or `https`), `$remote_addr` (the client address after the
 //! PROXY header and `trusted_proxies`), `$request_id` (the request's
-//! `X-Request-Id`, `request_id`; empty without one). Any other `$` is refused by
-//! [`check`]; [`expand`] copies it as it is.
+//! `X-Request-Id`, `request_id`; empty without one). A name is the longest
+//! run of letters, digits and `_` after the `$`, as in nginx (`$hostname`
+//! is not `$host` and `name`); `${host}` ends it at the brace; `$$` is a
+//! literal `$`. Any other `$` is refused by [`check`]; [`expand`] copies
+//! it as it is.
 //!
 //! What it must not know: sockets, where the values come from.
 
@@ -26,7 +29,7 @@ pub struct Vars<'a> {
     pub request_id: &'a [u8],
 }
 
-/// The variable names, longest first where one is a prefix of another.
+/// The variable names.
 const NAMES: [&str; 5] = ["request_uri", "request_id", "remote_addr", "scheme", "host"];
 
 impl Vars<'_> {
@@ -41,14 +44,53 @@ impl Vars<'_> {
     }
 }
 
-/// The variable named at the start of `rest` (the bytes after a `$`).
-fn name_at(rest: &str) -> Option<&'static str> {
-    NAMES.into_iter().find(|n| rest.starts_with(n))
+/// What a `$` starts, read from the bytes after it.
+enum Dollar<'t> {
+    /// A known variable, and the bytes after its name.
+    Var(&'static str, &'t str),
+    /// `$$`: a literal `$`, and the bytes after it.
+    Literal(&'t str),
+    /// No known variable: the text that was read as a name.
+    Unknown(&'t str),
 }
 
-/// Checks `template`: every `$` starts a known variable, and no byte is a
-/// control character (the expansion goes into a field value, RFC 9110
-/// §5.5).
+/// Reads what follows a `$` (nginx's rules): `$name` takes the longest
+/// run of letters, digits and `_` (so `$hostname` is the unknown
+/// `hostname`, not `$host` then `name`); `${name}` ends at the brace
+/// (`${host}name`); `$$` is a literal `$` (sluice's own: nginx has no way
+/// to write one).
+fn read_dollar(after: &str) -> Dollar<'_> {
+    if let Some(rest) = after.strip_prefix('$') {
+        return Dollar::Literal(rest);
+    }
+    let (name, rest) = match after.strip_prefix('{') {
+        Some(inner) => match inner.find('}') {
+            Some(close) => (
+                inner.get(..close).unwrap_or(""),
+                inner.get(close + 1..).unwrap_or(""),
+            ),
+            None => return Dollar::Unknown(after),
+        },
+        None => {
+            let len = after
+                .bytes()
+                .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+                .count();
+            (
+                after.get(..len).unwrap_or(""),
+                after.get(len..).unwrap_or(""),
+            )
+        }
+    };
+    match NAMES.into_iter().find(|n| *n == name) {
+        Some(known) => Dollar::Var(known, rest),
+        None => Dollar::Unknown(name),
+    }
+}
+
+/// Checks `template`: every `$` starts a known variable (`$name` or
+/// `${name}`) or is `$$`, and no byte is a control character (the
+/// expansion goes into a field value, RFC 9110 §5.5).
 ///
 /// Errors: the reason, naming the offending text.
 pub fn check(template: &str) -> Result<(), String> {
@@ -57,36 +99,42 @@ pub fn check(template: &str) -> Result<(), String> {
     }
     let mut rest = template;
     while let Some(at) = rest.find('$') {
-        let after = rest.get(at + 1..).unwrap_or("");
-        let Some(name) = name_at(after) else {
-            return Err(format!(
-                "{template:?}: unknown variable at {:?} (known: $host, $request_uri, \
-                 $scheme, $remote_addr, $request_id)",
-                rest.get(at..).unwrap_or("")
-            ));
+        rest = match read_dollar(rest.get(at + 1..).unwrap_or("")) {
+            Dollar::Var(_, after) | Dollar::Literal(after) => after,
+            Dollar::Unknown(name) => {
+                return Err(format!(
+                    "{template:?}: unknown variable ${name} (known: $host, $request_uri, \
+                     $scheme, $remote_addr, $request_id; ${{host}} ends a name before \
+                     letters, $$ is a literal $)"
+                ));
+            }
         };
-        rest = after.get(name.len()..).unwrap_or("");
     }
     Ok(())
 }
 
-/// `template` with each variable replaced by its value from `vars`,
-/// appended to `out`.
+/// `template` with each variable replaced by its value from `vars` and
+/// each `$$` by `$`, appended to `out`. A `$` that starts no known
+/// variable ([`check`] refuses it) is copied as it is.
 pub fn expand(template: &str, vars: &Vars<'_>, out: &mut Vec<u8>) {
     let mut rest = template;
     while let Some(at) = rest.find('$') {
         out.extend_from_slice(rest.get(..at).unwrap_or("").as_bytes());
         let after = rest.get(at + 1..).unwrap_or("");
-        match name_at(after) {
-            Some(name) => {
+        rest = match read_dollar(after) {
+            Dollar::Var(name, tail) => {
                 out.extend_from_slice(vars.get(name));
-                rest = after.get(name.len()..).unwrap_or("");
+                tail
             }
-            None => {
+            Dollar::Literal(tail) => {
                 out.push(b'$');
-                rest = after;
+                tail
             }
-        }
+            Dollar::Unknown(_) => {
+                out.push(b'$');
+                after
+            }
+        };
     }
     out.extend_from_slice(rest.as_bytes());
 }
@@ -116,7 +164,10 @@ mod tests {
             &vars(),
             &mut out,
         );
-        assert_eq!(out, b"http|192.0.2.7|example.comname|$ x|4f1c");
+        assert_eq!(out, b"http|192.0.2.7|$hostname|$ x|4f1c");
+        out.clear();
+        expand("${host}name|$$5|${scheme}://$host:8443", &vars(), &mut out);
+        assert_eq!(out, b"example.comname|$5|http://example.com:8443");
     }
 
     #[test]
@@ -125,6 +176,14 @@ mod tests {
         assert!(check("plain").is_ok());
         assert!(check("$request_id").is_ok());
         assert!(check("$request").is_err());
+        // A name is the longest run of letters, digits and `_` (nginx).
+        assert!(check("https://$hostname$request_uri").is_err());
+        assert!(check("$request_uri_x").is_err());
+        assert!(check("$scheme1").is_err());
+        assert!(check("${host}name and $$5").is_ok());
+        assert!(check("${hostname}").is_err());
+        assert!(check("${host").is_err());
+        assert!(check("$host.example:$scheme/").is_ok());
         assert!(check("cost: 5$").is_err());
         assert!(check("a\r\nSet-Cookie: x").is_err());
     }
