@@ -61,6 +61,23 @@ fn each_request_gets_a_new_id_upstream_and_in_the_access_record() {
 }
 
 #[test]
+fn a_client_cannot_strip_the_id_by_naming_it_in_connection() {
+    // Found by a break-it pass: `Connection: X-Request-Id` removed the
+    // proxy's own id (hop-by-hop removal ran after it was stamped).
+    let up = Upstream::start(respond_forever(ok_response("x")));
+    let (proxy, log) = start_routed_proxy(up.addr, vec![RouteSpec::to("app")], |_| {});
+    let mut c = proxy.client();
+    let r = c.round_trip(
+        &b"GET / HTTP/1.1\r\nHost: a\r\nX-Request-Id: mine\r\nConnection: X-Request-Id, Via\r\n\r\n"[..],
+    );
+    assert_eq!(r.status, 200);
+    let all = up.single_request().header_all("x-request-id");
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert!(is_new_id(&all[0]), "{all:?}");
+    assert_eq!(ids_in_log(&log, 1), all);
+}
+
+#[test]
 fn a_trusted_peer_keeps_its_id_and_the_variable_carries_it() {
     let up = Upstream::start(respond_forever(ok_response("x")));
     let routes = vec![

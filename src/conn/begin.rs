@@ -165,6 +165,13 @@ pub(crate) fn begin(sh: &mut Shared, mut ex: Box<Exchange>, o: &Origin<'_>) -> B
             return done(Begin::Refused { own, err }, true);
         }
     };
+    if sh.cfg.request_id && !req.headers.has_known(Known::XRequestId) {
+        // The client's `Connection` named it, and the plan removed what
+        // that names (RFC 9110 §7.6.1): the request still goes upstream
+        // with one (one bit test when present).
+        req.headers
+            .append_known_made(Known::XRequestId, &[&sh.ids.next_id()]);
+    }
     let keep_alive = plan.keep_alive;
     let has_body = plan.has_body();
     let own = |ex, reply, how| Begin::Own {
