@@ -4,8 +4,8 @@
 //!
 //! The head that comes out is what an HTTP/1.1 client would have sent:
 //! method, origin-form target (`*` for `OPTIONS *`), version 1.1, `Host`
-//! first (from `:authority`, else the `host` field, else empty, RFC 9112
-//! §3.2), the regular fields in arrival order, the cookie crumbs joined
+//! first (from `:authority`, else the `host` field; a request with
+//! neither, or an empty one, is malformed, RFC 9113 §8.3.1), the regular fields in arrival order, the cookie crumbs joined
 //! into one `cookie` field (RFC 9113 §8.2.3), and `Transfer-Encoding:
 //! chunked` when a body of unknown length follows, so that
 //! `plan_request` frames it like any HTTP/1.1 request.
@@ -235,6 +235,17 @@ pub fn map_request_into<'f>(
     }
     if host_fields > 1 {
         return Err(Refusal::Status(400, "several Host fields"));
+    }
+    // http and https have a mandatory authority: a request must carry
+    // `:authority` or `host`, and neither may be empty (RFC 9113 §8.3.1;
+    // the scheme is one of the two, checked above). CONNECT was answered
+    // by `check_control_data`.
+    if pseudo.authority.or(host_value).is_none_or(<[u8]>::is_empty)
+        || host_value.is_some_and(<[u8]>::is_empty)
+    {
+        return Err(Refusal::Malformed(
+            "no :authority or host, or an empty one (RFC 9113 §8.3.1)",
+        ));
     }
     if let (Some(authority), Some(host)) = (pseudo.authority, host_value)
         && !same_authority(authority, host, pseudo.scheme.unwrap_or_default())

@@ -127,10 +127,14 @@ fn a_body_with_content_length_goes_with_it() {
 
 #[test]
 fn options_star_and_a_request_without_authority() {
-    let list = [(":method", "OPTIONS"), (":scheme", "http"), (":path", "*")];
+    let list = [
+        (":method", "OPTIONS"),
+        (":scheme", "http"),
+        (":authority", "h"),
+        (":path", "*"),
+    ];
     let m = map_request(fields(&list), true).unwrap();
-    // No authority: an empty Host (RFC 9112 §3.2).
-    assert_eq!(wire(&m.head), "OPTIONS * HTTP/1.1\r\nHost: \r\n\r\n");
+    assert_eq!(wire(&m.head), "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n");
     // The host field stands in for a missing :authority.
     let list = [
         (":method", "GET"),
@@ -140,6 +144,30 @@ fn options_star_and_a_request_without_authority() {
     ];
     let m = map_request(fields(&list), true).unwrap();
     assert_eq!(wire(&m.head), "GET / HTTP/1.1\r\nHost: h:8080\r\n\r\n");
+}
+
+#[test]
+fn rfc9113_8_3_1_no_authority_and_no_host_or_an_empty_one_is_malformed() {
+    // http and https have a mandatory authority (found by a break-it
+    // pass: such a request went upstream with an empty Host).
+    let no_authority = [(":method", "GET"), (":scheme", "https"), (":path", "/")];
+    malformed(&no_authority, true);
+    let star = [(":method", "OPTIONS"), (":scheme", "http"), (":path", "*")];
+    malformed(&star, true);
+    let empty = [
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":authority", ""),
+        (":path", "/"),
+    ];
+    malformed(&empty, true);
+    let empty_host = [
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":path", "/"),
+        ("host", ""),
+    ];
+    malformed(&empty_host, true);
 }
 
 #[test]
