@@ -1,6 +1,7 @@
 //! [`WarnLimit`]: at most one warning per interval for a class of errors a
 //! user acts on (upstream failures, 502/504 causes), with the number of
-//! warnings held back since the last one.
+//! warnings held back since the last one; [`WarnLimits`]: one such limit
+//! per [`WarnKind`] of per-request upstream warning.
 //!
 //! What it must not know: what is warned about; the caller writes the line.
 
@@ -37,9 +38,53 @@ impl WarnLimit {
     }
 }
 
+/// The kinds of per-request upstream warnings, each limited on its own,
+/// so that a burst of one kind (cut responses, say) does not hide the
+/// first line of another (a malformed head, a refused connect).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WarnKind {
+    /// A group with no server available (503).
+    Unavailable,
+    /// A connect that failed (refused, unreachable, no descriptor).
+    Connect,
+    /// An upstream that sent what HTTP does not allow (a head, a chunk).
+    Malformed,
+    /// An upstream that closed or reset the connection early.
+    Closed,
+    /// An upstream timeout (connect, read, send).
+    Timeout,
+    /// Anything else.
+    Other,
+}
+
+/// One [`WarnLimit`] per [`WarnKind`].
+#[derive(Debug, Default)]
+pub(crate) struct WarnLimits([WarnLimit; 6]);
+
+impl WarnLimits {
+    /// [`WarnLimit::allow`] for warnings of `kind`.
+    pub(crate) fn allow(&mut self, kind: WarnKind, now: Instant) -> Option<String> {
+        self.0.get_mut(kind as usize)?.allow(now)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_kind_has_its_own_limit() {
+        let t0 = Instant::now();
+        let mut l = WarnLimits::default();
+        assert_eq!(l.allow(WarnKind::Closed, t0).as_deref(), Some(""));
+        assert_eq!(l.allow(WarnKind::Closed, t0), None);
+        assert_eq!(l.allow(WarnKind::Malformed, t0).as_deref(), Some(""));
+        assert_eq!(l.allow(WarnKind::Other, t0).as_deref(), Some(""));
+        assert_eq!(
+            l.allow(WarnKind::Closed, t0 + WARN_EVERY).as_deref(),
+            Some(" (1 more since the last one)")
+        );
+    }
 
     #[test]
     fn one_warning_per_interval_then_the_count_of_those_held_back() {

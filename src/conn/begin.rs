@@ -35,6 +35,7 @@ use crate::http::{BodyKind, Forwarding, Headers, Refusal, RequestHead, ensure_ho
 use crate::request_id::{self, RequestIds};
 use crate::stats::Stats;
 use crate::upstreams::spec::ProxyVersion;
+use crate::warn_limit::WarnKind;
 
 /// What starting a request needs to know of the connection it came on.
 #[derive(Debug, Clone, Copy)]
@@ -220,7 +221,7 @@ pub(crate) fn begin(sh: &mut Shared, mut ex: Box<Exchange>, o: &Origin<'_>) -> B
         }
         Dest::Unavailable { group, retry_after } => {
             let secs = retry_after.as_secs().min(u64::from(u32::MAX)) as u32;
-            if let Some(more) = sh.warn_limit.allow(sh.now) {
+            if let Some(more) = sh.warn_limit.allow(WarnKind::Unavailable, sh.now) {
                 let name = sh.groups.get(group).map_or("-", |g| g.spec.name.get_ref());
                 warn!(
                     "upstream group {name}: no server available, answered 503 \
@@ -305,7 +306,7 @@ pub(crate) fn attach(
         )
         .map_err(|e| {
             // The OS's words (e.g. "Too many open files"), not the kind.
-            if let Some(more) = sh.warn_limit.allow(sh.now) {
+            if let Some(more) = sh.warn_limit.allow(WarnKind::Connect, sh.now) {
                 warn!("upstream {}: connect failed: {e}{more}", ex.peer.addr);
             }
             if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
@@ -471,7 +472,14 @@ pub(crate) fn warn_upstream_failure(
     if matches!(err.kind, ErrorKind::Unavailable { .. }) {
         return;
     }
-    let Some(more) = sh.warn_limit.allow(sh.now) else {
+    let kind = match err.kind {
+        ErrorKind::ConnectFailed(_) | ErrorKind::NoDescriptor => WarnKind::Connect,
+        ErrorKind::Parse(_) | ErrorKind::UnexpectedUpgrade => WarnKind::Malformed,
+        ErrorKind::Closed | ErrorKind::Io(_) => WarnKind::Closed,
+        ErrorKind::Timeout(_) => WarnKind::Timeout,
+        _ => WarnKind::Other,
+    };
+    let Some(more) = sh.warn_limit.allow(kind, sh.now) else {
         return;
     };
     let (method, target) = ex.map_or(("-", "-"), |e| {

@@ -55,7 +55,7 @@ use crate::tls::identity::{TlsId, TlsIdentities};
 use crate::upstreams::Groups;
 use crate::upstreams::carry::{CarriedLimit, Snapshot};
 use crate::upstreams::health::{Change, Verdict};
-use crate::warn_limit::WarnLimit;
+use crate::warn_limit::{WarnLimit, WarnLimits};
 use check::Checks;
 use exchange::Exchange;
 use upstream::Upstreams;
@@ -87,7 +87,7 @@ pub(crate) struct Shared {
     /// The access log's buffer and output.
     pub access: AccessLog,
     /// Rate limit of the warnings about upstream failures.
-    pub warn_limit: WarnLimit,
+    pub warn_limit: WarnLimits,
     /// Rate limit of the retry lines (one a second, with a count).
     pub retry_log: WarnLimit,
     /// The `Date` value of the current loop turn (RFC 9110 §6.6.1),
@@ -184,7 +184,7 @@ impl Shared {
             now,
             events_at: now,
             access,
-            warn_limit: WarnLimit::default(),
+            warn_limit: WarnLimits::default(),
             retry_log: WarnLimit::default(),
             date: HttpDate::new(SystemTime::now()),
             via_name: String::new(),
