@@ -161,6 +161,8 @@ fn options_with_max_forwards_zero_is_answered_by_the_proxy() {
     let resp = client.round_trip(b"TRACE / HTTP/1.1\r\nHost: h\r\nMax-Forwards: 0\r\n\r\n");
     assert_eq!(resp.status, 405, "keep-alive after the first answer");
     assert_eq!(up.accepted(), 0);
+    // The 405 is the proxy's own answer: counted (the 200 is not an error).
+    assert_eq!(proxy.stats.snapshot().status_405, 1);
     let mut client = proxy.client();
     let resp = client.round_trip(b"OPTIONS /a HTTP/1.1\r\nHost: h\r\nMax-Forwards: 3\r\n\r\n");
     assert_eq!(resp.status, 200);

@@ -142,6 +142,9 @@ pub(crate) fn begin(sh: &mut Shared, mut ex: Box<Exchange>, o: &Origin<'_>) -> B
             let has_body = req.body_kind().map_or(true, |k| {
                 !matches!(k, BodyKind::Empty | BodyKind::Length(0))
             });
+            // A 405 (TRACE) is the proxy's own refusal: counted like the
+            // others in `sluice_proxy_responses_total` (a 200 is not).
+            count_status(&sh.stats, status);
             let mut reply = Reply::new(status, "");
             reply.headers.append("Allow", ALLOW.as_bytes());
             let how = Termination::ProxyReply;
