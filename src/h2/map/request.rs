@@ -405,7 +405,8 @@ fn parse_content_length(value: &[u8]) -> Result<u64, Refusal> {
 
 /// Maps a request trailer section (the field list of a HEADERS frame
 /// with END_STREAM after the body) to fields for the upstream's chunked
-/// trailer section.
+/// trailer section; `content-length` and `host` are dropped (framing and
+/// routing fields, not allowed in trailers, RFC 9110 §6.5.1).
 ///
 /// Errors, malformed (RFC 9113 §8.1): a pseudo-header field, an invalid
 /// name or value, a connection-specific field.
@@ -426,6 +427,12 @@ pub fn map_trailers<'f>(
             return Err(Refusal::Malformed(
                 "connection-specific field in a trailer section (RFC 9113 §8.2.2)",
             ));
+        }
+        if matches!(known, Known::ContentLength | Known::Host) {
+            // Framing and routing are decided by the header section; a
+            // trailer may not carry them (RFC 9110 §6.5.1), so the
+            // trailer section made here for the upstream does not either.
+            continue;
         }
         let name = std::str::from_utf8(name)
             .map_err(|_| Refusal::Malformed("invalid field name (RFC 9113 §8.2.1)"))?;

@@ -385,6 +385,14 @@ fn rfc9113_8_1_trailers_with_pseudo_fields_are_malformed() {
 }
 
 #[test]
+fn rfc9110_6_5_1_framing_and_routing_fields_do_not_go_into_the_trailer_section() {
+    let list = [("content-length", "5"), ("x-sum", "1"), ("host", "evil")];
+    let h = map_trailers(fields(&list)).unwrap();
+    assert_eq!(h.len(), 1);
+    assert_eq!(h.get("x-sum"), Some(&b"1"[..]));
+}
+
+#[test]
 fn refusals_turn_into_stream_errors() {
     let e = Refusal::Malformed("x").to_h2(5);
     assert_eq!(e.stream_id(), Some(5));
