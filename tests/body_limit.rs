@@ -88,7 +88,14 @@ fn chunked_body_crossing_the_limit_before_a_response_is_413() {
     // 8 bytes: within the limit, they go up; 8 more cross it.
     assert!(wait_until(WAIT, || up.accepted() == 1));
     c.send(b"8\r\n12345678\r\n");
-    assert_proxy_error(&c.read_response(), 413);
+    let r = c.read_response();
+    assert_proxy_error(&r, 413);
+    // The same words as the 413 a Content-Length gets at once.
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("over max_body_size"),
+        "{}",
+        preview(&r.body)
+    );
     c.assert_closed();
     assert_eq!(terminations(&log, 1), [(413, "body_too_large".to_string())]);
 }

@@ -231,6 +231,14 @@ impl ClientConn {
                         code,
                         reason_phrase(code)
                     )
+                } else if err.kind == ErrorKind::Parse(ParseError::BodyTooLarge) {
+                    // The words of the 413 a `Content-Length` gets at once
+                    // (`edge.rs`), for a chunked body found too large later.
+                    format!(
+                        "{} {}: the body is over max_body_size\n",
+                        code,
+                        reason_phrase(code)
+                    )
                 } else {
                     format!("{} {}\n", code, reason_phrase(code))
                 };
