@@ -233,8 +233,10 @@ impl Config {
         {
             return err(
                 "admin",
-                "is not a loopback address (the admin endpoints have no authentication); \
-                 add --admin-public to serve them there anyway",
+                &format!(
+                    "{a} is not a loopback address (the admin endpoints have no \
+                     authentication); add --admin-public to serve them there anyway"
+                ),
             );
         }
         let all_listeners = self.listen.iter().chain(&self.listen_tls);
