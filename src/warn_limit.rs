@@ -55,11 +55,14 @@ pub(crate) enum WarnKind {
     Timeout,
     /// Anything else.
     Other,
+    /// A client flooding the proxy (an HTTP/2 connection closed with
+    /// ENHANCE_YOUR_CALM: rapid reset, SETTINGS or PING floods, …).
+    Flood,
 }
 
 /// One [`WarnLimit`] per [`WarnKind`].
 #[derive(Debug, Default)]
-pub(crate) struct WarnLimits([WarnLimit; 6]);
+pub(crate) struct WarnLimits([WarnLimit; 7]);
 
 impl WarnLimits {
     /// [`WarnLimit::allow`] for warnings of `kind`.

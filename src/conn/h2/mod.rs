@@ -45,7 +45,7 @@ mod timers;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use log::debug;
+use log::{debug, warn};
 
 use super::Shared;
 use super::io::Io;
@@ -58,6 +58,7 @@ use crate::h2::settings::{LocalSettings, PeerSettings};
 use crate::h2::window::Window;
 use crate::h2::{ErrorCode, frame};
 use crate::stats::Stats;
+use crate::warn_limit::WarnKind;
 use limits::Limits;
 use stream::Stream;
 
@@ -392,6 +393,16 @@ impl H2Conn {
             self.addr,
             code.name()
         );
+        if code == ErrorCode::EnhanceYourCalm
+            && let Some(more) = sh.warn_limit.allow(WarnKind::Flood, sh.now)
+        {
+            // An operator sees an attack without debug logging: one line
+            // a second, the rest counted (and in the GOAWAY metric).
+            warn!(
+                "h2 client {}: {why}: connection closed with GOAWAY ENHANCE_YOUR_CALM{more}",
+                self.addr
+            );
+        }
         limits::count_goaway(&sh.stats, code);
         let mut bytes = Vec::with_capacity(64);
         let debug = why.as_bytes();
