@@ -28,7 +28,8 @@ enum HostMatch {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Route {
     host: HostMatch,
-    prefix: Option<String>,
+    /// The path prefix, normalized (`http::path`), as bytes.
+    prefix: Option<Vec<u8>>,
     /// The group's index.
     pub group: usize,
     /// Its index among the `[[route]]` tables (`Config::route`).
@@ -49,9 +50,20 @@ impl Route {
                 _ => HostMatch::Exact(h),
             },
         };
+        // The prefix in the form paths are matched in (`first_match`): a
+        // prefix written `/caf%C3%A9/` or `/a/./b` still matches.
+        let prefix = prefix.map(|p| {
+            let mut out = Vec::new();
+            if path::needs_normalizing(p.as_bytes()) {
+                path::normalize(p.as_bytes(), &mut out);
+            } else {
+                out.extend_from_slice(p.as_bytes());
+            }
+            out
+        });
         Route {
             host,
-            prefix: prefix.map(str::to_string),
+            prefix,
             group,
             spec: 0,
             tls: None,
@@ -71,11 +83,7 @@ impl Route {
                         .is_some_and(|end| end.eq_ignore_ascii_case(suffix.as_bytes()))
             }
         };
-        host_ok
-            && self
-                .prefix
-                .as_ref()
-                .is_none_or(|p| target.starts_with(p.as_bytes()))
+        host_ok && self.prefix.as_ref().is_none_or(|p| target.starts_with(p))
     }
 }
 

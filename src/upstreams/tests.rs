@@ -279,6 +279,12 @@ fn a_prefix_route_cannot_be_slipped_past_by_encoding_dots_or_slashes() {
     for t in ["/", "/ADMIN", "/adm", "/x/admin", "/%2561dmin", "/?/admin"] {
         assert_eq!(at(Some("a.test"), t), Some(3), "{t}");
     }
+    // A prefix is matched in the same normalized form.
+    let encoded = [Route::new(None, Some("/caf%C3%A9/"), 0)];
+    assert_eq!(route(&encoded, &req(Some("a"), "/café/menu")), Some(0));
+    assert_eq!(route(&encoded, &req(Some("a"), "/caf%c3%a9/menu")), Some(0));
+    let bytes = [Route::new(None, Some("/%FF/"), 0)];
+    assert_eq!(route(&bytes, &req(Some("a"), "/%ff/x")), Some(0));
     // One trailing dot on the host is the same name.
     assert_eq!(at(Some("admin.example.com."), "/"), Some(1));
     assert_eq!(at(Some("admin.example.com.:80"), "/"), Some(1));
