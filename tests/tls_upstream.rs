@@ -55,6 +55,9 @@ struct TlsUpstream {
     addr: SocketAddr,
     accepted: Arc<AtomicUsize>,
     pokes: mpsc::Sender<Poke>,
+    /// Sessions the proxy ended with `close_notify` (a read of 0 bytes:
+    /// rustls says `UnexpectedEof` for a close without it).
+    clean_closes: Arc<AtomicUsize>,
 }
 
 fn tls_upstream(cert: &Cert) -> TlsUpstream {
@@ -77,19 +80,27 @@ fn tls_upstream_on(bind: &str, cert: &Cert) -> TlsUpstream {
     let (tx, rx) = mpsc::channel::<Poke>();
     let rx = Arc::new(Mutex::new(rx));
     let count = accepted.clone();
+    let clean_closes = Arc::new(AtomicUsize::new(0));
+    let clean = clean_closes.clone();
     thread::spawn(move || {
         for sock in listener.incoming().take(16) {
             let Ok(sock) = sock else { return };
             count.fetch_add(1, Ordering::SeqCst);
             let conn = rustls::ServerConnection::new(cfg.clone()).unwrap();
             let rx = rx.clone();
-            thread::spawn(move || serve(Session::new(conn, sock), rx));
+            let clean = clean.clone();
+            thread::spawn(move || {
+                if serve(Session::new(conn, sock), rx) {
+                    clean.fetch_add(1, Ordering::SeqCst);
+                }
+            });
         }
     });
     TlsUpstream {
         addr,
         accepted,
         pokes: tx,
+        clean_closes,
     }
 }
 
@@ -180,14 +191,15 @@ fn ticket_upstream(
 }
 
 /// Serves requests (heads only) until the proxy closes; between requests
-/// it waits up to 50 ms at a time for a poke.
-fn serve(mut s: Session, pokes: Arc<Mutex<mpsc::Receiver<Poke>>>) {
+/// it waits up to 50 ms at a time for a poke. True if the proxy ended the
+/// session with `close_notify`.
+fn serve(mut s: Session, pokes: Arc<Mutex<mpsc::Receiver<Poke>>>) -> bool {
     let _ = s.sock.set_read_timeout(Some(Duration::from_millis(50)));
     let mut buf = Vec::new();
     for _ in 0..2000 {
         let mut chunk = [0u8; 4096];
         match s.read(&mut chunk) {
-            Ok(0) => return,
+            Ok(0) => return true,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e)
                 if matches!(
@@ -212,17 +224,18 @@ fn serve(mut s: Session, pokes: Arc<Mutex<mpsc::Receiver<Poke>>>) {
                 }
                 continue;
             }
-            Err(_) => return,
+            Err(_) => return false,
         }
         while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&buf[..end]).to_string();
             buf.drain(..end + 4);
             let target = head.split(' ').nth(1).unwrap_or("?").to_string();
             if s.write_all(answer(&target).as_bytes()).is_err() {
-                return;
+                return false;
             }
         }
     }
+    false
 }
 
 struct Proxy {
@@ -387,6 +400,12 @@ fn close_notify_while_idle_evicts_the_connection_before_any_request_takes_it() {
             == 1),
         "{:?}",
         proxy.stats.snapshot()
+    );
+    // The proxy answers the upstream's close_notify with its own before
+    // it closes (RFC 8446 §6.1).
+    assert!(
+        wait_until(WAIT, || up.clean_closes.load(Ordering::SeqCst) == 1),
+        "the upstream saw no close_notify from the proxy"
     );
     let r = c.round_trip(get("/2"));
     assert_eq!(r.status, 200);

@@ -422,7 +422,7 @@ pub(crate) fn retry(
         ErrorKind::ConnectFailed(_) | ErrorKind::Timeout(Timeout::Connect)
     );
     if let Some(k) = ex.upstream.take() {
-        sh.ups.close(k);
+        sh.ups.close(k, &sh.stats);
     }
     ex.retries += 1;
     Stats::add(&sh.stats.retries, 1);
@@ -559,7 +559,7 @@ pub(crate) fn release_upstream(ex: &mut Exchange, sh: &mut Shared) -> (bool, boo
         if let Some(b) = ex.to_upstream.as_mut() {
             b.clear();
         }
-        sh.ups.close(key);
+        sh.ups.close(key, &sh.stats);
     }
     (true, unread)
 }

@@ -21,7 +21,7 @@ impl Exchange {
     /// (ARCHITECTURE.md §14).
     pub(crate) fn let_go_upstream(&mut self, status: Option<u16>, sh: &mut Shared) {
         if let Some(k) = self.upstream.take() {
-            sh.ups.close(k);
+            sh.ups.close(k, &sh.stats);
         }
         self.report_try(status, sh);
         for b in [self.to_upstream.take(), self.upin.take()]

@@ -195,6 +195,15 @@ impl UpstreamConn {
         self.stream.write_from(&mut self.io, buf, false, stats)
     }
 
+    /// The connection is about to be closed: a TLS session whose
+    /// handshake completed sends `close_notify` (one try to write it),
+    /// unless the sending side was already shut (it went then).
+    pub(crate) fn goodbye(&mut self, stats: &Stats) {
+        if !self.write_shut {
+            self.stream.goodbye(&mut self.io, stats);
+        }
+    }
+
     /// Shuts the sending side once (a tunnel whose client sent EOF).
     /// Returns true the first time.
     pub(crate) fn shutdown_write(&mut self, stats: &Stats) -> bool {

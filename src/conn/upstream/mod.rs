@@ -133,7 +133,7 @@ impl Upstreams {
                     Choice::Retire(key) => {
                         Stats::add(&stats.pool_retired_near_limit, 1);
                         debug!("pool retire: peer={} near its idle limit", peer.addr);
-                        self.close(key);
+                        self.close(key, stats);
                         self.sync_idle_gauge(stats);
                         continue;
                     }
@@ -332,7 +332,7 @@ impl Upstreams {
                 "upstream {} port {}: not pooled (PROXY header)",
                 peer.addr, up.local_port
             );
-            self.close(key);
+            self.close(key, stats);
             return;
         }
         // Check at park: an event already reported the upstream's FIN (it
@@ -358,7 +358,7 @@ impl Upstreams {
         up.set_state(UpState::Idle);
         up.stream.fit_idle();
         if up.set_interest(registry, true, false).is_err() {
-            self.close(key);
+            self.close(key, stats);
             return;
         }
         debug!("pool put: peer={} port={}", peer.addr, up.local_port);
@@ -426,7 +426,7 @@ impl Upstreams {
     pub(crate) fn close_idle_to(&mut self, peer: Peer, stats: &Stats) {
         while let Some(key) = self.pool.take(&peer) {
             debug!("pool close: peer={} (server out)", peer.addr);
-            self.close(key);
+            self.close(key, stats);
         }
         self.sync_idle_gauge(stats);
     }
@@ -434,17 +434,22 @@ impl Upstreams {
     /// Closes every parked connection (drain, shutdown).
     pub(crate) fn close_idle(&mut self, stats: &Stats) {
         for key in self.pool.drain() {
-            self.close(key);
+            self.close(key, stats);
         }
         self.sync_idle_gauge(stats);
     }
 
-    /// Closes `key`, parked or not. Dropping the socket closes it, which
-    /// also takes it out of the epoll set (one syscall, no `epoll_ctl`);
-    /// stale events of this batch are dropped by the token's generation.
-    pub(crate) fn close(&mut self, key: UpKey) {
+    /// Closes `key`, parked or not. A TLS session whose handshake
+    /// completed first says so with `close_notify` (RFC 8446 §6.1: each
+    /// party sends one before closing its write side; one try, no wait).
+    /// Dropping the socket closes it, which also takes it out of the epoll
+    /// set (one syscall, no `epoll_ctl`); stale events of this batch are
+    /// dropped by the token's generation.
+    pub(crate) fn close(&mut self, key: UpKey, stats: &Stats) {
         self.pool.remove(key);
-        drop(self.slab.try_remove(key));
+        if let Some(mut up) = self.slab.try_remove(key) {
+            up.conn.goodbye(stats);
+        }
     }
 
     fn evict(&mut self, key: UpKey, why: Eviction, stats: &Stats) {
@@ -463,7 +468,7 @@ impl Upstreams {
         };
         Stats::add(field, 1);
         debug!("pool evict: peer={peer} port={port} reason={reason}");
-        self.close(key);
+        self.close(key, stats);
         self.sync_idle_gauge(stats);
     }
 
