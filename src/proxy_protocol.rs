@@ -118,15 +118,19 @@ fn parse_v1(buf: &[u8]) -> Result<Option<Header>, Error> {
         Some("UNKNOWN") => None,
         Some(proto @ ("TCP4" | "TCP6")) => {
             let fields: Vec<&str> = parts.collect();
-            let [src, _dst, sport, dport] = fields.as_slice() else {
+            let [src, dst, sport, dport] = fields.as_slice() else {
                 return Err(Error::Malformed("v1 needs SRC DST SPORT DPORT"));
             };
             let ip: IpAddr = src
                 .parse()
                 .map_err(|_| Error::Malformed("v1 source is not an address"))?;
-            if ip.is_ipv4() != (proto == "TCP4") {
+            let to: IpAddr = dst
+                .parse()
+                .map_err(|_| Error::Malformed("v1 destination is not an address"))?;
+            // Both addresses are of the line's family (spec §2.1).
+            if ip.is_ipv4() != (proto == "TCP4") || to.is_ipv4() != (proto == "TCP4") {
                 return Err(Error::Malformed(
-                    "v1 source is not of its protocol's family",
+                    "v1 address is not of its protocol's family",
                 ));
             }
             let port = v1_port(sport)?;

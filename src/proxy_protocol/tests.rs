@@ -83,7 +83,7 @@ fn v1_longest_line_is_read_and_one_more_byte_refused() {
 #[test]
 fn v1_malformed_lines_are_refused() {
     // Each row: the line, and why it is refused.
-    let rows: [(&[u8], &str); 9] = [
+    let rows: [(&[u8], &str); 12] = [
         (
             b"PROXY TCP4 192.0.2.7 10.0.0.1 51000\r\n",
             "a field missing",
@@ -99,6 +99,18 @@ fn v1_malformed_lines_are_refused() {
         (
             b"PROXY TCP6 192.0.2.7 ::1 1 2\r\n",
             "IPv4 source under TCP6",
+        ),
+        (
+            b"PROXY TCP6 ::ffff:192.0.2.2 127.0.0.1 1 2\r\n",
+            "IPv4 destination under TCP6",
+        ),
+        (
+            b"PROXY TCP4 192.0.2.7 ::1 1 2\r\n",
+            "IPv6 destination under TCP4",
+        ),
+        (
+            b"PROXY TCP4 192.0.2.7 not-an-ip 1 2\r\n",
+            "destination not an address",
         ),
         (
             b"PROXY TCP4 192.0.2.7 10.0.0.1 65536 80\r\n",
