@@ -189,6 +189,45 @@ fn rfc9113_8_1_request_bodies_go_upstream_by_content_length_or_chunked_with_trai
 }
 
 #[test]
+fn a_trailer_section_that_comes_in_the_same_read_as_the_head_goes_upstream() {
+    // Found by a break-it pass: HEADERS, DATA and the trailing HEADERS in
+    // one write (a small gRPC request) lost the trailers, which came
+    // before the exchange started.
+    let up = Upstream::start(|mut conn: UpConn| {
+        while conn.read_request().is_some() {
+            if !conn.send(ok_response("ok")) {
+                return;
+            }
+        }
+    });
+    let (proxy, _log) = h2_proxy(up.addr, |_| {});
+    let mut c = H2Client::connect(proxy.addr);
+    let id = c.next_stream();
+    let head = c.block(&[
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":authority", "test.example"),
+        (":path", "/grpc"),
+    ]);
+    let trailers = c.block(&[("grpc-status", "0"), ("x-checksum", "abc")]);
+    let mut wire = H2Client::frame_bytes(kind::HEADERS, flag::END_HEADERS, id, &head);
+    wire.extend(H2Client::frame_bytes(kind::DATA, 0, id, b"abc"));
+    wire.extend(H2Client::frame_bytes(
+        kind::HEADERS,
+        flag::END_HEADERS | flag::END_STREAM,
+        id,
+        &trailers,
+    ));
+    c.write(&wire);
+    let r = c.responses(&[id], Duration::from_secs(5));
+    assert_eq!(r[&id].status, 200);
+    let req = up.single_request();
+    let (data, trailer) = dechunk(&req.body);
+    assert_eq!(data, b"abc");
+    assert_eq!(trailer, b"grpc-status: 0\r\nx-checksum: abc\r\n");
+}
+
+#[test]
 fn rfc9113_8_1_a_chunked_response_becomes_data_and_its_trailers_a_final_headers() {
     let up = Upstream::start(respond_forever(
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: x-sum\r\n\r\n\

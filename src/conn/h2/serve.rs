@@ -83,6 +83,7 @@ impl H2Conn {
                     how,
                 } => {
                     s.early.clear();
+                    s.early_trailers = None;
                     let own = OwnReply::new(&ex.req, reply.status, sh.now, how);
                     let head_only = ex.req.is_method("HEAD");
                     sh.recycle_exchange(ex);
@@ -91,6 +92,7 @@ impl H2Conn {
                 }
                 Begin::Refused { own, err } => {
                     s.early.clear();
+                    s.early_trailers = None;
                     s.own = Some(own);
                     self.fail_stream(i, err, sh);
                 }

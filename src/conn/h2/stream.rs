@@ -50,6 +50,9 @@ pub(super) struct Stream {
     pub pending: Option<Box<Exchange>>,
     /// Request body bytes that came before the exchange started.
     pub early: Vec<u8>,
+    /// The request's trailer section, when it came before the exchange
+    /// started (in the same read as the head: a small gRPC request).
+    pub early_trailers: Option<Box<Headers>>,
     /// The proxy's own answer (no exchange), for the record.
     pub own: Option<OwnReply>,
     /// The client address a trusted `X-Forwarded-For` gave.
@@ -94,6 +97,7 @@ impl Stream {
             ex: None,
             pending: None,
             early: Vec::new(),
+            early_trailers: None,
             own: None,
             client: None,
             out: None,
@@ -150,8 +154,9 @@ impl Stream {
     /// Appends request body bytes (`data`, possibly empty; `end`: the
     /// client ended its side; `trailers`: a trailer section that ended
     /// it) to the exchange's buffer toward the upstream, framed for it.
-    /// Before the exchange starts they wait in `early`; with no exchange
-    /// (the proxy answered) they are dropped.
+    /// Before the exchange starts they wait in `early` (the trailers in
+    /// `early_trailers`); with no exchange (the proxy answered) they are
+    /// dropped.
     ///
     /// Errors: the body is over the route's `max_body_size` (413), or its
     /// framing broke (a bug: the bytes are made here).
@@ -166,6 +171,9 @@ impl Stream {
         }
         if self.pending.is_some() {
             self.early.extend_from_slice(data);
+            if let Some(t) = trailers {
+                self.early_trailers = Some(Box::new(t.clone()));
+            }
             return Ok(());
         }
         let chunked = self.chunked_up;
@@ -224,11 +232,12 @@ impl Stream {
     /// Errors: as [`Stream::take_body`].
     pub fn feed_early(&mut self) -> Result<(), ParseError> {
         let early = std::mem::take(&mut self.early);
+        let trailers = self.early_trailers.take();
         let end = self.request_ended;
         if early.is_empty() && !end {
             return Ok(());
         }
-        self.take_body(&early, end, None)
+        self.take_body(&early, end, trailers.as_deref())
     }
 
     /// The window to grant back to the client now, if any: what it used
