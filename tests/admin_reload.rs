@@ -329,3 +329,64 @@ fn an_admin_connection_accepted_before_a_single_process_reload_is_answered() {
 fn an_admin_connection_accepted_before_a_supervisor_reload_is_answered() {
     admin_connection_accepted_before_a_reload_is_answered(2);
 }
+
+/// Every `sluice_upstream_server_responses_total` sample of a `/metrics`
+/// body, by its labels.
+fn server_responses(text: &str) -> std::collections::HashMap<String, f64> {
+    text.lines()
+        .filter(|l| l.starts_with("sluice_upstream_server_responses_total{"))
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn per_server_counters_never_go_down_between_scrapes_answered_by_different_workers() {
+    // Found by a break-it pass: with two workers, a scrape answered by
+    // worker 1 showed its live counts and one answered by worker 0 its
+    // last post on the tier board (up to 100 ms older), so a series could
+    // go down from one scrape to the next (Prometheus reads a reset).
+    let up = Upstream::start(respond_forever(ok_response("hello")));
+    let (port, admin) = (free_port(), loopback(free_port()));
+    let cfg = TempFile::new(&config(port, admin, up.addr, 2));
+    let mut p = start(&cfg, 2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            for _ in 0..20_000 {
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let mut c = Client::connect(loopback(port));
+                for _ in 0..20 {
+                    if c.round_trip(get("/")).status != 200 {
+                        return;
+                    }
+                }
+            }
+        })
+    };
+    let mut last = std::collections::HashMap::new();
+    let mut downs = Vec::new();
+    for _ in 0..60 {
+        let now = server_responses(&metrics(admin));
+        for (k, v) in &now {
+            if let Some(before) = last.get(k)
+                && v < before
+            {
+                downs.push(format!("{k}: {before} -> {v}"));
+            }
+        }
+        last = now;
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let _ = load.join();
+    assert!(!last.is_empty(), "no per-server series");
+    assert!(downs.is_empty(), "counters went down: {downs:?}");
+    p.signal(libc::SIGTERM);
+    assert!(p.wait_exit(Duration::from_secs(10)).success());
+}

@@ -403,7 +403,15 @@ fn advance(
                     (status, TEXT, text)
                 }
             }
-            Some(Ok(_)) => route(&req, obs, draining, tier),
+            Some(Ok(_)) => {
+                let path = req.target.split('?').next().unwrap_or("");
+                if path == "/metrics" || path == "/status" {
+                    // Every worker's counters in the answer: this loop's
+                    // own as the others will read them (monotonic).
+                    tier.post_view(draining);
+                }
+                route(&req, obs, draining, tier)
+            }
             Some(Err(status)) => (status, TEXT, refusal(status).to_string()),
         };
         let mut head = ResponseHead::new(status);

@@ -43,6 +43,10 @@ pub(crate) trait Tier {
             states: self.states(),
         }]
     }
+    /// Posts this loop's view on the tier board now (nothing without a
+    /// board), before a scrape that shows every worker's counters is
+    /// answered: this loop's own then match what the others read.
+    fn post_view(&mut self, _draining: bool) {}
     /// Sets server `addr` of group `group` to `mode`: its old mode, or
     /// `None` if there is no such server.
     fn set_mode(&mut self, group: &str, addr: SocketAddr, mode: Mode) -> Option<Mode>;
@@ -104,6 +108,10 @@ impl Tier for Shared {
             all.insert(0, own());
         }
         all
+    }
+
+    fn post_view(&mut self, draining: bool) {
+        super::board::post_when(self, draining, true);
     }
 
     fn set_mode(&mut self, group: &str, addr: SocketAddr, mode: Mode) -> Option<Mode> {

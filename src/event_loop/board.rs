@@ -97,15 +97,25 @@ fn seat(sh: &mut Shared, share: Share) {
 }
 
 /// Posts `sh`'s snapshot on its board if what it shows changed
-/// ([`Share::post_if_due`]; always the first time).
-fn post(sh: &mut Shared, draining: bool) {
+/// ([`Share::post_if_due`]; always the first time); with `now`, whatever
+/// changed ([`Share::post_now`]: before a scrape is answered).
+pub(super) fn post(sh: &mut Shared, draining: bool) {
+    post_when(sh, draining, false);
+}
+
+/// [`post`], at once (`force`) or when due.
+pub(super) fn post_when(sh: &mut Shared, draining: bool, force: bool) {
     let Some(mut share) = sh.board.take() else {
         return;
     };
     let (states, changes) = sh.groups.changes();
     let key = (states, changes, sh.ups.idle_count(), draining);
     let now = sh.now;
-    share.post_if_due(key, now, || sh.snapshot());
+    if force {
+        share.post_now(key, now, || sh.snapshot());
+    } else {
+        share.post_if_due(key, now, || sh.snapshot());
+    }
     sh.board = Some(share);
 }
 

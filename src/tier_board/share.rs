@@ -219,6 +219,22 @@ impl Share {
         self.pending = None;
     }
 
+    /// Posts `snapshot()` now, whether or not it changed or the last
+    /// post is recent: before a scrape is answered, so that this worker's
+    /// own counters in the answer are the ones the other workers read
+    /// from the board from then on (a counter any worker shows never goes
+    /// down between two scrapes answered by different workers).
+    pub(crate) fn post_now(
+        &mut self,
+        key: PostKey,
+        now: Instant,
+        snapshot: impl FnOnce() -> Snapshot,
+    ) {
+        self.posted = None;
+        self.last_post = None;
+        self.post_if_due(key, now, snapshot);
+    }
+
     /// When a change waits to be posted.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.pending
