@@ -51,7 +51,8 @@ impl Route {
             },
         };
         // The prefix in the form paths are matched in (`first_match`): a
-        // prefix written `/caf%C3%A9/` or `/a/./b` still matches.
+        // prefix written `/caf%C3%A9/` or `/a/./b` still matches. `/` is
+        // a catch-all (`OPTIONS *` included).
         let prefix = prefix.map(|p| {
             let mut out = Vec::new();
             if path::needs_normalizing(p.as_bytes()) {
@@ -83,7 +84,11 @@ impl Route {
                         .is_some_and(|end| end.eq_ignore_ascii_case(suffix.as_bytes()))
             }
         };
-        host_ok && self.prefix.as_ref().is_none_or(|p| target.starts_with(p))
+        host_ok
+            && self
+                .prefix
+                .as_ref()
+                .is_none_or(|p| p == b"/" || target.starts_with(p))
     }
 }
 

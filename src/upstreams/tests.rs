@@ -279,6 +279,13 @@ fn a_prefix_route_cannot_be_slipped_past_by_encoding_dots_or_slashes() {
     for t in ["/", "/ADMIN", "/adm", "/x/admin", "/%2561dmin", "/?/admin"] {
         assert_eq!(at(Some("a.test"), t), Some(3), "{t}");
     }
+    // `path_prefix = "/"` is a catch-all: `OPTIONS *` too.
+    let all = [Route::new(None, Some("/"), 0)];
+    assert_eq!(route(&all, &req(Some("a"), "*")), Some(0));
+    assert_eq!(
+        route(&[Route::new(None, Some("/a"), 0)], &req(Some("a"), "*")),
+        None
+    );
     // A prefix is matched in the same normalized form.
     let encoded = [Route::new(None, Some("/caf%C3%A9/"), 0)];
     assert_eq!(route(&encoded, &req(Some("a"), "/café/menu")), Some(0));
