@@ -113,8 +113,8 @@ impl LoadedCert {
             )
         } else {
             format!(
-                "certificate {file} ({names}) expires in {} days (not after {})",
-                left / 86_400,
+                "certificate {file} ({names}) expires in {} (not after {})",
+                time_left(left),
                 self.not_after_text
             )
         })
@@ -182,6 +182,32 @@ fn leaf_facts(der: &CertificateDer<'_>) -> Result<LeafFacts, String> {
     Ok(LeafFacts {
         names,
         not_after: not_after.timestamp(),
-        not_after_text: not_after.to_string(),
+        not_after_text: rfc3339_secs(not_after.timestamp()),
     })
+}
+
+/// Unix seconds `t` as RFC 3339 in UTC (`2026-12-03T13:12:47Z`), as the
+/// other times of `/status` are written; before 1970: the epoch.
+fn rfc3339_secs(t: i64) -> String {
+    let secs = u64::try_from(t).unwrap_or(0);
+    let rem = secs % 86_400;
+    let (y, m, d) = crate::http::date::civil_from_days(secs / 86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// How long `left` seconds are, for a warning: days from two days on,
+/// else hours, else minutes.
+fn time_left(left: i64) -> String {
+    match left {
+        172_800.. => format!("{} days", left / 86_400),
+        7_200.. => format!("{} hours", left / 3_600),
+        3_600.. => "1 hour".to_string(),
+        120.. => format!("{} minutes", left / 60),
+        _ => "less than 2 minutes".to_string(),
+    }
 }

@@ -75,6 +75,16 @@ fn expiry_within_14_days_or_past_is_a_warning() {
         "{soon}"
     );
     assert!(soon.contains(&cert.display().to_string()), "{soon}");
+    // Under two days: hours, then minutes; never "1 days" or "0 days".
+    let day = c.expiry_warning(end - 86_398).unwrap();
+    assert!(day.contains("expires in 23 hours"), "{day}");
+    let hour = c.expiry_warning(end - 3_700).unwrap();
+    assert!(hour.contains("expires in 1 hour "), "{hour}");
+    let mins = c.expiry_warning(end - 600).unwrap();
+    assert!(mins.contains("expires in 10 minutes"), "{mins}");
+    // notAfter in RFC 3339, as the other times of /status.
+    assert_eq!(c.not_after_text, "2030-01-01T00:00:00Z");
+    assert!(soon.contains("(not after 2030-01-01T00:00:00Z)"), "{soon}");
     let past = c.expiry_warning(end + 1).unwrap();
     assert!(past.contains("has expired"), "{past}");
     assert_eq!(c.seconds_left(end - 10), 10);
