@@ -223,16 +223,23 @@ impl Share {
     /// post is recent: before a scrape is answered, so that this worker's
     /// own counters in the answer are the ones the other workers read
     /// from the board from then on (a counter any worker shows never goes
-    /// down between two scrapes answered by different workers).
+    /// down between two scrapes answered by different workers). It does
+    /// not count as the last post for [`Share::post_if_due`]'s pacing: a
+    /// change just after a scrape (a learned idle limit, say) is posted at
+    /// once as it would be without the scrape, not up to `POST_EVERY`
+    /// later, when a successor started by a reload may already have read
+    /// the board.
     pub(crate) fn post_now(
         &mut self,
         key: PostKey,
         now: Instant,
         snapshot: impl FnOnce() -> Snapshot,
     ) {
+        let paced_from = self.last_post;
         self.posted = None;
         self.last_post = None;
         self.post_if_due(key, now, snapshot);
+        self.last_post = paced_from;
     }
 
     /// When a change waits to be posted.
@@ -298,4 +305,39 @@ fn view(p: &Post) -> Option<View> {
         age: Duration::from_nanos(age),
         sibling: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_post_before_a_scrape_does_not_hold_back_the_next_change() {
+        let board = Arc::new(TierBoard::create(2).unwrap());
+        let seat = Seat {
+            index: 0,
+            generation: 1,
+            restarted: false,
+        };
+        let mut share = Share::at(board, seat, 10);
+        let t0 = Instant::now();
+        share.post_if_due((1, 1, 1, false), t0, Snapshot::default);
+        // Two seconds on, a scrape posts; 10 ms later a count changes.
+        let scrape = t0 + Duration::from_secs(2);
+        share.post_now((1, 1, 1, false), scrape, Snapshot::default);
+        let mut called = false;
+        share.post_if_due((1, 2, 0, false), scrape + Duration::from_millis(10), || {
+            called = true;
+            Snapshot::default()
+        });
+        assert!(called, "posted at once, as without the scrape");
+        assert_eq!(share.next_deadline(), None);
+        // The pacing still holds after a post of its own.
+        share.post_if_due((1, 3, 0, false), scrape + Duration::from_millis(20), || {
+            panic!("too soon")
+        });
+        assert!(share.next_deadline().is_some());
+    }
 }
