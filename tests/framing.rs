@@ -114,6 +114,30 @@ fn status_304_with_content_length_has_no_body_and_next_request_works() {
     assert_eq!(next.body, b"hello");
 }
 
+#[test]
+fn head_response_with_both_framing_fields_gets_502_and_its_connection_is_not_reused() {
+    // RFC 9112 §6.3 step 3: a head with Transfer-Encoding and Content-Length
+    // is an error whatever the method; it was forwarded with both to a HEAD
+    // and its connection pooled (found by a break-it pass).
+    let upstream = bodiless_upstream(
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 10\r\n\r\n",
+    );
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(b"HEAD /thing HTTP/1.1\r\nHost: example.test\r\n\r\n");
+    let head = client.read_head_response();
+    assert_eq!(head.status, 502);
+    let mut client = proxy.client();
+    let next = client.round_trip(get("/thing"));
+    assert_eq!(next.status, 200, "{}", preview(&next.raw()));
+    assert_eq!(next.body, b"hello");
+    assert_eq!(
+        upstream.accepted(),
+        2,
+        "the HEAD's connection was not reused"
+    );
+}
+
 const CHUNKED_REQUEST_BODY: &str = "5;ext=1\r\nhello\r\n\
      7;name=\"quoted value\"\r\n, world\r\n\
      0;last=yes\r\nX-Checksum: abc\r\nX-More: 1\r\n\r\n";

@@ -100,10 +100,15 @@ pub fn request_framing(headers: &Headers) -> Result<BodyKind, ParseError> {
 /// (exact, case-sensitive) and status `status` (RFC 9112 §6.3).
 ///
 /// 1. A response to HEAD, or status 1xx, 204 or 304 → `Empty`, whatever its
-///    fields say (a 101 switches protocols: the caller handles the tunnel).
+///    fields say (a 101 switches protocols: the caller handles the tunnel),
+///    except step 3's error, which comes first: a head with both fields is
+///    refused whatever the method and status (a HEAD answer with both was
+///    forwarded with both, RFC 9112 §6.3 step 3 forbids that, and its
+///    connection went back to the pool).
 /// 2. A 2xx response to CONNECT → `UntilClose` (a tunnel).
 /// 3. `Transfer-Encoding` and `Content-Length` both → `Err(Framing)` (like
-///    nginx; the proxy answers 502).
+///    nginx from 1.23 on, for any method; the proxy answers 502 and closes
+///    the upstream connection).
 /// 4. `Transfer-Encoding` whose final coding is `chunked` (no parameters) →
 ///    `Chunked`; any other list → `UntilClose`.
 /// 5. `Content-Length` that is not 1*DIGIT, overflows u64, or has differing
@@ -115,6 +120,9 @@ pub fn response_framing(
     status: u16,
     headers: &Headers,
 ) -> Result<BodyKind, ParseError> {
+    // Step 3 first: both framing fields: refuse rather than guess, also
+    // where no body follows.
+    let (has_te, has_cl) = framing_fields(headers)?;
     // Step 1: no body, whatever the head says.
     if request_method == "HEAD" || (100..200).contains(&status) || status == 204 || status == 304 {
         return Ok(BodyKind::Empty);
@@ -123,8 +131,6 @@ pub fn response_framing(
     if request_method == "CONNECT" && (200..300).contains(&status) {
         return Ok(BodyKind::UntilClose);
     }
-    // Step 3: both framing fields: refuse rather than guess.
-    let (has_te, has_cl) = framing_fields(headers)?;
     // Step 4: chunked only if it is the final coding; else until close.
     if has_te {
         let last = headers
