@@ -139,8 +139,19 @@ pub(crate) fn read_chain(file: &Path) -> Result<Vec<CertificateDer<'static>>, Tl
 /// Errors (naming the file): as [`read_chain`], or a certificate that
 /// cannot be a trust anchor.
 pub(crate) fn read_roots(file: &Path) -> Result<rustls::RootCertStore, TlsError> {
+    roots_of(file, read_chain(file)?)
+}
+
+/// The trust anchors of `chain`, the certificates read from `file` (named
+/// in errors).
+///
+/// Errors: a certificate rustls cannot use as a trust anchor.
+pub(crate) fn roots_of(
+    file: &Path,
+    chain: Vec<CertificateDer<'static>>,
+) -> Result<rustls::RootCertStore, TlsError> {
     let mut roots = rustls::RootCertStore::empty();
-    for c in read_chain(file)? {
+    for c in chain {
         roots
             .add(c)
             .map_err(|e| TlsError::in_file(file, format!("unusable CA certificate: {e}")))?;

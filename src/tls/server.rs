@@ -15,7 +15,9 @@
 //!   required, verified against `tls_client_ca` (RFC 8446 §4.3.2).
 //! - Resumption: the shared ticketer for TLS 1.3 and 1.2 tickets, plus a
 //!   stateful cache of [`SESSION_CACHE_ENTRIES`] per configuration (one
-//!   per worker; a `--workers 1` reload starts a new one, tickets carry on).
+//!   per worker; a `--workers 1` reload starts a new one, tickets carry on
+//!   while the client-certificate settings stay the same: a ticket is
+//!   bound to them, `tickets.rs`).
 //!
 //! What it must not know: sockets, the loop.
 
@@ -25,7 +27,7 @@ use rustls::ServerConfig;
 use rustls::server::{ServerSessionMemoryCache, WebPkiClientVerifier};
 
 use super::TlsError;
-use super::certs::{LoadedCert, read_roots};
+use super::certs::{LoadedCert, read_chain, roots_of};
 use super::handshake_gate::HandshakeGate;
 use super::sni::CertStore;
 use super::tickets::{SharedTicketer, TicketSecret};
@@ -121,6 +123,8 @@ impl ServerTls {
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(versions)
             .map_err(|e| TlsError::general(format!("TLS versions: {e}")))?;
+        // What a resumed session must have been issued under (tickets.rs).
+        let mut context = format!("tls_client_auth {:?}", config.tls_client_auth).into_bytes();
         let builder = match (config.tls_client_auth, &config.tls_client_ca) {
             (ClientAuth::Off, _) => builder.with_no_client_auth(),
             (_, None) => {
@@ -129,7 +133,12 @@ impl ServerTls {
                 ));
             }
             (auth, Some(ca)) => {
-                let roots = read_roots(ca)?;
+                let chain = read_chain(ca)?;
+                for c in &chain {
+                    context.extend_from_slice(&(c.len() as u64).to_be_bytes());
+                    context.extend_from_slice(c.as_ref());
+                }
+                let roots = roots_of(ca, chain)?;
                 let verifier =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
                 let verifier = if auth == ClientAuth::Optional {
@@ -146,7 +155,7 @@ impl ServerTls {
         let mut server = builder.with_cert_resolver(store.clone());
         server.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         server.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES);
-        server.ticketer = Arc::new(SharedTicketer::new(secret.clone()));
+        server.ticketer = Arc::new(SharedTicketer::new(secret.clone()).bound_to(&context));
         Ok(ServerTls {
             config: Arc::new(server),
             store,

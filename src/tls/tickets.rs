@@ -13,9 +13,20 @@
 //!   process with the secret derives the same key, and a key lives one
 //!   period, then is never used to seal again.
 //! - A ticket is `p` (8 bytes) || nonce (12 random bytes) ||
-//!   AES-256-GCM(state, aad = `p`) with its 16-byte tag. It is accepted
-//!   while `p` is the current or the previous period, so it stays valid
-//!   at least 12 h and at most 24 h; the lifetime announced is 12 h.
+//!   AES-256-GCM(state, aad = `p` || context) with its 16-byte tag. It is
+//!   accepted while `p` is the current or the previous period, so it
+//!   stays valid at least 12 h and at most 24 h; the lifetime announced
+//!   is 12 h.
+//! - The context ([`SharedTicketer::bound_to`]) is the SHA-256 of what a
+//!   resumed session skips checking: the client-certificate settings
+//!   (`tls_client_auth` and the `tls_client_ca` certificates). rustls
+//!   resumes a session with the client certificate it had, without
+//!   verifying it again, so a ticket issued before a reload that turned
+//!   `tls_client_auth = "required"` on, or replaced the CA, would let a
+//!   client past the new settings (found by a break-it pass). A ticket
+//!   sealed under another context does not open: the client gets a full
+//!   handshake, like nginx's session id context (`ssl_session_id_context`
+//!   follows its certificate and client CA settings).
 //! - Random nonces under one key: at 2^32 tickets per period the chance
 //!   of a repeated nonce reaches 2^-33 (NIST SP 800-38D §8.3), i.e. about
 //!   100,000 full handshakes a second for 12 hours across the instance.
@@ -99,12 +110,17 @@ pub fn system_period() -> u64 {
 }
 
 /// Seals and opens tickets with the keys of the current and previous
-/// period (module doc).
+/// period, for one context (module doc).
 pub struct SharedTicketer {
     secret: TicketSecret,
     period: PeriodClock,
     random: SystemRandom,
+    /// SHA-256 of the context the tickets are good for.
+    context: [u8; CONTEXT_LEN],
 }
+
+/// Bytes of the context digest.
+const CONTEXT_LEN: usize = 32;
 
 impl fmt::Debug for SharedTicketer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -126,8 +142,32 @@ impl SharedTicketer {
             secret,
             period,
             random: SystemRandom::new(),
+            context: digest_of(b""),
         }
     }
+
+    /// This ticketer for tickets good only under `context` (any bytes;
+    /// its SHA-256 is kept): a ticket sealed under another context does
+    /// not open, so its session is not resumed.
+    pub fn bound_to(mut self, context: &[u8]) -> SharedTicketer {
+        self.context = digest_of(context);
+        self
+    }
+
+    /// The additional data sealed with a ticket of `period`.
+    fn aad(&self, period: u64) -> [u8; 8 + CONTEXT_LEN] {
+        let mut aad = [0_u8; 8 + CONTEXT_LEN];
+        let (p, c) = aad.split_at_mut(8);
+        p.copy_from_slice(&period.to_be_bytes());
+        c.copy_from_slice(&self.context);
+        aad
+    }
+}
+
+/// SHA-256 of `bytes`.
+fn digest_of(bytes: &[u8]) -> [u8; CONTEXT_LEN] {
+    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
+    d.as_ref().try_into().unwrap_or([0_u8; CONTEXT_LEN])
 }
 
 impl ProducesTickets for SharedTicketer {
@@ -153,7 +193,7 @@ impl ProducesTickets for SharedTicketer {
             .key(period)?
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
-                Aad::from(period.to_be_bytes()),
+                Aad::from(self.aad(period)),
                 &mut body,
             )
             .ok()?;
@@ -176,7 +216,7 @@ impl ProducesTickets for SharedTicketer {
             .key(period)?
             .open_in_place(
                 Nonce::assume_unique_for_key(nonce),
-                Aad::from(period_bytes),
+                Aad::from(self.aad(period)),
                 &mut body,
             )
             .ok()?;

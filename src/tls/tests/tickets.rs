@@ -94,3 +94,90 @@ fn the_secret_passes_through_a_sealed_memfd() {
     assert_eq!(n, -1, "sealed against writes");
     assert_eq!(format!("{secret:?}"), "TicketSecret(..)");
 }
+
+/// A client of `pki`'s server speaking only `version`, with a certificate
+/// of `cert_from`'s CA if given; its tickets stay in its configuration.
+fn client_of(
+    pki: &Pki,
+    version: &'static rustls::SupportedProtocolVersion,
+    cert_from: Option<&Pki>,
+) -> Arc<ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = RootCertStore::empty();
+    roots.add(pki.ca_der.clone()).unwrap();
+    let builder = ClientConfig::builder_with_provider(crate::tls::provider())
+        .with_protocol_versions(&[version])
+        .unwrap()
+        .with_root_certificates(roots);
+    Arc::new(match cert_from {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let (cert, key) = ca.leaf(&["client.example"]);
+            let chain = crate::tls::certs::read_chain(&cert).unwrap();
+            let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&key).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+    })
+}
+
+#[test]
+fn a_ticket_resumes_only_under_the_client_certificate_settings_it_was_issued_under() {
+    // rustls resumes a session with the client certificate it had, without
+    // checking it again: a ticket from before a reload that turned
+    // tls_client_auth on, or replaced tls_client_ca, let a client past
+    // them (found by a break-it pass).
+    let pki = Pki::new("ticket-context");
+    let clients = Pki::new("ticket-context-clients");
+    let others = Pki::new("ticket-context-others");
+    let certs = [pki.leaf(&["a.example.com"])];
+    let s = TicketSecret::generate().unwrap();
+    let build = |tweak: &dyn Fn(&mut crate::config::Config)| {
+        ServerTls::build(&tls_config(&certs, tweak), &s, &[ALPN_HTTP11]).unwrap()
+    };
+    let required = |ca: &Pki| {
+        let file = ca.ca_file();
+        build(&move |c: &mut crate::config::Config| {
+            c.tls_client_auth = crate::config::ClientAuth::Required;
+            c.tls_client_ca = Some(file.clone());
+        })
+    };
+    let off = build(&|_| {});
+    let (by_clients, by_clients_again, by_others) =
+        (required(&clients), required(&clients), required(&others));
+    for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        // Turned on: a ticket of the "off" configuration, no certificate.
+        let anonymous = client_of(&pki, version, None);
+        let (_, s1, out) = connect(&anonymous, &off.config, "a.example.com");
+        assert!(out.ok(), "{out:?}");
+        assert_eq!(s1.handshake_kind(), Some(HandshakeKind::Full));
+        let (_, s2, out) = connect(&anonymous, &by_clients.config, "a.example.com");
+        assert_ne!(
+            s2.handshake_kind(),
+            Some(HandshakeKind::Resumed),
+            "{version:?}"
+        );
+        assert!(out.server.is_err(), "{version:?}: no certificate, refused");
+        // Same settings: resumed; the CA replaced: not.
+        let holder = client_of(&pki, version, Some(&clients));
+        let (_, s1, out) = connect(&holder, &by_clients.config, "a.example.com");
+        assert!(out.ok(), "{out:?}");
+        assert_eq!(s1.handshake_kind(), Some(HandshakeKind::Full));
+        let (_, s2, out) = connect(&holder, &by_clients_again.config, "a.example.com");
+        assert!(out.ok(), "{out:?}");
+        assert_eq!(
+            s2.handshake_kind(),
+            Some(HandshakeKind::Resumed),
+            "{version:?}: same settings"
+        );
+        let (_, s3, out) = connect(&holder, &by_others.config, "a.example.com");
+        assert_ne!(
+            s3.handshake_kind(),
+            Some(HandshakeKind::Resumed),
+            "{version:?}"
+        );
+        assert!(
+            out.server.is_err(),
+            "{version:?}: a certificate of a CA no longer trusted"
+        );
+    }
+}
