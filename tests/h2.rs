@@ -1105,3 +1105,88 @@ fn a_stream_cut_by_the_send_timeout_logs_only_the_bytes_it_framed() {
     assert_eq!(recs[0]["termination"], "client_timeout");
     assert_eq!(recs[0]["bytes_out"], 0, "none of the held bytes went");
 }
+
+/// `n` bytes of DATA on `id` as raw frames of at most 16,384 bytes, the
+/// last with END_STREAM if `end`.
+fn raw_data(id: u32, n: usize, end: bool) -> Vec<u8> {
+    let body = patterned(n);
+    let mut wire = Vec::new();
+    let chunks: Vec<&[u8]> = body.chunks(16_384).collect();
+    for (i, chunk) in chunks.iter().enumerate() {
+        let last = end && i + 1 == chunks.len();
+        let flags = if last { flag::END_STREAM } else { 0 };
+        wire.extend(H2Client::frame_bytes(kind::DATA, flags, id, chunk));
+    }
+    wire
+}
+
+/// A client that sends a POST of `len` bytes to `path` and its first
+/// `sent` bytes (END_STREAM if that is all) before it reads anything.
+fn post_before_settings(
+    addr: std::net::SocketAddr,
+    path: &str,
+    len: usize,
+    sent: usize,
+) -> (H2Client, u32) {
+    let mut c = H2Client::handshake_only(addr, &[]);
+    let id = c.next_stream();
+    let len_text = len.to_string();
+    let head = c.block(&[
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":authority", "test.example"),
+        (":path", path),
+        ("content-length", &len_text),
+    ]);
+    let mut wire = H2Client::frame_bytes(kind::HEADERS, flag::END_HEADERS, id, &head);
+    wire.extend(raw_data(id, sent, sent == len));
+    c.write(&wire);
+    (c, id)
+}
+
+#[test]
+fn rfc9113_6_9_3_a_body_sent_before_our_settings_arrive_may_use_the_default_window() {
+    // h2_initial_window_size under 65,535: a client that sends its body
+    // before it read our SETTINGS (nghttp does) still has the default
+    // window until it acknowledges them; it was reset with
+    // FLOW_CONTROL_ERROR after 1,024 bytes (found by a break-it pass).
+    let up = Upstream::start(|mut conn: UpConn| {
+        while conn.read_request().is_some() {
+            if !conn.send(ok_response("ok")) {
+                return;
+            }
+        }
+    });
+    let (proxy, _log) = h2_proxy(up.addr, |c| c.h2_initial_window_size = 1024);
+    // A whole 40,000-byte body before reading anything.
+    let (mut c, id) = post_before_settings(proxy.addr, "/whole", 40_000, 40_000);
+    let r = c.responses(&[id], Duration::from_secs(5));
+    assert_eq!(r[&id].status, 200, "{:?}", r[&id]);
+    assert_eq!(up.single_request().body, patterned(40_000));
+    // 30,000 bytes before, the rest after the SETTINGS: the stream's
+    // window shrinks to 1,024 less what was not yet granted back (negative
+    // if the acknowledgement comes first) and is granted back as the
+    // upstream takes the body.
+    let (mut c, id) = post_before_settings(proxy.addr, "/split", 31_024, 30_000);
+    let mut granted = 0_u64;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while granted < 30_000 {
+        assert!(std::time::Instant::now() < deadline, "granted {granted}");
+        let f = c.read_frame().expect("a frame");
+        if f.kind == kind::SETTINGS && f.flags & flag::ACK == 0 {
+            c.send_frame(kind::SETTINGS, flag::ACK, 0, &[]);
+        }
+        assert_ne!(f.kind, kind::RST_STREAM, "{f:?}");
+        if f.kind == kind::WINDOW_UPDATE && f.stream == id {
+            let b: [u8; 4] = f.payload[..4].try_into().unwrap();
+            granted += u64::from(u32::from_be_bytes(b) & 0x7fff_ffff);
+        }
+    }
+    let body = patterned(31_024);
+    c.send_frame(kind::DATA, flag::END_STREAM, id, &body[30_000..]);
+    let r = c.responses(&[id], Duration::from_secs(5));
+    assert_eq!(r[&id].status, 200, "{:?}", r[&id]);
+    let reqs = up.wait_requests(2);
+    let split = reqs.iter().find(|r| r.target == "/split").unwrap();
+    assert!(split.body == body, "{} bytes came", split.body.len());
+}

@@ -186,6 +186,11 @@ pub(crate) struct H2Conn {
     goaway: Goaway,
     /// The client sent GOAWAY: it opens no more streams.
     peer_goaway: bool,
+    /// The client acknowledged our SETTINGS (the only ones we send):
+    /// until then it may use the protocol's defaults, so a stream may
+    /// receive up to 65,535 bytes even when `h2_initial_window_size` is
+    /// lower (RFC 9113 §6.9.3; [`H2Conn::recv_initial`]).
+    settings_acked: bool,
     limits: Limits,
     accepted_at: Instant,
     /// Since when no stream is open.
@@ -244,6 +249,7 @@ impl H2Conn {
             next_send: 0,
             goaway: Goaway::None,
             peer_goaway: false,
+            settings_acked: false,
             limits: Limits::new(cfg.h2_max_concurrent_streams),
             accepted_at: h.accepted_at,
             idle_since: sh.now,

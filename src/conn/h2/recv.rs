@@ -137,6 +137,43 @@ impl H2Conn {
         }
     }
 
+    /// A new stream's receive window (bytes): `h2_initial_window_size`,
+    /// but at least the protocol's 65,535 until the client acknowledged
+    /// our SETTINGS — a client may send DATA before it read them (nghttp
+    /// does), and a receiver "MUST be prepared" for it (RFC 9113 §6.9.3).
+    pub(super) fn recv_initial(&self) -> u32 {
+        if self.settings_acked {
+            self.local.initial_window_size
+        } else {
+            self.local
+                .initial_window_size
+                .max(crate::h2::settings::DEFAULT_WINDOW)
+        }
+    }
+
+    /// Our SETTINGS took effect (the first ACK: we send them once): the
+    /// streams opened before, on the 65,535 default, shrink their
+    /// receive windows to `h2_initial_window_size` by the difference
+    /// (RFC 9113 §6.9.2; a window may go negative, and is reopened by our
+    /// grants as the body is taken).
+    fn on_settings_ack(&mut self) {
+        if self.settings_acked {
+            return;
+        }
+        let before = self.recv_initial();
+        self.settings_acked = true;
+        let after = self.recv_initial();
+        if before == after {
+            return;
+        }
+        let delta = i64::from(after) - i64::from(before);
+        for s in &mut self.streams {
+            // Shrinking only: never over 2^31-1, so never an error.
+            let _ = s.recv_window.adjust(delta);
+            s.initial_window = after;
+        }
+    }
+
     /// The state of stream `id`: its own if held, else idle or closed by
     /// its identifier, or reset by us if it was recently.
     fn state_of(&self, id: u32) -> StreamState {
@@ -158,7 +195,10 @@ impl H2Conn {
         }
         match frame {
             Frame::Preface | Frame::HeaderFragment { .. } | Frame::Unknown { .. } => Ok(()),
-            Frame::Settings { ack: true, .. } => Ok(()),
+            Frame::Settings { ack: true, .. } => {
+                self.on_settings_ack();
+                Ok(())
+            }
             Frame::Settings { ack: false, params } => {
                 self.control_budget(sh)?;
                 let applied = self.peer.apply(params)?;
@@ -347,7 +387,7 @@ impl H2Conn {
             id,
             next,
             self.peer.initial_window_size,
-            self.local.initial_window_size,
+            self.recv_initial(),
             sh.now,
         );
         s.request_ended = b.end_stream;

@@ -258,8 +258,11 @@ impl Stream {
             // The proxy answered: the body is not wanted.
             None => return None,
         };
-        let open = u64::from(self.recv_window.available());
-        let used = u64::from(self.initial_window).saturating_sub(open);
+        // What the client sent and we have not granted back: the initial
+        // window less what is open (negative after our SETTINGS shrank a
+        // stream opened on the 65,535 default, `H2Conn::on_settings_ack`).
+        let open = self.recv_window.size();
+        let used = u64::try_from(i64::from(self.initial_window).saturating_sub(open)).unwrap_or(0);
         let free = used.saturating_sub(held as u64);
         let half = u64::from(self.initial_window / 2).max(1);
         if free == 0 || (free < half && held > 0) {
