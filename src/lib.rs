@@ -59,7 +59,7 @@ pub use config::{
     AccessLogFormat, AccessLogTarget, CertificateSpec, ClientAuth, Config, ConfigError,
     ConfigWarning, TlsVersion, UnknownSni,
 };
-pub use event_loop::{Server, ServerHandle};
+pub use event_loop::{Server, ServerHandle, check_token_file};
 pub use filter::{ByRoutes, Filter, Forward, Peer, Reply, Target};
 pub use http::{Headers, RequestHead, ResponseHead};
 pub use metrics::{

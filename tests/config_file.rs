@@ -208,6 +208,38 @@ fn check_config_resolves_host_names_as_the_start_would() {
 }
 
 #[test]
+fn check_config_reads_the_admin_token_file_as_the_start_would() {
+    // It passed --check-config, then the start exited 1 and a reload was
+    // refused (found by a break-it pass).
+    let missing = "/nonexistent-sluice-test/token";
+    let f = TempFile::new(&format!(
+        "admin = \"127.0.0.1:9\"\nadmin_token_file = \"{missing}\"\n"
+    ));
+    let o = run_sluice(&["--check-config", f.path()]);
+    assert_eq!(o.status.code(), Some(1), "{}", o.stderr);
+    assert!(
+        o.stderr.contains(&format!("admin_token_file {missing}")),
+        "{}",
+        o.stderr
+    );
+    let empty = TempFile::new("\n");
+    let f = TempFile::new(&format!(
+        "admin = \"127.0.0.1:9\"\nadmin_token_file = \"{}\"\n",
+        empty.path()
+    ));
+    let o = run_sluice(&["--check-config", f.path()]);
+    assert_eq!(o.status.code(), Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains(": empty"), "{}", o.stderr);
+    let token = TempFile::new("s3cret\n");
+    let f = TempFile::new(&format!(
+        "admin = \"127.0.0.1:9\"\nadmin_token_file = \"{}\"\n",
+        token.path()
+    ));
+    let o = run_sluice(&["--check-config", f.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", o.stderr);
+}
+
+#[test]
 fn check_config_on_the_example_prints_every_key() {
     let text = std::fs::read_to_string(example()).unwrap();
     for key in KEYS {

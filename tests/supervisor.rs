@@ -231,3 +231,39 @@ fn a_reload_whose_executable_is_gone_fails_and_the_workers_stay() {
         p.log()
     );
 }
+
+#[test]
+fn a_reload_whose_admin_token_file_is_gone_fails_with_its_reason_and_the_workers_stay() {
+    // The new workers died one by one and the supervisor said only
+    // "exited before it was ready" (found by a break-it pass).
+    let up = answering("a");
+    let token = TempFile::new("s3cret\n");
+    let (port, admin) = (free_port(), free_port());
+    let config = |token: &str| {
+        format!(
+            "listen = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\"\nworkers = 2\n\
+             admin_token_file = \"{token}\"\n[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n",
+            up.addr
+        )
+    };
+    let cfg = TempFile::new(&config(token.path()));
+    let mut p = SluiceProcess::start(&["--config", cfg.path()]);
+    p.wait_line(STARTUP, |l| l.contains("all workers ready"));
+    p.adopt_workers();
+    let gone = format!("{}.gone", token.path());
+    std::fs::write(cfg.path(), config(&gone)).unwrap();
+    p.signal(libc::SIGHUP);
+    let failed = p.wait_line(WAIT, |l| l.contains("reload failed"));
+    assert!(
+        failed.contains(&format!("admin_token_file {gone}")),
+        "{failed}"
+    );
+    let (status, body) = http_get(loopback(port), "/");
+    assert_eq!((status, &body[..]), (200, &b"a"[..]));
+    p.signal(libc::SIGTERM);
+    assert!(
+        p.wait_exit(Duration::from_secs(10)).success(),
+        "{}",
+        p.log()
+    );
+}

@@ -302,6 +302,9 @@ impl Supervisor {
                 ));
             }
             let new = super::signals::keep_admin(&self.config, new);
+            // What would stop every new worker, said here with its reason
+            // rather than as "exited before it was ready".
+            sluice::check_token_file(&new)?;
             let worker_config = for_workers(&new, &self.listen)?;
             if let Some(old) = self.pending.take() {
                 warn!("SIGHUP: replaces the reload still starting");

@@ -140,6 +140,16 @@ pub(crate) struct WriteAccess {
     pub token: Option<String>,
 }
 
+/// Whether `admin_token_file` can be used as the start will use it (read,
+/// first line not empty), for `--check-config`.
+///
+/// Errors: the reason, naming the file, as the start would give it.
+pub fn check_token_file(cfg: &crate::config::Config) -> Result<(), String> {
+    WriteAccess::from_config(cfg)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 impl WriteAccess {
     /// From `admin_write` and `admin_token_file` (its first line, trimmed).
     ///

@@ -50,6 +50,7 @@ use upstreams_setup::build_groups;
 mod accept;
 mod admin;
 mod admin_write;
+pub use admin_write::check_token_file;
 mod board;
 mod drain;
 mod fd_share;
