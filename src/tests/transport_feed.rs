@@ -190,6 +190,30 @@ fn an_unknown_name_under_reject_gets_unrecognized_name_however_the_hello_is_cut(
 }
 
 #[test]
+fn a_name_that_is_not_a_dns_name_gets_illegal_parameter_under_either_setting() {
+    // RFC 6066 §3: the name is a hostname; `a..example.com` is none. Under
+    // reject it got unrecognized_name, docs/tls.md says illegal_parameter
+    // (found by a break-it pass).
+    for (tag, reject) in [("feed-badname-reject", true), ("feed-badname", false)] {
+        let s = setup(tag, |c| {
+            if reject {
+                c.tls_unknown_sni = UnknownSni::Reject;
+            }
+        });
+        let (_, mut first) = hello(&s.client, "aa.example.com");
+        let at = first
+            .windows(14)
+            .position(|w| w == b"aa.example.com")
+            .unwrap();
+        first[at..at + 14].copy_from_slice(b"a..example.com");
+        let mut sess = s.feed.session().unwrap();
+        let answer = sess.push(&first);
+        assert_eq!(answer, [21, 3, 3, 0, 2, 2, 47], "reject {reject}");
+        assert_ne!(sess.end(), End::Open);
+    }
+}
+
+#[test]
 fn plain_http_turns_the_transport_plain_and_other_bytes_close_it_however_cut() {
     let s = setup("feed-plain", |_| {});
     for chunks in splits(REQUEST) {

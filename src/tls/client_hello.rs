@@ -56,10 +56,11 @@ const FIXED: usize = 2 + 32;
 pub enum Hello {
     /// The ClientHello is not whole yet.
     NeedMore,
-    /// A whole ClientHello: the name it asks for (`None`: no SNI, or one
-    /// that is no DNS name).
+    /// A whole ClientHello: the name it asks for (`None`: no SNI, or an
+    /// IP literal).
     Name(Option<String>),
-    /// Not a ClientHello in TLS records (the session refuses it itself).
+    /// Not a ClientHello in TLS records, or one whose `server_name` is
+    /// malformed or no DNS name (the session refuses it itself).
     Invalid,
 }
 
@@ -346,7 +347,9 @@ impl<'a> Cursor<'a> {
 }
 
 /// The name of a `server_name` extension's data (RFC 6066 §3): `None`
-/// for a malformed one, `Some(None)` for one without a usable name.
+/// for a malformed one (also a `host_name` that is no DNS name: rustls
+/// refuses the hello with illegal_parameter, whatever `tls_unknown_sni`
+/// says), `Some(None)` for one without a name (an IP literal).
 fn sni_of(data: &[u8]) -> Option<Option<String>> {
     let mut list = Cursor {
         bytes: Cursor { bytes: data }.vec16()?,
@@ -355,19 +358,25 @@ fn sni_of(data: &[u8]) -> Option<Option<String>> {
         let name_type = list.u8()?;
         let name = list.vec16()?;
         if name_type == 0 {
-            return Some(dns_name(name));
+            return dns_name(name);
         }
     }
     Some(None)
 }
 
-/// A `host_name` as rustls keeps it: a valid DNS name, lower case, no
-/// trailing dot; `None` otherwise (an IP literal, bytes that are no name).
-fn dns_name(raw: &[u8]) -> Option<String> {
+/// A `host_name` as rustls keeps it: `Some(Some(name))` for a valid DNS
+/// name (lower case, no trailing dot), `Some(None)` for an IP literal
+/// (rustls lets it pass as no name), `None` for bytes that are no name
+/// (`a..test`, `a b`: rustls refuses them).
+fn dns_name(raw: &[u8]) -> Option<Option<String>> {
     let s = std::str::from_utf8(raw).ok()?;
-    let s = s.strip_suffix('.').unwrap_or(s);
+    if s.parse::<std::net::IpAddr>().is_ok() {
+        return Some(None);
+    }
+    // Checked as sent (rustls does): `a.test..` is no name.
     rustls::pki_types::DnsName::try_from(s).ok()?;
-    Some(s.to_ascii_lowercase())
+    let s = s.strip_suffix('.').unwrap_or(s);
+    Some(Some(s.to_ascii_lowercase()))
 }
 
 #[cfg(test)]
@@ -484,8 +493,12 @@ mod tests {
         // an IP literal is not a DNS name (RFC 6066 §3)
         let ip = records(&with_name(b"127.0.0.1"), 16384);
         assert_eq!(verdict(&ip), Hello::Name(None));
-        let junk = records(&with_name(b"a b"), 16384);
-        assert_eq!(verdict(&junk), Hello::Name(None));
+        // bytes that are no name are the session's to refuse
+        // (illegal_parameter, whatever tls_unknown_sni says)
+        for junk in [&b"a b"[..], b"a..test", b"-a.test", b"a.test.."] {
+            let wire = records(&with_name(junk), 16384);
+            assert_eq!(verdict(&wire), Hello::Invalid, "{junk:?}");
+        }
     }
 
     #[test]
