@@ -73,3 +73,38 @@ fn sluice_status_prints_each_server_with_its_state_and_sets_maintenance() {
     ]);
     assert_eq!(no.status.code(), Some(1), "{}", no.stderr);
 }
+
+#[test]
+fn sluice_status_refuses_two_state_flags_and_an_answer_that_is_not_a_sluice_status() {
+    // Found by a break-it pass: --drain with --ready applied the drain
+    // only and said success; another server's JSON printed an empty table
+    // with exit 0.
+    let conflict = run_sluice(&[
+        "status",
+        "--admin",
+        "127.0.0.1:9",
+        "--drain",
+        "app",
+        "127.0.0.1:1",
+        "--ready",
+        "app",
+        "127.0.0.1:1",
+    ]);
+    assert_eq!(conflict.status.code(), Some(2), "{}", conflict.stderr);
+    assert!(
+        conflict.stderr.contains("cannot be used with"),
+        "{}",
+        conflict.stderr
+    );
+    let other = Upstream::start(respond_forever(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"
+            .to_vec(),
+    ));
+    let wrong = run_sluice(&["status", "--admin", &other.addr.to_string()]);
+    assert_eq!(wrong.status.code(), Some(1), "{}", wrong.stderr);
+    assert!(
+        wrong.stderr.contains("not a sluice /status"),
+        "{}",
+        wrong.stderr
+    );
+}

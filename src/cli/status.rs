@@ -57,12 +57,18 @@ fn command() -> Command {
                 .action(ArgAction::SetTrue)
                 .help("Print /status as it came"),
         )
-        .arg(pair(
-            "drain",
-            "No new requests to the server; in-flight ones finish",
-        ))
-        .arg(pair("maintenance", "Take the server out until --ready"))
-        .arg(pair("ready", "Let the server take requests again"))
+        .arg(
+            pair(
+                "drain",
+                "No new requests to the server; in-flight ones finish",
+            )
+            .conflicts_with_all(["maintenance", "ready", "json"]),
+        )
+        .arg(
+            pair("maintenance", "Take the server out until --ready")
+                .conflicts_with_all(["ready", "json"]),
+        )
+        .arg(pair("ready", "Let the server take requests again").conflicts_with("json"))
 }
 
 /// Runs `sluice status ARGS…`: exit 0 on success, 1 if the endpoint
@@ -125,7 +131,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> ExitCode {
                 ExitCode::SUCCESS
             }
             Ok((code, body)) => fail(1, &format!("{code}: {}", body.trim_end())),
-            Err(e) => fail(1, &format!("{admin}: {e}")),
+            Err(e) => fail(1, &format!("{admin}: {}", said(&e))),
         };
     }
     let req = "GET /status HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\n\r\n";
@@ -135,14 +141,33 @@ pub fn run(args: Vec<std::ffi::OsString>) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok((200, body)) => match serde_json::from_str::<Value>(&body) {
-            Ok(v) => {
+            // A sluice /status names its version and its workers; any other
+            // JSON is another server's (an address mistyped).
+            Ok(v) if v["version"].is_string() && v["groups"].is_array() => {
                 print!("{}", table(&v));
                 ExitCode::SUCCESS
             }
+            Ok(_) => fail(
+                1,
+                &format!(
+                    "{admin} answered JSON that is not a sluice /status (is it the admin address?)"
+                ),
+            ),
             Err(e) => fail(1, &format!("/status is not JSON: {e}")),
         },
         Ok((code, body)) => fail(1, &format!("{code}: {}", body.trim_end())),
-        Err(e) => fail(1, &format!("{admin}: {e}")),
+        Err(e) => fail(1, &format!("{admin}: {}", said(&e))),
+    }
+}
+
+/// An I/O error of [`ask`] in words: a read or write past [`TIMEOUT`]
+/// says so (the OS calls it `EAGAIN`).
+fn said(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            format!("no answer within {} s", TIMEOUT.as_secs())
+        }
+        _ => e.to_string(),
     }
 }
 
@@ -158,8 +183,17 @@ fn ask(admin: SocketAddr, req: &str) -> std::io::Result<(u16, String)> {
     s.set_read_timeout(Some(TIMEOUT))?;
     s.set_write_timeout(Some(TIMEOUT))?;
     s.write_all(req.as_bytes())?;
+    // To the close, or to the end of a Content-Length body (a server that
+    // keeps the connection despite `Connection: close`).
     let mut all = Vec::new();
-    s.read_to_end(&mut all)?;
+    let mut buf = [0_u8; 16 * 1024];
+    loop {
+        let n = s.read(&mut buf)?;
+        all.extend_from_slice(buf.get(..n).unwrap_or_default());
+        if n == 0 || complete(&all) {
+            break;
+        }
+    }
     let text = String::from_utf8_lossy(&all);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let code = head
@@ -168,6 +202,22 @@ fn ask(admin: SocketAddr, req: &str) -> std::io::Result<(u16, String)> {
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     Ok((code, body.to_string()))
+}
+
+/// Whether `all` holds a whole answer with a `Content-Length` body.
+fn complete(all: &[u8]) -> bool {
+    let Some(end) = all.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(all.get(..end).unwrap_or_default());
+    let length = head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse::<usize>().ok())
+            .flatten()
+    });
+    length.is_some_and(|n| all.len().saturating_sub(end + 4) >= n)
 }
 
 /// The `/status` JSON `v` as a table: one line per server, the groups in

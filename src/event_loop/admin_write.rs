@@ -192,7 +192,7 @@ pub(super) fn post(
     tier: &mut dyn Tier,
 ) -> (u16, String) {
     let Some((group, addr)) = parse_target(target) else {
-        return (404, "not found: POST /servers/GROUP/ADDR/state\n".into());
+        return (404, not_a_server(target));
     };
     if !access.on {
         return (403, "admin writes are off (admin_write = false)\n".into());
@@ -231,6 +231,23 @@ pub(super) fn post(
 }
 
 /// `/servers/GROUP/ADDR/state` → group and address.
+/// The 404 text for a POST `target` that names no server: a server is
+/// named by its address as `/status` shows it (a server declared by host
+/// name too: `localhost:8000` is `127.0.0.1:8000`).
+fn not_a_server(target: &str) -> String {
+    let path = target.split('?').next().unwrap_or(target);
+    match path
+        .strip_prefix("/servers/")
+        .and_then(|r| r.strip_suffix("/state"))
+        .and_then(|r| r.split_once('/'))
+    {
+        Some((group, addr)) => format!(
+            "no server {addr:?} in group {group:?}: name a server by its address, IP:port, as /status shows it\n"
+        ),
+        None => "not found: POST /servers/GROUP/ADDR/state\n".into(),
+    }
+}
+
 fn parse_target(target: &str) -> Option<(&str, SocketAddr)> {
     let path = target.split('?').next()?;
     let rest = path.strip_prefix("/servers/")?.strip_suffix("/state")?;
@@ -354,5 +371,16 @@ mod tests {
             post("/servers/app/state", b"ready", local, None, &on, &mut t).0,
             404
         );
+        // A host name: the answer says how servers are named.
+        let (code, text) = post(
+            "/servers/app/localhost:8000/state",
+            b"ready",
+            local,
+            None,
+            &on,
+            &mut t,
+        );
+        assert_eq!(code, 404);
+        assert!(text.contains("by its address, IP:port"), "{text}");
     }
 }
