@@ -322,6 +322,15 @@ fn each_warning_names_its_line() {
         "upstream[0].health_check.timeout",
         "is not shorter than the interval",
     );
+    // No timeout line: the warning says the 1 s is the default (found by
+    // a break-it pass: it named a key the file does not set).
+    let no_timeout = format!("{GROUP}[upstream.health_check]\ninterval = \"1s\"\n");
+    warned_at(
+        &no_timeout,
+        4,
+        "upstream[0].health_check.timeout",
+        "1s (the default, if not set) is not shorter than the interval 1s",
+    );
     let twice = "[[upstream]]\nname = \"app\"\nservers = [\n  \"127.0.0.1:8001\",\n  \
                  \"127.0.0.1:8001\",\n]\n";
     warned_at(twice, 5, "upstream[0].servers[1]", "is listed twice");

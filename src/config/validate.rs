@@ -346,11 +346,17 @@ impl Config {
                 .as_ref()
                 .filter(|hc| hc.timeout >= hc.interval)
             {
+                // A timeout left out is the default: say so, since the
+                // file has no timeout line to look at.
+                let default = hc.timeout == crate::upstreams::spec::default_check_timeout();
                 out.push(ConfigWarning::new(
                     format!("upstream[{gi}].health_check.timeout"),
                     format!(
-                        "{:?} is not shorter than the interval {:?}: a slow answer delays the next check",
-                        hc.timeout, hc.interval
+                        "{:?}{} is not shorter than the interval {:?}: a slow answer delays the next check; \
+                         set a timeout below the interval",
+                        hc.timeout,
+                        if default { " (the default, if not set)" } else { "" },
+                        hc.interval
                     ),
                 ));
             }

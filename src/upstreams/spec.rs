@@ -278,7 +278,8 @@ fn default_check_path() -> String {
 fn default_check_interval() -> Duration {
     Duration::from_secs(5)
 }
-fn default_check_timeout() -> Duration {
+/// `timeout` of a `[upstream.health_check]` that sets none: 1 s.
+pub(crate) fn default_check_timeout() -> Duration {
     Duration::from_secs(1)
 }
 fn default_rise() -> u32 {
