@@ -23,6 +23,24 @@ pub struct Cidr {
 }
 
 impl Cidr {
+    /// A network inside the IPv4-mapped range (`::ffff:10.0.0.0/104`, a
+    /// prefix of 96 or more) as the IPv4 network it maps (`10.0.0.0/8`):
+    /// clients are matched by their IPv4 address, so the mapped form never
+    /// matched anyone — a `deny` written so failed open (found by a
+    /// break-it pass). Other networks as they are.
+    fn canonical(self) -> Cidr {
+        match self.addr {
+            IpAddr::V6(a) if self.prefix >= 96 => match a.to_ipv4_mapped() {
+                Some(v4) => Cidr {
+                    addr: IpAddr::V4(v4),
+                    prefix: self.prefix - 96,
+                },
+                None => self,
+            },
+            _ => self,
+        }
+    }
+
     /// Whether `ip` is inside this network (an IPv4-mapped IPv6 `ip` is
     /// taken as its IPv4 address).
     pub fn contains(&self, ip: IpAddr) -> bool {
@@ -88,7 +106,7 @@ impl FromStr for Cidr {
         if host_bits {
             return Err(format!("{v:?} has bits set past its /{prefix} prefix"));
         }
-        Ok(cidr)
+        Ok(cidr.canonical())
     }
 }
 
@@ -141,6 +159,26 @@ mod tests {
         let host: Cidr = "127.0.0.1".parse().unwrap();
         assert_eq!(host.to_string(), "127.0.0.1/32");
         assert!(host.contains(ip("127.0.0.1")) && !host.contains(ip("127.0.0.2")));
+    }
+
+    #[test]
+    fn an_ipv4_mapped_network_is_its_ipv4_network() {
+        for (text, shown) in [
+            ("::ffff:10.0.0.0/104", "10.0.0.0/8"),
+            ("::ffff:127.0.0.1", "127.0.0.1/32"),
+            ("::ffff:0.0.0.0/96", "0.0.0.0/0"),
+        ] {
+            let net: Cidr = text.parse().unwrap();
+            assert_eq!(net.to_string(), shown, "{text}");
+        }
+        let net: Cidr = "::ffff:10.0.0.0/104".parse().unwrap();
+        assert!(net.contains(ip("10.1.1.1")));
+        assert!(net.contains(ip("::ffff:10.1.1.1")));
+        assert!(!net.contains(ip("11.0.0.1")));
+        // Wider than the mapped range: an IPv6 network, matched as such.
+        let wide: Cidr = "::/64".parse().unwrap();
+        assert_eq!(wide.to_string(), "::/64");
+        assert!(!wide.contains(ip("10.1.1.1")));
     }
 
     #[test]
