@@ -1190,3 +1190,29 @@ fn rfc9113_6_9_3_a_body_sent_before_our_settings_arrive_may_use_the_default_wind
     let split = reqs.iter().find(|r| r.target == "/split").unwrap();
     assert!(split.body == body, "{} bytes came", split.body.len());
 }
+
+#[test]
+fn a_request_refused_for_its_fields_is_logged_with_them() {
+    // A 400 for a :path that is no request-target was logged with an
+    // empty method and target and no host (found by a break-it pass).
+    let up = answering("x");
+    let (proxy, log) = h2_proxy(up.addr, |_| {});
+    let mut c = H2Client::connect(proxy.addr);
+    let id = c.send_headers(
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "test.example"),
+            (":path", "/public%ZZ/x"),
+        ],
+        true,
+    );
+    let r = c.responses(&[id], Duration::from_secs(5));
+    assert_eq!(r[&id].status, 400);
+    let rec = &records(&log, 1)[0];
+    assert_eq!(rec["status"], 400, "{rec}");
+    assert_eq!(rec["method"], "GET", "{rec}");
+    assert_eq!(rec["target"], "/public%ZZ/x", "{rec}");
+    assert_eq!(rec["host"], "test.example", "{rec}");
+    assert_eq!(up.accepted(), 0);
+}

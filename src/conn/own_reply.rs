@@ -52,6 +52,39 @@ impl OwnReply {
         }
     }
 
+    /// The record of an HTTP/2 request refused from its fields (`status`,
+    /// a 400 for a `:path` that is no request-target, say): `:method`,
+    /// `:path` and `:authority` (else `host`) as they came, since no
+    /// request head could be made of them (RFC 9113 §8.3.1; the HTTP/1
+    /// refusal of the same target is logged with it too).
+    pub(crate) fn refused_h2<'a>(
+        fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+        status: u16,
+        now: Instant,
+    ) -> Self {
+        let (mut method, mut target, mut authority, mut host) = (None, None, None, None);
+        for (name, value) in fields {
+            match name {
+                b":method" => method = method.or(Some(value)),
+                b":path" => target = target.or(Some(value)),
+                b":authority" => authority = authority.or(Some(value)),
+                b"host" => host = host.or(Some(value)),
+                _ => {}
+            }
+        }
+        OwnReply {
+            method: String::from_utf8_lossy(method.unwrap_or_default()).into_owned(),
+            target: target.unwrap_or_default().to_vec(),
+            version: Some(1),
+            host: authority.or(host).map(<[u8]>::to_vec),
+            request_id: None,
+            status,
+            bytes: 0,
+            started: now,
+            termination: Termination::ProxyError,
+        }
+    }
+
     /// The answer to a head that could not be read: what its first line
     /// looks like, from the bytes that came.
     pub(crate) fn unreadable(head: &[u8], status: u16, started: Instant) -> Self {

@@ -88,9 +88,21 @@ impl Access<'_> {
         buf.extend_from_slice(b" client=");
         text::push_socket_addr(buf, self.client);
         buf.extend_from_slice(b" \"");
-        escape_text(buf, self.method.as_bytes());
-        buf.push(b' ');
-        escape_text(buf, self.target);
+        // A missing value is `-` (docs/observability.md), not an empty
+        // field two spaces wide.
+        for (i, field) in [self.method.as_bytes(), self.target]
+            .into_iter()
+            .enumerate()
+        {
+            if i > 0 {
+                buf.push(b' ');
+            }
+            if field.is_empty() {
+                buf.push(b'-');
+            } else {
+                escape_text(buf, field);
+            }
+        }
         buf.push(b' ');
         buf.extend_from_slice(self.protocol().unwrap_or("-").as_bytes());
         buf.extend_from_slice(b"\" host=");

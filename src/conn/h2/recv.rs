@@ -396,7 +396,13 @@ impl H2Conn {
         // reset (below) and counted only among the resets sent.
         if too_large {
             self.count_request(sh);
-            // RFC 6585 §5: the fields are too large.
+            // RFC 6585 §5: the fields are too large. Recorded with what
+            // was decoded of them.
+            s.own = Some(crate::conn::own_reply::OwnReply::refused_h2(
+                fields.iter(),
+                431,
+                sh.now,
+            ));
             self.streams.push(s);
             let i = self.streams.len() - 1;
             self.answer_status(i, 431, None, sh);
@@ -432,6 +438,13 @@ impl H2Conn {
                 self.count_request(sh);
                 sh.recycle_exchange(ex);
                 debug!("h2 client {}: stream {id}: {code}: {why}", self.addr);
+                // Recorded with the fields as they came (it was logged
+                // with an empty method and target).
+                s.own = Some(crate::conn::own_reply::OwnReply::refused_h2(
+                    fields.iter(),
+                    code,
+                    sh.now,
+                ));
                 self.streams.push(s);
                 let i = self.streams.len() - 1;
                 self.answer_status(i, code, None, sh);
