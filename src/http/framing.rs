@@ -153,7 +153,7 @@ pub fn response_framing(
 /// Which framing fields a message carries: `(Transfer-Encoding,
 /// Content-Length)`. Both at once is an error in either role (RFC 9112
 /// §6.3 step 3: a proxy must not guess; a request is a smuggling attempt).
-fn framing_fields(headers: &Headers) -> Result<(bool, bool), ParseError> {
+pub(crate) fn framing_fields(headers: &Headers) -> Result<(bool, bool), ParseError> {
     let has_te = headers.has_known(Known::TransferEncoding);
     let has_cl = headers.has_known(Known::ContentLength);
     if has_te && has_cl {

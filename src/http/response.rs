@@ -121,6 +121,10 @@ pub fn plan_response(
     head: &mut ResponseHead,
     cx: &ResponseContext<'_>,
 ) -> Result<ResponsePlan, ResponseRefusal> {
+    // Both framing fields: refused whatever the status, interim and 101
+    // too (RFC 9112 §6.3 step 3; a 1xx may carry neither, RFC 9112 §6.1,
+    // RFC 9110 §8.6).
+    super::framing::framing_fields(&head.headers).map_err(ResponseRefusal::Invalid)?;
     if (100..200).contains(&head.status) && head.status != 101 {
         if cx.interim_bytes > cx.interim_budget {
             return Err(ResponseRefusal::Invalid(ParseError::Malformed(

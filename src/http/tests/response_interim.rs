@@ -77,19 +77,37 @@ fn interim_heads_are_bounded_by_bytes_not_by_count() {
 
 #[test]
 fn interim_heads_lose_framing_fields() {
-    let (head, _) = plan(
-        &[
-            "HTTP/1.1 103 Early Hints",
-            "Content-Length: 5",
+    for field in ["Content-Length: 5", "Transfer-Encoding: chunked"] {
+        let (head, _) = plan(&["HTTP/1.1 103 Early Hints", field, "Link: </a>"], &cx());
+        assert_eq!(
+            encoded(&head),
+            "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+        );
+    }
+}
+
+#[test]
+fn interim_and_101_heads_with_both_framing_fields_are_refused() {
+    // RFC 9112 §6.3 step 3, as for every response (a 101 passed both to
+    // the client; found by a break-it pass).
+    let both = |status: &'static str| {
+        [
+            status,
+            "Content-Length: 0",
             "Transfer-Encoding: chunked",
-            "Link: </a>",
-        ],
-        &cx(),
-    );
-    assert_eq!(
-        encoded(&head),
-        "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
-    );
+            "Upgrade: websocket",
+        ]
+    };
+    for (status, cx) in [
+        ("HTTP/1.1 103 Early Hints", cx()),
+        ("HTTP/1.1 100 Continue", cx()),
+        ("HTTP/1.1 101 Switching Protocols", upgrade_cx()),
+    ] {
+        assert!(
+            matches!(refused(&both(status), &cx), ResponseRefusal::Invalid(_)),
+            "{status}"
+        );
+    }
 }
 
 // ---- 101 Switching Protocols -----------------------------------------------
