@@ -87,6 +87,13 @@ fn main() -> ExitCode {
             eprintln!("sluice: {msg}");
             return ExitCode::from(2);
         }
+        // The admin token file as the start reads it, with its exit code:
+        // 2 for an empty one (invalid), 1 for one that cannot be read.
+        if let Err(e) = sluice::check_token_file(&config) {
+            eprintln!("sluice: {e}");
+            let invalid = e.kind() == std::io::ErrorKind::InvalidInput;
+            return ExitCode::from(if invalid { 2 } else { 1 });
+        }
         // A path that would stop the start (exit 1) stops the check too.
         if let Err(msg) = file::check_paths(&config) {
             eprintln!("sluice: {msg}");

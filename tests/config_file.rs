@@ -227,9 +227,12 @@ fn check_config_reads_the_admin_token_file_as_the_start_would() {
         "admin = \"127.0.0.1:9\"\nadmin_token_file = \"{}\"\n",
         empty.path()
     ));
-    let o = run_sluice(&["--check-config", f.path()]);
-    assert_eq!(o.status.code(), Some(1), "{}", o.stderr);
-    assert!(o.stderr.contains(": empty"), "{}", o.stderr);
+    // Empty: invalid, exit 2, as the start (`--config`) exits.
+    for flag in ["--check-config", "--config"] {
+        let o = run_sluice(&[flag, f.path()]);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", o.stderr);
+        assert!(o.stderr.contains(": empty"), "{}", o.stderr);
+    }
     let token = TempFile::new("s3cret\n");
     let f = TempFile::new(&format!(
         "admin = \"127.0.0.1:9\"\nadmin_token_file = \"{}\"\n",

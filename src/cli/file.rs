@@ -221,9 +221,8 @@ pub fn check_names(c: &Config, resolver: &dyn Resolver) -> Result<(), String> {
     }
 }
 
-/// `--check-config`: the access log file can be opened for appending, the
-/// pid file written and `admin_token_file` read (a first line not empty),
-/// as the start will demand (else it exits 1). An
+/// `--check-config`: the access log file can be opened for appending and
+/// the pid file written, as the start will demand (else it exits 1). An
 /// access log file that exists is opened without truncating it; one that
 /// does not is created and removed again. The pid file: see
 /// [`PidFile::check`].
@@ -248,9 +247,6 @@ pub fn check_paths(c: &Config) -> Result<(), String> {
     if let Some(path) = &c.pid_file
         && let Err(msg) = PidFile::check(path)
     {
-        failed.push(msg);
-    }
-    if let Err(msg) = sluice::check_token_file(c) {
         failed.push(msg);
     }
     if failed.is_empty() {

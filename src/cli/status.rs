@@ -165,7 +165,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> ExitCode {
 fn said(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-            format!("no answer within {} s", TIMEOUT.as_secs())
+            format!("no whole answer within {} s", TIMEOUT.as_secs())
         }
         _ => e.to_string(),
     }
@@ -179,15 +179,21 @@ fn fail(code: u8, msg: &str) -> ExitCode {
 /// Sends `req` to `admin` and reads the answer to its close: status and
 /// body.
 fn ask(admin: SocketAddr, req: &str) -> std::io::Result<(u16, String)> {
+    let deadline = std::time::Instant::now() + TIMEOUT;
     let mut s = TcpStream::connect_timeout(&admin, TIMEOUT)?;
-    s.set_read_timeout(Some(TIMEOUT))?;
     s.set_write_timeout(Some(TIMEOUT))?;
     s.write_all(req.as_bytes())?;
     // To the close, or to the end of a Content-Length body (a server that
-    // keeps the connection despite `Connection: close`).
+    // keeps the connection despite `Connection: close`); all of it within
+    // TIMEOUT, however slowly the bytes come.
     let mut all = Vec::new();
     let mut buf = [0_u8; 16 * 1024];
     loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        s.set_read_timeout(Some(left))?;
         let n = s.read(&mut buf)?;
         all.extend_from_slice(buf.get(..n).unwrap_or_default());
         if n == 0 || complete(&all) {

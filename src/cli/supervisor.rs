@@ -304,7 +304,7 @@ impl Supervisor {
             let new = super::signals::keep_admin(&self.config, new);
             // What would stop every new worker, said here with its reason
             // rather than as "exited before it was ready".
-            sluice::check_token_file(&new)?;
+            sluice::check_token_file(&new).map_err(|e| e.to_string())?;
             let worker_config = for_workers(&new, &self.listen)?;
             if let Some(old) = self.pending.take() {
                 warn!("SIGHUP: replaces the reload still starting");

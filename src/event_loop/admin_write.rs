@@ -143,11 +143,11 @@ pub(crate) struct WriteAccess {
 /// Whether `admin_token_file` can be used as the start will use it (read,
 /// first line not empty), for `--check-config`.
 ///
-/// Errors: the reason, naming the file, as the start would give it.
-pub fn check_token_file(cfg: &crate::config::Config) -> Result<(), String> {
-    WriteAccess::from_config(cfg)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+/// Errors: as the start would give them, naming the file: the file cannot
+/// be read (its I/O error), or its first line is empty (`InvalidInput`,
+/// an invalid configuration: the start exits 2 for it, 1 for the other).
+pub fn check_token_file(cfg: &crate::config::Config) -> std::io::Result<()> {
+    WriteAccess::from_config(cfg).map(|_| ())
 }
 
 impl WriteAccess {
