@@ -349,6 +349,11 @@ fn invalid_host_and_target_forms_get_400_and_reach_no_upstream() {
         ),
         (b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400, "slash in Host"),
         (
+            b"GET / HTTP/1.1\r\nHost: ..example.com\r\n\r\n",
+            400,
+            "an empty label in Host (it matched *.example.com routes)",
+        ),
+        (
             b"GET * HTTP/1.1\r\nHost: a\r\n\r\n",
             400,
             "asterisk form is for OPTIONS only",

@@ -273,6 +273,11 @@ pub fn check_authority(a: &[u8]) -> Result<(), ParseError> {
     if !all_chars(host, is_unreserved_or_sub_delim) {
         return Err(bad);
     }
+    // An empty label between two dots (`..example.com`) names no host; it
+    // matched `*.example.com` routes (nginx refuses it too).
+    if host.windows(2).any(|w| w == b"..") {
+        return Err(ParseError::Malformed("invalid Host: an empty label"));
+    }
     if let Some(port) = port
         && !port.is_empty()
         && (port.len() > 5
