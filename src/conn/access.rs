@@ -181,13 +181,17 @@ impl Access<'_> {
 /// Method and target sniffed from the bytes of a head that could not be
 /// parsed (too large, malformed, timed out): the first word (at most 32
 /// bytes, `-` if none) and the second (at most 512 bytes), for the record
-/// of the 4xx it got.
+/// of the 4xx it got. Words are split at spaces and tabs: `GET\t/a` (a
+/// 400, RFC 9112 §3 wants one SP) is logged as `GET` and `/a`, not as no
+/// method and the version for a target.
 pub(crate) fn sniff_request_line(bytes: &[u8]) -> (String, Vec<u8>) {
     let line = bytes
         .split(|&b| b == b'\n' || b == b'\r')
         .next()
         .unwrap_or_default();
-    let mut words = line.split(|&b| b == b' ').filter(|w| !w.is_empty());
+    let mut words = line
+        .split(|&b| b == b' ' || b == b'\t')
+        .filter(|w| !w.is_empty());
     let method: String = match words.next() {
         Some(w) if w.len() <= 32 && w.iter().all(|b| b.is_ascii_graphic()) => {
             String::from_utf8_lossy(w).into_owned()
@@ -199,4 +203,24 @@ pub(crate) fn sniff_request_line(bytes: &[u8]) -> (String, Vec<u8>) {
         .map(|w| w.get(..w.len().min(512)).unwrap_or(w).to_vec())
         .unwrap_or_else(|| b"-".to_vec());
     (method, target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sniff_request_line;
+
+    #[test]
+    fn an_unreadable_request_line_is_sniffed_at_spaces_and_tabs() {
+        // (line, method, target)
+        for (line, method, target) in [
+            (&b"GET /a HTTP/1.1\r\n"[..], "GET", &b"/a"[..]),
+            (b"GET\t/a HTTP/1.1\r\n", "GET", b"/a"),
+            (b"GET  /a\tHTTP/1.1", "GET", b"/a"),
+            (b"\x01\x02 /a", "-", b"/a"),
+            (b"", "-", b"-"),
+        ] {
+            let (m, t) = sniff_request_line(line);
+            assert_eq!((m.as_str(), t.as_slice()), (method, target), "{line:?}");
+        }
+    }
 }
