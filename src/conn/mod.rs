@@ -29,6 +29,7 @@ pub(crate) mod choose;
 pub(crate) mod client;
 pub(crate) mod edge;
 pub(crate) mod exchange;
+pub(crate) mod failed_try;
 pub(crate) mod h2;
 pub(crate) mod io;
 pub(crate) mod own_reply;

@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use super::{ClientConn, LINGER, OwnReply, Result, State};
 use crate::conn::access::Termination;
-use crate::conn::begin;
 use crate::conn::response_head::take_response_head;
 use crate::conn::{Shared, relay};
+use crate::conn::{begin, failed_try};
 use crate::error::{Answer, ErrorKind, ProxyError, Side, Timeout};
 use crate::http::{Headers, ParseError, reason_phrase};
 use crate::stats::Stats;
@@ -183,7 +183,7 @@ impl ClientConn {
     pub(super) fn fail(&mut self, mut err: ProxyError, sh: &mut Shared) {
         if err.side == Side::Upstream {
             if let Some(ex) = self.exchange.as_deref_mut() {
-                begin::note_failed_try(ex, &err, sh);
+                failed_try::note_failed_try(ex, &err, sh);
             }
             match self.try_retry(&err, sh) {
                 Ok(true) => return,
@@ -198,7 +198,7 @@ impl ClientConn {
             debug!("client {}: {err}", self.side.addr);
         } else {
             // Errors a user acts on: warn, at most once a second.
-            begin::warn_upstream_failure(sh, self.exchange.as_deref(), &err, answer);
+            failed_try::warn_upstream_failure(sh, self.exchange.as_deref(), &err, answer);
         }
         self.keep_alive.clear("error");
         self.linger = true;
@@ -302,7 +302,7 @@ impl ClientConn {
     }
 
     /// Sends the request again on a new upstream connection if the retry
-    /// rules allow it (`begin::retry`).
+    /// rules allow it (`failed_try::retry`).
     ///
     /// Errors: the retry's connect found no descriptor (`NoDescriptor`).
     pub(super) fn try_retry(&mut self, err: &ProxyError, sh: &mut Shared) -> Result<bool> {
@@ -310,6 +310,6 @@ impl ClientConn {
         let Some(ex) = self.exchange.as_deref_mut() else {
             return Ok(false);
         };
-        begin::retry(ex, err, sh, self.id, client, &self.side.stream)
+        failed_try::retry(ex, err, sh, self.id, client, &self.side.stream)
     }
 }

@@ -16,6 +16,7 @@ use super::stream::Sent;
 use crate::conn::Shared;
 use crate::conn::access::{Downstream, Termination};
 use crate::conn::begin::{self, Begin, Origin};
+use crate::conn::failed_try;
 use crate::conn::own_reply::OwnReply;
 use crate::conn::relay;
 use crate::conn::response_head::{self, Taken};
@@ -320,8 +321,8 @@ impl H2Conn {
         if err.side == Side::Upstream
             && let Some(ex) = s.ex.as_deref_mut()
         {
-            begin::note_failed_try(ex, &err, sh);
-            match begin::retry(ex, &err, sh, self.id, client, &self.tx) {
+            failed_try::note_failed_try(ex, &err, sh);
+            match failed_try::retry(ex, &err, sh, self.id, client, &self.tx) {
                 Ok(true) => return,
                 Ok(false) => {}
                 Err(e) => err = e,
@@ -333,7 +334,7 @@ impl H2Conn {
         if err.side == Side::Downstream {
             debug!("h2 client {} stream {id}: {err}", self.addr);
         } else {
-            begin::warn_upstream_failure(sh, s.ex.as_deref(), &err, answer);
+            failed_try::warn_upstream_failure(sh, s.ex.as_deref(), &err, answer);
         }
         let how = Termination::of_error(&err);
         match answer {
