@@ -131,13 +131,21 @@ fn split(raw: &[u8]) -> (String, &[u8]) {
     )
 }
 
+/// What a TLS client of the proxy gets (its bytes, how its session ended)
+/// from a one-shot TLS upstream that ends its close-delimited body with
+/// `close_notify` if `notify`, else with a bare FIN; `tag` names the
+/// certificates.
+fn through_proxy(tag: &str, notify: bool) -> (Vec<u8>, Result<(), ErrorKind>) {
+    let up_cert = TestCert::for_names(&format!("{tag}-up"), &["api.internal"]);
+    let cert = TestCert::new(tag);
+    let up = one_shot_upstream(&up_cert, notify);
+    let p = proxy(up, &cert, &up_cert);
+    fetch(p.tls, &cert)
+}
+
 #[test]
 fn a_close_delimited_body_ended_with_close_notify_is_complete_and_the_client_gets_close_notify() {
-    let up_cert = TestCert::for_names("trunc-ok-up", &["api.internal"]);
-    let cert = TestCert::new("trunc-ok");
-    let up = one_shot_upstream(&up_cert, true);
-    let p = proxy(up, &cert, &up_cert);
-    let (raw, end) = fetch(p.tls, &cert);
+    let (raw, end) = through_proxy("trunc-ok", true);
     let (head, got) = split(&raw);
     assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
     assert!(
@@ -150,11 +158,7 @@ fn a_close_delimited_body_ended_with_close_notify_is_complete_and_the_client_get
 
 #[test]
 fn a_close_delimited_body_cut_by_a_bare_fin_reaches_the_client_without_close_notify() {
-    let up_cert = TestCert::for_names("trunc-cut-up", &["api.internal"]);
-    let cert = TestCert::new("trunc-cut");
-    let up = one_shot_upstream(&up_cert, false);
-    let p = proxy(up, &cert, &up_cert);
-    let (raw, end) = fetch(p.tls, &cert);
+    let (raw, end) = through_proxy("trunc-cut", false);
     let (head, got) = split(&raw);
     assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
     // Every byte that came is passed on; only the ending differs.

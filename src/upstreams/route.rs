@@ -55,11 +55,7 @@ impl Route {
         // a catch-all (`OPTIONS *` included).
         let prefix = prefix.map(|p| {
             let mut out = Vec::new();
-            if path::needs_normalizing(p.as_bytes()) {
-                path::normalize(p.as_bytes(), &mut out);
-            } else {
-                out.extend_from_slice(p.as_bytes());
-            }
+            path::normalize(p.as_bytes(), &mut out);
             out
         });
         Route {
