@@ -331,6 +331,15 @@ fn each_warning_names_its_line() {
         "upstream[0].health_check.timeout",
         "1s (the default, if not set) is not shorter than the interval 1s",
     );
+    // Certificates and no TLS listener: plain HTTP only (found by a
+    // new-user pass: nothing said so).
+    let cert = TestCert::new("cfg-no-listen-tls");
+    let no_tls = format!(
+        "{GROUP}[[certificate]]\ncert = \"{}\"\nkey = \"{}\"\n",
+        cert.cert_path(),
+        cert.key_path()
+    );
+    warned_at(&no_tls, 4, "certificate[0]", "no TLS listener");
     let twice = "[[upstream]]\nname = \"app\"\nservers = [\n  \"127.0.0.1:8001\",\n  \
                  \"127.0.0.1:8001\",\n]\n";
     warned_at(twice, 5, "upstream[0].servers[1]", "is listed twice");

@@ -141,7 +141,11 @@ pub fn describe_invalid(e: &ConfigError, place: Option<Place<'_>>, from_flag: bo
     if let Some(at) = place.filter(|_| !from_flag).and_then(|p| p.at(&path)) {
         return format!("{at}: {}", e.reason);
     }
-    let flag = e.key;
+    // `[[certificate]]` has two flags, neither named after the table.
+    let flag = match e.key {
+        "certificate" => "tls-cert / --tls-key",
+        key => key,
+    };
     if path == flag.replace('-', "_") {
         format!(
             "invalid {path} (--{flag} / {path} in the config file): {}",

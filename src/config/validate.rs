@@ -309,9 +309,18 @@ impl Config {
     /// - routes none of which matches every request: a request that
     ///   matches none of them gets `404`;
     /// - a health check whose `timeout` is not shorter than its `interval`;
-    /// - a server listed twice in one group (give it a `weight` instead).
+    /// - a server listed twice in one group (give it a `weight` instead);
+    /// - certificates without a TLS listener (`listen_tls`): nothing serves
+    ///   them, and whoever forgot `--listen-tls` believes HTTPS is on.
     pub fn warnings(&self) -> Vec<ConfigWarning> {
         let mut out = Vec::new();
+        if !self.certificate.is_empty() && self.listen_tls.is_empty() {
+            out.push(ConfigWarning::new(
+                "certificate[0]".to_string(),
+                "certificates are given but no TLS listener (listen_tls, --listen-tls): \
+                 nothing serves them, the proxy speaks plain HTTP only",
+            ));
+        }
         let mut catch_all: Option<usize> = None;
         for (i, r) in self.route.iter().enumerate() {
             if let Some(p) = r.path_prefix.as_deref().filter(|p| !p.starts_with('/')) {
