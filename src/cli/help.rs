@@ -18,7 +18,8 @@ pub(super) const USAGE: &str = "\
 usage: sluice --listen ADDR --upstream ADDR [options]
        sluice --config FILE [options]
        sluice --check-config FILE [options]
-       sluice status [--admin ADDR] [--drain|--maintenance|--ready GROUP ADDR]
+       sluice status [--admin ADDR] [--config FILE] [--token-file FILE] [--json]
+                     [--drain|--maintenance|--ready GROUP ADDR]
        sluice --print-man | --print-completions bash|zsh|fish
 
 ";
