@@ -112,26 +112,6 @@ fn upstream_connect_timeout_gets_504_and_is_counted() {
     assert_eq!(stats.status_504, 1, "{stats:?}");
 }
 
-/// Resets a client socket (SO_LINGER 0 then close): the peer sees RST.
-fn reset(stream: std::net::TcpStream) {
-    use std::os::fd::AsRawFd;
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a valid socket fd and a correctly sized option value.
-    unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
-    drop(stream);
-}
-
 #[test]
 fn client_reset_while_waiting_for_the_upstream_frees_both_connections_at_once() {
     let upstream = Upstream::start(never_answer());
@@ -141,7 +121,7 @@ fn client_reset_while_waiting_for_the_upstream_frees_both_connections_at_once() 
     let mut stream = std::net::TcpStream::connect(proxy.addr).unwrap();
     std::io::Write::write_all(&mut stream, &get("/slow")).unwrap();
     upstream.wait_requests(1);
-    reset(stream);
+    reset_stream(stream);
     assert_eventually("the proxy closes the client and its upstream", || {
         let s = proxy.stats.snapshot();
         s.downstream_active == 0 && s.upstream_connects == 1 && s.status_504 == 0
@@ -188,7 +168,7 @@ fn client_reset_after_half_close_while_waiting_frees_both_connections() {
     upstream.wait_requests(1);
     stream.shutdown(std::net::Shutdown::Write).unwrap();
     std::thread::sleep(Duration::from_millis(100));
-    reset(stream);
+    reset_stream(stream);
     assert_eventually("the proxy closes the client and its upstream", || {
         proxy.stats.snapshot().downstream_active == 0
     });

@@ -219,17 +219,69 @@ fn content_length_request_body_arrives_byte_for_byte() {
 }
 
 #[test]
-fn response_until_close_arrives_whole_then_client_connection_closes() {
+fn response_until_close_reaches_an_http11_client_chunk_encoded_and_its_connection_stays() {
+    // nginx (`chunked_transfer_encoding on`) and HAProxy do the same: the
+    // client keeps its connection, and the last chunk says the body is
+    // whole.
     let body: String = "0123456789abcdef".repeat(1024);
     let upstream = Upstream::start(send_raw_and_close(
         format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n{body}").into_bytes(),
     ));
     let proxy = start_forward_proxy(upstream.addr, |_| {});
     let mut client = proxy.client();
-    client.send(get("/stream"));
+    for round in 0..2 {
+        let resp = client.round_trip(get("/stream"));
+        assert_eq!(resp.status, 200, "{round}");
+        assert_eq!(resp.header("transfer-encoding"), Some("chunked"), "{round}");
+        assert!(!resp.has("content-length") && !resp.says_close(), "{round}");
+        let (data, trailers) = dechunk(&resp.body);
+        assert!(data == body.as_bytes(), "body changed on the way");
+        assert!(trailers.is_empty());
+    }
+    assert_eq!(
+        upstream.accepted(),
+        2,
+        "the upstream's closed connection is not reused"
+    );
+}
+
+#[test]
+fn response_until_close_cut_by_a_reset_ends_without_the_last_chunk() {
+    let upstream = Upstream::start(|mut conn: UpConn| {
+        if conn.read_request().is_some() {
+            conn.send(b"HTTP/1.1 200 OK\r\n\r\nthe first part");
+            thread::sleep(Duration::from_millis(50));
+        }
+        conn.reset();
+    });
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(get("/cut"));
+    let head = client.read_response_head();
+    assert_eq!(head.header("transfer-encoding"), Some("chunked"));
+    let rest = client.read_until_closed(CLIENT_TIMEOUT);
+    assert_eq!(
+        rest, b"e\r\nthe first part\r\n",
+        "no last chunk after a cut"
+    );
+}
+
+#[test]
+fn response_until_close_reaches_an_http10_client_until_close() {
+    let body: String = "0123456789abcdef".repeat(1024);
+    let upstream = Upstream::start(send_raw_and_close(
+        format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n{body}").into_bytes(),
+    ));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(b"GET /stream HTTP/1.0\r\nHost: example.test\r\n\r\n");
     let resp = client.read_response_head();
     assert_eq!(resp.status, 200);
-    assert!(!resp.has("content-length"), "{}", preview(&resp.head));
+    assert!(
+        !resp.has("content-length") && !resp.has("transfer-encoding"),
+        "{}",
+        preview(&resp.head)
+    );
     let got = client.read_until_closed(CLIENT_TIMEOUT);
     assert_eq!(got.len(), body.len(), "until-close body length");
     assert!(

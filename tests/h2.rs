@@ -39,26 +39,6 @@ fn answering(body: &'static str) -> Upstream {
     Upstream::start(respond_forever(ok_response(body)))
 }
 
-/// The data and the trailer section of a chunked body.
-fn dechunk(mut raw: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    let mut data = Vec::new();
-    loop {
-        let line_end = raw
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .expect("a chunk line");
-        let size = usize::from_str_radix(std::str::from_utf8(&raw[..line_end]).unwrap(), 16)
-            .expect("a hex size");
-        raw = &raw[line_end + 2..];
-        if size == 0 {
-            let end = raw.len() - 2;
-            return (data, raw[..end].to_vec());
-        }
-        data.extend_from_slice(&raw[..size]);
-        raw = &raw[size + 2..];
-    }
-}
-
 /// The JSON access records written so far.
 fn records(log: &TempFile, n: usize) -> Vec<serde_json::Value> {
     wait_access_lines(log.path(), n)

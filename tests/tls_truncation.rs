@@ -4,7 +4,9 @@
 //! path did): the proxy treats it as cut, not complete, and a TLS client
 //! then sees the proxy's side end without `close_notify` too, so it can
 //! tell. With `close_notify` from the upstream the response is complete and
-//! the client gets `close_notify`. The upstream is a rustls server in the
+//! the client gets `close_notify`. An HTTP/1.1 client also gets the body
+//! chunk-encoded, so the last chunk says the same (and only a whole body
+//! has one). The upstream is a rustls server in the
 //! test, on 127.0.0.1:0; the client a rustls client; certificates are made
 //! here (rcgen).
 
@@ -107,13 +109,14 @@ fn proxy(up: SocketAddr, cert: &TestCert, up_cert: &TestCert) -> Proxy {
     p
 }
 
-/// `GET /` over TLS through the proxy, read to the end: the bytes, and
-/// whether the proxy's side ended with `close_notify` (`Ok`) or without
-/// (`UnexpectedEof`, rustls' word for an incomplete close).
+/// `GET /` over TLS through the proxy (`Connection: close`, so the proxy
+/// closes after it), read to the end: the bytes, and whether the proxy's
+/// side ended with `close_notify` (`Ok`) or without (`UnexpectedEof`,
+/// rustls' word for an incomplete close).
 fn fetch(tls: SocketAddr, cert: &TestCert) -> (Vec<u8>, Result<(), ErrorKind>) {
     let cfg = trusting_with(&[&cert.der], rustls::DEFAULT_VERSIONS, &[b"http/1.1"]);
     let mut s = tls_connect(tls, &cfg);
-    s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         .unwrap();
     let mut got = Vec::new();
     let end = s.read_to_end(&mut got).map(|_| ()).map_err(|e| e.kind());
@@ -129,6 +132,24 @@ fn split(raw: &[u8]) -> (String, &[u8]) {
         String::from_utf8_lossy(&raw[..end]).to_string(),
         &raw[end + 4..],
     )
+}
+
+/// The chunk data of a chunked body as far as it came, and whether its
+/// last chunk came.
+fn chunks(mut raw: &[u8]) -> (Vec<u8>, bool) {
+    let mut data = Vec::new();
+    while let Some(line_end) = raw.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(std::str::from_utf8(&raw[..line_end]).unwrap(), 16)
+            .expect("a hex chunk size");
+        raw = &raw[line_end + 2..];
+        if size == 0 {
+            return (data, raw == b"\r\n");
+        }
+        let take = size.min(raw.len());
+        data.extend_from_slice(&raw[..take]);
+        raw = &raw[(take + 2).min(raw.len())..];
+    }
+    (data, false)
 }
 
 /// What a TLS client of the proxy gets (its bytes, how its session ended)
@@ -148,6 +169,9 @@ fn a_close_delimited_body_ended_with_close_notify_is_complete_and_the_client_get
     let (raw, end) = through_proxy("trunc-ok", true);
     let (head, got) = split(&raw);
     assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert!(head.contains("Transfer-Encoding: chunked"), "{head}");
+    let (got, last_chunk) = chunks(got);
+    assert!(last_chunk, "a whole body ends with the last chunk");
     assert!(
         got == body().as_slice(),
         "{} of {BODY_LEN} bytes",
@@ -162,6 +186,8 @@ fn a_close_delimited_body_cut_by_a_bare_fin_reaches_the_client_without_close_not
     let (head, got) = split(&raw);
     assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
     // Every byte that came is passed on; only the ending differs.
+    let (got, last_chunk) = chunks(got);
+    assert!(!last_chunk, "a cut body has no last chunk");
     assert!(
         got == body().as_slice(),
         "{} of {BODY_LEN} bytes",

@@ -34,6 +34,7 @@ pub(crate) mod h2;
 pub(crate) mod io;
 pub(crate) mod own_reply;
 pub(crate) mod relay;
+pub(crate) mod response_body;
 pub(crate) mod response_head;
 pub(crate) mod transport;
 pub(crate) mod upstream;

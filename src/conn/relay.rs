@@ -23,8 +23,8 @@
 //! Each pump reads and writes through the connection's transport
 //! (`transport::Transport::read_into`, `write_from`) whether it carries a
 //! head or a body, and never touches a socket itself; the body
-//! decoder only measures bytes (and, for an HTTP/1.0 client, keeps chunk
-//! data only).
+//! decoder only measures bytes, and what a response body read keeps for
+//! the client (de-chunked, chunk-encoded) is `response_body.rs`'s.
 //!
 //! What it must not know: how heads are planned (`response_head`,
 //! `client`), the pool, the loop.
@@ -34,19 +34,21 @@ use std::time::Instant;
 use super::client::ClientSide;
 use super::exchange::{Exchange, Resp};
 use super::io::Read1;
+use super::response_body::{BodyScratch, keep_body};
 use super::upstream::{Connect, UpstreamConn};
 use crate::buffer::{BufferPool, RESPONSE_READ, WatermarkBuffer};
 use crate::config::Config;
 use crate::error::{ErrorKind, ProxyError};
+use crate::http::ParseError;
+use crate::http::chunk_encode::LAST_CHUNK;
 use crate::http::chunked::{kept_parts, remove_runs};
 use crate::http::date::HttpDate;
-use crate::http::{BodyDecoder, ParseError};
 use crate::stats::Stats;
 
 /// Most bytes one read takes from a socket.
 pub(crate) const READ_CHUNK: usize = 64 * 1024;
 
-type Result<T> = std::result::Result<T, ProxyError>;
+pub(crate) type Result<T> = std::result::Result<T, ProxyError>;
 
 /// What the pumps use besides the two sides and the exchange.
 pub(crate) struct Env<'a> {
@@ -86,17 +88,6 @@ impl Env<'_> {
     pub(crate) fn response_head_buffer(&mut self) -> WatermarkBuffer {
         self.bufs.response_head(self.cfg.max_response_head_size)
     }
-}
-
-/// The scratch vectors and the trailer sink a response body read uses
-/// (the exchange's own, kept for reuse).
-pub(crate) struct BodyScratch<'a> {
-    /// Bytes the forwarded body leaves out (`BodyDecoder::scan_forward`).
-    pub ranges: &'a mut Vec<std::ops::Range<usize>>,
-    /// De-chunking's pieces: chunk data, or (`true`) a trailer line.
-    pub pieces: &'a mut Vec<(std::ops::Range<usize>, bool)>,
-    /// Where trailer field lines go, if kept (an HTTP/2 client).
-    pub trailers: Option<&'a mut Vec<u8>>,
 }
 
 // ---- upstream → client ----
@@ -163,6 +154,7 @@ pub(crate) fn read_response(
         return Ok(false);
     }
     let upstream_io = |e: std::io::Error| ProxyError::upstream(ErrorKind::Io(e.kind()));
+    let recode = ex.recode();
     match &mut ex.resp {
         Resp::AwaitHead => {
             let buf = ex.upin.get_or_insert_with(|| env.response_head_buffer());
@@ -223,6 +215,10 @@ pub(crate) fn read_response(
                         // §9.8): a bare EOF may be a truncation.
                         return Err(ProxyError::upstream(ErrorKind::Closed));
                     }
+                    if ex.enchunk {
+                        // The close ended the body: the client's last chunk.
+                        out.extend_from_slice(LAST_CHUNK);
+                    }
                     ex.resp = Resp::Done;
                     ex.resp_keep_alive = false;
                     Ok(true)
@@ -236,7 +232,7 @@ pub(crate) fn read_response(
                         pieces: &mut ex.pieces,
                         trailers: ex.keep_trailers.then_some(&mut ex.trailers),
                     };
-                    let body = keep_body(out, n, decoder, ex.dechunk, scratch)?;
+                    let body = keep_body(out, n, decoder, recode, scratch)?;
                     if body < n {
                         ex.extra_bytes = true;
                     }
@@ -252,113 +248,6 @@ pub(crate) fn read_response(
         // nothing is read after that.
         Resp::Done => Ok(false),
     }
-}
-
-/// Measures the `n` bytes just read into `out` with `decoder`: bytes past
-/// the body's end are dropped from the buffer, and with `dechunk` only the
-/// chunk data stays (moved to the front of what was read; the trailer
-/// section's field lines go to `scratch.trailers` when it is given);
-/// without, the bytes the forwarded body leaves out (a chunk size's
-/// leading zeros) are removed. Returns the bytes of the read that belong
-/// to the body (framing included, removed bytes too).
-///
-/// Errors: invalid chunked framing (upstream side).
-fn keep_body(
-    out: &mut WatermarkBuffer,
-    n: usize,
-    decoder: &mut BodyDecoder,
-    dechunk: bool,
-    scratch: BodyScratch<'_>,
-) -> Result<usize> {
-    let start = out.pending().saturating_sub(n);
-    let fresh = out.as_slice().get(start..).unwrap_or(&[]);
-    let BodyScratch {
-        ranges,
-        pieces,
-        trailers,
-    } = scratch;
-    ranges.clear();
-    pieces.clear();
-    let body = if dechunk {
-        decoder.scan_pieces(fresh, |r, t| pieces.push((r, t)))
-    } else {
-        decoder.scan_forward(fresh, ranges)
-    }
-    .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
-    let kept = if dechunk {
-        if let Some(t) = trailers {
-            for (r, _) in pieces.iter().filter(|(_, t)| *t) {
-                t.extend_from_slice(fresh.get(r.clone()).unwrap_or(&[]));
-            }
-        }
-        let tail = out.tail_mut(n);
-        let mut w = 0;
-        for (r, _) in pieces.iter().filter(|(_, t)| !*t) {
-            let len = r.len();
-            if r.end <= tail.len() {
-                tail.copy_within(r.clone(), w);
-                w += len;
-            }
-        }
-        w
-    } else if ranges.is_empty() {
-        body
-    } else {
-        // Bytes past the body go too: only the body is compacted.
-        let tail = out.tail_mut(n);
-        let removed = remove_runs(tail.get_mut(..body).unwrap_or_default(), ranges);
-        body - removed
-    };
-    out.unfill(n - kept);
-    Ok(body)
-}
-
-/// Moves body bytes that arrived behind a response head (in the head
-/// buffer `upin`) to the client's buffer — all of it, past the watermark
-/// if need be: it is at most one head's worth. With `dechunk` only chunk
-/// data moves (trailer field lines go to `trailers` when given). Returns
-/// the body bytes of `avail` consumed (framing included); the decoder
-/// counts the data.
-///
-/// Errors: invalid chunked framing (upstream side).
-pub(crate) fn move_body_after_head(
-    avail: &[u8],
-    out: &mut WatermarkBuffer,
-    decoder: &mut BodyDecoder,
-    dechunk: bool,
-    scratch: BodyScratch<'_>,
-) -> Result<usize> {
-    let BodyScratch {
-        ranges,
-        pieces,
-        trailers,
-    } = scratch;
-    ranges.clear();
-    pieces.clear();
-    let body = if dechunk {
-        decoder.scan_pieces(avail, |r, t| pieces.push((r, t)))
-    } else {
-        decoder.scan_forward(avail, ranges)
-    }
-    .map_err(|e| ProxyError::upstream(ErrorKind::Parse(e)))?;
-    if dechunk {
-        let mut trailers = trailers;
-        for (r, t) in pieces.iter() {
-            let bytes = avail.get(r.clone()).unwrap_or(&[]);
-            match (t, trailers.as_deref_mut()) {
-                (false, _) => {
-                    out.extend_from_slice(bytes);
-                }
-                (true, Some(sink)) => sink.extend_from_slice(bytes),
-                (true, None) => {}
-            }
-        }
-    } else {
-        for part in kept_parts(avail.get(..body).unwrap_or(&[]), ranges) {
-            out.extend_from_slice(part);
-        }
-    }
-    Ok(body)
 }
 
 // ---- client → upstream ----

@@ -8,7 +8,8 @@
 use super::KeepAlive;
 use super::client::ClientSide;
 use super::exchange::{Exchange, Resp};
-use super::relay::{BodyScratch, Env, move_body_after_head};
+use super::relay::Env;
+use super::response_body::{BodyScratch, move_body_after_head};
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Filter;
 use crate::http::chunked::remove_runs;
@@ -109,6 +110,9 @@ pub(crate) fn take_head(
         request_write_failed: ex.write_failed.is_some(),
         interim_bytes: ex.interim_bytes,
         interim_budget: env.cfg.max_response_head_size,
+        // An HTTP/2 stream's exchange keeps its trailers (it is the only
+        // one that does): its body ends with END_STREAM, not a last chunk.
+        http1_client: !ex.keep_trailers,
     };
     let plan = match plan_response(&mut head, &cx) {
         Ok(plan) => plan,
@@ -145,6 +149,7 @@ pub(crate) fn take_head(
             // An HTTP/2 client (`keep_trailers`) gets chunk data as DATA
             // frames: every chunked body is de-chunked for it.
             ex.dechunk = p.dechunk || (ex.keep_trailers && p.framing == BodyKind::Chunked);
+            ex.enchunk = p.enchunk;
             add_date_if_missing(&mut head, env.date);
             filter.response_filter(&ex.req, &mut head);
             if let Some((i, tls, client)) = ex.resp_rules
@@ -209,7 +214,11 @@ pub(crate) fn take_response_head(
             ex.resp_head.encode(&mut encoded);
         }
     }
-    if ex.resp_head_sent && !ex.dechunk && lend_to_client(side, ex, env, used, &encoded)? {
+    if ex.resp_head_sent
+        && !ex.dechunk
+        && !ex.enchunk
+        && lend_to_client(side, ex, env, used, &encoded)?
+    {
         ex.scratch = encoded;
         return Ok(true);
     }
@@ -238,6 +247,7 @@ pub(crate) fn move_body_after_taken_head(
     out: &mut crate::buffer::WatermarkBuffer,
     env: &mut Env<'_>,
 ) -> Result<()> {
+    let recode = ex.recode();
     if let Resp::Body(decoder) = &mut ex.resp
         && let Some(upin) = ex.upin.as_mut()
     {
@@ -247,7 +257,7 @@ pub(crate) fn move_body_after_taken_head(
             pieces: &mut ex.pieces,
             trailers: ex.keep_trailers.then_some(&mut ex.trailers),
         };
-        let body = move_body_after_head(upin.as_slice(), out, decoder, ex.dechunk, scratch)?;
+        let body = move_body_after_head(upin.as_slice(), out, decoder, recode, scratch)?;
         ex.resp_body_bytes += decoder.data_bytes().saturating_sub(before);
         upin.consume(body);
         if decoder.is_done() {

@@ -31,6 +31,7 @@
 //! answer whatever way its input is split; bodies are never copied or
 //! changed, only measured.
 
+pub mod chunk_encode;
 pub mod chunked;
 pub mod date;
 pub mod error;

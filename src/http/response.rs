@@ -46,6 +46,10 @@ pub struct ResponseContext<'a> {
     /// a 502. RFC 9110 §15.2 makes a proxy forward every 1xx, so they are
     /// bounded by bytes (and by the upstream read timeout), not by count.
     pub interim_budget: usize,
+    /// The client connection speaks HTTP/1 (not HTTP/2, whose streams
+    /// end on their own): a body the upstream delimits by closing goes to
+    /// an HTTP/1.1 client chunk-encoded ([`FinalPlan::enchunk`]).
+    pub http1_client: bool,
 }
 
 /// Why a response head cannot be forwarded: the client gets 502
@@ -86,6 +90,12 @@ pub struct FinalPlan {
     /// The client speaks HTTP/1.0 and the body is chunked: only chunk data
     /// goes downstream, delimited by closing (RFC 9112 §7.1).
     pub dechunk: bool,
+    /// The body is delimited by the upstream's close and the client speaks
+    /// HTTP/1.1: it goes downstream chunk-encoded (the head got
+    /// `Transfer-Encoding: chunked`), each read one chunk, and the last
+    /// chunk follows a clean close, so the client connection stays open
+    /// and a cut body is told from a whole one (RFC 9112 §7.1, §8).
+    pub enchunk: bool,
     /// The upstream connection may be reused afterwards as far as this head
     /// says: HTTP/1.1, no `Connection: close`, not delimited by close
     /// (RFC 9112 §9.3).
@@ -113,6 +123,11 @@ pub struct FinalPlan {
 ///   a chunked body to an HTTP/1.0 client is de-chunked (and `Trailer`
 ///   dropped). A transfer coding besides chunked (and identity) cannot be
 ///   given to an HTTP/1.0 client: 502, as nginx.
+/// - a body delimited by the upstream's close, with no `Transfer-Encoding`,
+///   goes to an HTTP/1.1 client (over HTTP/1) chunk-encoded, so its
+///   connection stays open (nginx's `chunked_transfer_encoding`, HAProxy
+///   does the same); not a tunnel's bytes, and not a body under another
+///   transfer coding (`gzip` until close), which keeps the close.
 /// - a 426 to an HTTP/1.1 client keeps its `Upgrade` field (RFC 9110
 ///   §15.5.22: it names the protocols required), with `Connection: upgrade`.
 ///
@@ -188,18 +203,31 @@ pub fn plan_response(
     // head says so (RFC 9112 §9.6) — whether or not the upstream keeps its
     // connection.
     let early = !cx.request_body_done && !tunnel;
-    let close_client =
-        tunnel || framing == BodyKind::UntilClose || abandon_request || early || dechunk;
+    let enchunk = framing == BodyKind::UntilClose
+        && !tunnel
+        && !http10
+        && cx.http1_client
+        && !head.headers.has_known(Known::TransferEncoding);
+    let close_client = tunnel
+        || (framing == BodyKind::UntilClose && !enchunk)
+        || abandon_request
+        || early
+        || dechunk;
     // A 426 must name the protocols to upgrade to (RFC 9110 §15.5.22,
     // §7.8), so its `Upgrade` field reaches an HTTP/1.1 client, with the
     // `Connection: upgrade` option a sender of `Upgrade` adds.
     let keep_upgrade =
         tunnel || (head.status == 426 && !http10 && head.headers.has_known(Known::Upgrade));
     remove_hop_by_hop(&mut head.headers, keep_upgrade);
+    if enchunk {
+        head.headers
+            .append_known(Known::TransferEncoding, b"chunked");
+    }
     Ok(ResponsePlan::Final(FinalPlan {
         framing,
         tunnel,
         dechunk,
+        enchunk,
         upstream_keep_alive,
         close_client,
         abandon_request,

@@ -141,6 +141,26 @@ pub fn chunked_end(buf: &[u8]) -> Option<usize> {
     }
 }
 
+/// The data and the trailer section of a chunked body.
+pub fn dechunk(mut raw: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut data = Vec::new();
+    loop {
+        let line_end = raw
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("a chunk line");
+        let size = usize::from_str_radix(std::str::from_utf8(&raw[..line_end]).unwrap(), 16)
+            .expect("a hex size");
+        raw = &raw[line_end + 2..];
+        if size == 0 {
+            let end = raw.len() - 2;
+            return (data, raw[..end].to_vec());
+        }
+        data.extend_from_slice(&raw[..size]);
+        raw = &raw[size + 2..];
+    }
+}
+
 /// One request as an upstream received it.
 #[derive(Debug, Clone)]
 pub struct Request {

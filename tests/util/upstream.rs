@@ -65,6 +65,11 @@ impl UpConn {
     pub fn close(self) {
         let _ = self.wire.stream.shutdown(Shutdown::Both);
     }
+
+    /// Resets the connection now (RST, not FIN: a cut, not an end).
+    pub fn reset(self) {
+        super::wire::reset_stream(self.wire.stream);
+    }
 }
 
 type Behaviour = dyn Fn(UpConn) + Send + Sync + 'static;

@@ -198,3 +198,23 @@ pub fn read_length_response(s: &mut impl Read) -> (u16, String, Vec<u8>) {
     s.read_exact(&mut body).expect("reading a body");
     (status, head, body)
 }
+
+/// Resets a socket (SO_LINGER 0 then close): the peer sees RST, not FIN.
+pub fn reset_stream(stream: TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket fd and a correctly sized option value.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(stream);
+}

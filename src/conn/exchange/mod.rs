@@ -142,6 +142,9 @@ pub(crate) struct Exchange {
     /// The client speaks HTTP/1.0 and the response is chunked: only chunk
     /// data goes downstream, delimited by closing (RFC 9112 §7.1).
     pub dechunk: bool,
+    /// The response is delimited by the upstream's close and the HTTP/1.1
+    /// client gets it chunk-encoded (`FinalPlan::enchunk`).
+    pub enchunk: bool,
     /// Scratch for the ranges of one read: the bytes the forwarded body
     /// leaves out (a chunk size's leading zeros, `BodyDecoder::scan_forward`).
     pub ranges: Vec<std::ops::Range<usize>>,
@@ -213,6 +216,7 @@ impl Exchange {
             upgrade: false,
             tunnel: false,
             dechunk: false,
+            enchunk: false,
             ranges: Vec::new(),
             pieces: Vec::new(),
             keep_trailers: false,
@@ -259,5 +263,20 @@ impl Exchange {
         self.attempts.clear();
         self.head_bytes.clear();
         self.req.encode_upstream(&mut self.head_bytes);
+    }
+}
+
+impl Exchange {
+    /// What the response body's framing becomes on the way to the client
+    /// (`dechunk`, `enchunk`, else as it came).
+    pub(crate) fn recode(&self) -> crate::conn::response_body::Recode {
+        use crate::conn::response_body::Recode;
+        if self.dechunk {
+            Recode::Dechunk
+        } else if self.enchunk {
+            Recode::Enchunk
+        } else {
+            Recode::Keep
+        }
     }
 }

@@ -190,7 +190,10 @@ impl Stream {
         if chunked {
             if !data.is_empty() {
                 let mut line = [0u8; 18];
-                buf.extend_from_slice(chunk_size_line(data.len(), &mut line));
+                buf.extend_from_slice(crate::http::chunk_encode::chunk_size_line(
+                    data.len(),
+                    &mut line,
+                ));
                 buf.extend_from_slice(data);
                 buf.extend_from_slice(b"\r\n");
             }
@@ -274,37 +277,9 @@ impl Stream {
     }
 }
 
-/// The chunk-size line of a chunk of `len` bytes (RFC 9112 §7.1:
-/// lower-case hex, no extension, CRLF), written into `line`.
-fn chunk_size_line(len: usize, line: &mut [u8; 18]) -> &[u8] {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut digits = [0u8; 16];
-    let mut n = len;
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        if let Some(d) = digits.get_mut(i) {
-            *d = HEX.get(n & 0xf).copied().unwrap_or(b'0');
-        }
-        n >>= 4;
-        if n == 0 || i == 0 {
-            break;
-        }
-    }
-    let used = digits.get(i..).unwrap_or_default();
-    let total = used.len() + 2;
-    if let Some(dst) = line.get_mut(..used.len()) {
-        dst.copy_from_slice(used);
-    }
-    if let Some(dst) = line.get_mut(used.len()..total) {
-        dst.copy_from_slice(b"\r\n");
-    }
-    line.get(..total).unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{Stream, chunk_size_line};
+    use super::Stream;
     use crate::h2::stream_state::StreamState;
 
     #[test]
@@ -314,17 +289,5 @@ mod tests {
         assert!(s.response_complete(), "no exchange, nothing pending");
         s.truncated = true;
         assert!(!s.response_complete(), "END_STREAM would end a cut body");
-    }
-
-    #[test]
-    fn chunk_size_lines_are_lower_case_hex() {
-        let mut line = [0u8; 18];
-        assert_eq!(chunk_size_line(0, &mut line), b"0\r\n");
-        assert_eq!(chunk_size_line(255, &mut line), b"ff\r\n");
-        assert_eq!(chunk_size_line(16_384, &mut line), b"4000\r\n");
-        assert_eq!(
-            chunk_size_line(usize::MAX, &mut line),
-            b"ffffffffffffffff\r\n"
-        );
     }
 }

@@ -96,6 +96,7 @@ pub(super) fn cx() -> ResponseContext<'static> {
         request_write_failed: false,
         interim_bytes: 0,
         interim_budget: 64 * 1024,
+        http1_client: true,
     }
 }
 

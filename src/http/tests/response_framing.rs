@@ -97,8 +97,8 @@ fn framing_of_final_responses() {
             head: &["HTTP/1.1 200 OK"],
             framing: BodyKind::UntilClose,
             upstream_keep_alive: false,
-            close_client: true,
-            why: "neither: until close, the client closes too",
+            close_client: false,
+            why: "neither: until close upstream, chunk-encoded to the client, which stays",
         },
         FramingRow {
             method: "GET",
@@ -140,6 +140,70 @@ fn framing_of_final_responses() {
         assert_eq!(p.upstream_keep_alive, row.upstream_keep_alive, "{why}");
         assert_eq!(p.close_client, row.close_client, "{why}");
         assert!(!p.tunnel && !p.dechunk && !p.abandon_request, "{why}");
+        assert_eq!(
+            p.enchunk,
+            row.framing == BodyKind::UntilClose && !row.close_client,
+            "{why}"
+        );
+    }
+}
+
+#[test]
+fn a_body_delimited_by_close_is_chunk_encoded_for_an_http11_client_only() {
+    // The client stays open and gets the chunked coding (nginx's
+    // `chunked_transfer_encoding on`, HAProxy alike).
+    for lines in [
+        &["HTTP/1.1 200 OK", "Content-Type: text/plain"][..],
+        &["HTTP/1.0 200 OK"][..],
+        &["HTTP/1.1 200 OK", "Connection: close"][..],
+    ] {
+        let (head, p) = final_plan(lines, &cx());
+        assert!(
+            p.enchunk && !p.close_client && !p.upstream_keep_alive,
+            "{lines:?}"
+        );
+        let wire = encoded(&head);
+        assert!(
+            wire.contains("\r\nTransfer-Encoding: chunked\r\n"),
+            "{wire}"
+        );
+        assert!(!wire.contains("Content-Length"), "{wire}");
+    }
+    // An HTTP/1.0 client knows no chunked coding: it gets the close.
+    let (head, p) = final_plan(&["HTTP/1.1 200 OK"], &cx10());
+    assert!(!p.enchunk && p.close_client);
+    assert!(!encoded(&head).contains("Transfer-Encoding"));
+    // An HTTP/2 stream ends on its own.
+    let h2 = ResponseContext {
+        http1_client: false,
+        ..cx()
+    };
+    let (head, p) = final_plan(&["HTTP/1.1 200 OK"], &h2);
+    assert!(!p.enchunk);
+    assert!(!encoded(&head).contains("Transfer-Encoding"));
+    // Under another coding (its field would have to grow `chunked`), and
+    // for a tunnel's bytes, the close stays.
+    let (head, p) = final_plan(&["HTTP/1.1 200 OK", "Transfer-Encoding: gzip"], &cx());
+    assert!(!p.enchunk && p.close_client);
+    assert!(encoded(&head).contains("Transfer-Encoding: gzip\r\n"));
+    let (_, p) = final_plan(
+        super::plan_helpers::SWITCH,
+        &super::plan_helpers::upgrade_cx(),
+    );
+    assert!(p.tunnel && !p.enchunk && p.close_client);
+    // No body, no coding: HEAD, 204, 304.
+    for (method, status) in [
+        ("HEAD", "200 OK"),
+        ("GET", "204 No Content"),
+        ("GET", "304 Not Modified"),
+    ] {
+        let c = ResponseContext { method, ..cx() };
+        let (head, p) = final_plan(&[&format!("HTTP/1.1 {status}")], &c);
+        assert!(!p.enchunk, "{method} {status}");
+        assert!(
+            !encoded(&head).contains("Transfer-Encoding"),
+            "{method} {status}"
+        );
     }
 }
 
