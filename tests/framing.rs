@@ -454,3 +454,35 @@ fn request_line_over_the_head_limit_gets_414() {
     request.extend(std::iter::repeat_n(b'a', 70 * 1024));
     assert_refused(&request, 414);
 }
+
+#[test]
+fn invalid_chunk_framing_in_a_later_read_never_reaches_the_client() {
+    // The first chunk went on; the bytes that break the framing (here
+    // followed by what a lenient client would read as a second response)
+    // are dropped with the read they came in, and the response is cut.
+    let upstream = Upstream::start(|mut conn: UpConn| {
+        if conn.read_request().is_some() {
+            conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n");
+            thread::sleep(Duration::from_millis(100));
+            conn.send(b"zz\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPOISON");
+        }
+        conn.hold_until_closed();
+    });
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(get("/"));
+    let got = client.read_until_closed(CLIENT_TIMEOUT);
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        !text.contains("zz") && !text.contains("POISON"),
+        "refused bytes reached the client: {}",
+        preview(&got)
+    );
+    // Either the head and the first chunk went before the bad read came
+    // (the usual case), or both came in one read and the client got 502.
+    assert!(
+        text.ends_with("\r\n\r\n5\r\nhello\r\n") || text.starts_with("HTTP/1.1 502 "),
+        "{}",
+        preview(&got)
+    );
+}

@@ -47,7 +47,8 @@ pub(crate) struct BodyScratch<'a> {
 /// the bytes of the read that belong to the body (framing included,
 /// removed bytes too).
 ///
-/// Errors: invalid chunked framing (upstream side).
+/// Errors: invalid chunked framing (upstream side); the read's bytes are
+/// then dropped from `out`, none of them goes on.
 pub(crate) fn keep_body(
     out: &mut WatermarkBuffer,
     n: usize,
@@ -63,7 +64,16 @@ pub(crate) fn keep_body(
         pieces,
         trailers,
     } = scratch;
-    let body = scan(fresh, decoder, dechunk, ranges, pieces)?;
+    let body = match scan(fresh, decoder, dechunk, ranges, pieces) {
+        Ok(body) => body,
+        Err(e) => {
+            // The read is in the client's buffer already: bytes the
+            // scanner refuses must not reach the client (a lenient one
+            // would read them as framing, or as a second response).
+            out.unfill(n);
+            return Err(e);
+        }
+    };
     let kept = if dechunk {
         if let Some(t) = trailers {
             for (r, _) in pieces.iter().filter(|(_, t)| *t) {

@@ -307,7 +307,10 @@ fn lend_to_client(
             let before = decoder.data_bytes();
             let fresh = buf.as_slice().get(encoded.len()..).unwrap_or(&[]);
             let r = decoder.scan_forward(fresh, &mut ex.ranges);
-            ex.resp_body_bytes += decoder.data_bytes().saturating_sub(before);
+            if r.is_ok() {
+                // A refused read goes nowhere, so it is not counted.
+                ex.resp_body_bytes += decoder.data_bytes().saturating_sub(before);
+            }
             if decoder.is_done() {
                 ex.resp = Resp::Done;
             }
