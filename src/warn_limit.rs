@@ -58,11 +58,13 @@ pub(crate) enum WarnKind {
     /// A client flooding the proxy (an HTTP/2 connection closed with
     /// ENHANCE_YOUR_CALM: rapid reset, SETTINGS or PING floods, …).
     Flood,
+    /// A TLS handshake with an upstream that failed, with its reason.
+    TlsHandshake,
 }
 
 /// One [`WarnLimit`] per [`WarnKind`].
 #[derive(Debug, Default)]
-pub(crate) struct WarnLimits([WarnLimit; 7]);
+pub(crate) struct WarnLimits([WarnLimit; 8]);
 
 impl WarnLimits {
     /// [`WarnLimit::allow`] for warnings of `kind`.
@@ -83,6 +85,8 @@ mod tests {
         assert_eq!(l.allow(WarnKind::Closed, t0), None);
         assert_eq!(l.allow(WarnKind::Malformed, t0).as_deref(), Some(""));
         assert_eq!(l.allow(WarnKind::Other, t0).as_deref(), Some(""));
+        // The last kind has its slot too.
+        assert_eq!(l.allow(WarnKind::TlsHandshake, t0).as_deref(), Some(""));
         assert_eq!(
             l.allow(WarnKind::Closed, t0 + WARN_EVERY).as_deref(),
             Some(" (1 more since the last one)")

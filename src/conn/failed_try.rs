@@ -34,6 +34,21 @@ pub(crate) fn note_failed_try(ex: &mut Exchange, err: &ProxyError, sh: &mut Shar
         ex.note_attempt(choose::outcome(err), status);
     }
     choose::count_failure(ex, err, sh);
+    // The handshake's reason (a name that does not match, an alert) is
+    // only the connection's: one line a second at most, as every
+    // per-request upstream warning (a misconfigured group fails them all).
+    if err.kind.is_upstream_tls()
+        && let Some(reason) = ex
+            .upstream
+            .and_then(|k| sh.ups.get_mut(k))
+            .and_then(|u| u.take_handshake_error())
+        && let Some(more) = sh.warn_limit.allow(WarnKind::TlsHandshake, sh.now)
+    {
+        warn!(
+            "upstream {}: TLS handshake failed: {reason}{more}",
+            ex.peer.addr
+        );
+    }
 }
 
 /// Sends `ex` again on a new upstream connection (owned by `owner`;

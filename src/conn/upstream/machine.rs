@@ -8,7 +8,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use log::{debug, trace, warn};
+use log::{debug, trace};
 use mio::{Registry, Token};
 
 use super::super::io::{Io, Read1};
@@ -67,6 +67,10 @@ pub(crate) struct UpstreamConn {
     pub(super) preface: Vec<u8>,
     /// It carries one client's PROXY header: never parked in the pool.
     pub(super) private: bool,
+    /// Why its TLS handshake failed (rustls' words: the name that did not
+    /// match, the alert), for the failed try's warning
+    /// (`failed_try::note_failed_try`, rate-limited there).
+    pub(super) handshake_error: Option<Box<str>>,
 }
 
 /// How a connect attempt stands after [`UpstreamConn::finish_connect`].
@@ -147,7 +151,8 @@ impl UpstreamConn {
             Ok(false) => return Ok(Connect::Pending),
             Ok(true) => {}
             Err(e) => {
-                warn!("upstream {}: TLS handshake failed: {e}", self.peer.addr);
+                debug!("upstream {}: TLS handshake failed: {e}", self.peer.addr);
+                self.handshake_error = Some(e.to_string().into_boxed_str());
                 return Err(e);
             }
         }
@@ -159,6 +164,11 @@ impl UpstreamConn {
             if self.stream.is_tls() { ", TLS" } else { "" }
         );
         Ok(Connect::JustConnected)
+    }
+
+    /// Why the TLS handshake failed, once (see `handshake_error`).
+    pub(crate) fn take_handshake_error(&mut self) -> Option<Box<str>> {
+        self.handshake_error.take()
     }
 
     /// A read may give something now (see `Transport::may_read`).

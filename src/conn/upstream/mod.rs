@@ -239,6 +239,7 @@ impl Upstreams {
             tcp_connected: false,
             preface,
             private,
+            handshake_error: None,
         };
         conn.set_interest(registry, true, true)?;
         entry.insert(Slot { conn, generation });
