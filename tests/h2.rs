@@ -414,6 +414,47 @@ fn rapid_reset_gets_goaway_enhance_your_calm_and_opens_no_upstream_for_reset_str
 }
 
 #[test]
+fn stream_errors_the_client_causes_count_as_resets_too() {
+    // Not only its RST_STREAM: a stream the proxy must reset because of
+    // the client's frames (a window overflow, DATA after END_STREAM) costs
+    // the same, so a loop of them is rapid reset too (CVE-2023-44487).
+    let overflow =
+        |id: u32| H2Client::frame_bytes(kind::WINDOW_UPDATE, 0, id, &0x7fff_ffffu32.to_be_bytes());
+    let data_after_end = |id: u32| H2Client::frame_bytes(kind::DATA, 0, id, b"x");
+    for (name, second) in [
+        (
+            "WINDOW_UPDATE overflow",
+            &overflow as &dyn Fn(u32) -> Vec<u8>,
+        ),
+        ("DATA after END_STREAM", &data_after_end),
+    ] {
+        let up = answering("x");
+        let (proxy, _log) = h2_proxy(up.addr, |c| c.h2_max_concurrent_streams = 100);
+        let mut c = H2Client::connect(proxy.addr);
+        let mut burst = Vec::new();
+        for _ in 0..300 {
+            let id = c.next_stream();
+            let block = c.block(&get_fields("/r"));
+            burst.extend(H2Client::frame_bytes(
+                kind::HEADERS,
+                flag::END_HEADERS | flag::END_STREAM,
+                id,
+                &block,
+            ));
+            burst.extend(second(id));
+        }
+        c.write_lossy(&burst);
+        let frames = c.read_to_close(Duration::from_secs(3));
+        let goaway = frames.iter().find(|f| f.kind == kind::GOAWAY);
+        assert_eq!(
+            goaway.and_then(|f| f.error_code()),
+            Some(ENHANCE_YOUR_CALM),
+            "{name}: {frames:?}"
+        );
+    }
+}
+
+#[test]
 fn a_continuation_flood_is_bounded_and_ends_the_connection() {
     let up = answering("x");
     let (proxy, _log) = h2_proxy(up.addr, |c| c.max_head_size = 16 * 1024);

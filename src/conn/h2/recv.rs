@@ -118,15 +118,16 @@ impl H2Conn {
                     code.name()
                 );
                 self.reset_stream(id, code, sh);
-                if code == ErrorCode::RefusedStream || code == ErrorCode::ProtocolError {
-                    self.count_reset(sh);
-                }
+                // Every stream error here comes from the client's frames
+                // (a refused stream, a window overflow, DATA on a closed
+                // stream): each costs what its own RST_STREAM would.
+                self.count_reset(sh);
             }
         }
     }
 
-    /// A reset the client caused (its own or a refused stream): rapid
-    /// reset past the limit ends the connection.
+    /// A reset the client caused (its own, or one its frames made us
+    /// send): rapid reset past the limit ends the connection.
     fn count_reset(&mut self, sh: &mut Shared) {
         if !self.limits.reset(sh.now) {
             self.connection_error(
