@@ -110,43 +110,82 @@ fn advance_tls(p: &mut Probe) -> io::Result<Option<Seen>> {
 /// `expect_body`; with it, the body holding the text, or its limit
 /// reached. `None`: read on.
 fn decided(p: &Probe) -> Option<Seen> {
-    let line_done = p.answer.contains(&b'\n') || p.answer.len() >= MAX_STATUS_LINE;
+    decide(&p.answer, p.expect_body.as_deref())
+}
+
+/// [`decided`] over the answer's bytes and the `expect_body` text.
+fn decide(answer: &[u8], expect_body: Option<&[u8]>) -> Option<Seen> {
+    let line_done = answer.contains(&b'\n') || answer.len() >= MAX_STATUS_LINE;
     if !line_done {
         return None;
     }
-    let Some(want) = p.expect_body.as_deref() else {
-        return Some(judge(p, false));
+    let Some(want) = expect_body else {
+        return Some(judge_bytes(answer, None, false));
     };
-    let Ok(code) = status_of(&p.answer) else {
-        return Some(judge(p, false));
+    let Ok(code) = status_of(answer) else {
+        return Some(judge_bytes(answer, expect_body, false));
     };
-    match body_of(&p.answer) {
-        Some(body) if contains(body, want) => Some(Seen::Status(code, Some(true))),
-        Some(body) if body.len() >= MAX_CHECK_BODY => Some(Seen::Status(code, Some(false))),
-        None if p.answer.len() >= MAX_CHECK_HEAD => Some(Seen::Status(code, Some(false))),
+    match body_of(answer) {
+        Some(b) if contains(&b.data, want) => Some(Seen::Status(code, Some(true))),
+        Some(b) if b.whole || b.data.len() >= MAX_CHECK_BODY => {
+            Some(Seen::Status(code, Some(false)))
+        }
+        None if answer.len() >= MAX_CHECK_HEAD => Some(Seen::Status(code, Some(false))),
         _ => None,
     }
 }
 
 /// The result from the bytes read (`ended`: no more will come).
 fn judge(p: &Probe, ended: bool) -> Seen {
-    if p.answer.is_empty() && ended {
+    judge_bytes(&p.answer, p.expect_body.as_deref(), ended)
+}
+
+/// [`judge`] over the answer's bytes and the `expect_body` text.
+fn judge_bytes(answer: &[u8], expect_body: Option<&[u8]>, ended: bool) -> Seen {
+    if answer.is_empty() && ended {
         return Seen::Failed("closed before a status line".into());
     }
-    let Ok(code) = status_of(&p.answer) else {
+    let Ok(code) = status_of(answer) else {
         return Seen::Failed("not an HTTP response".into());
     };
-    let body = p
-        .expect_body
-        .as_deref()
-        .map(|want| body_of(&p.answer).is_some_and(|b| contains(b, want)));
+    let body = expect_body.map(|want| body_of(answer).is_some_and(|b| contains(&b.data, want)));
     Seen::Status(code, body)
 }
 
-/// The bytes after the response head's blank line, once it came.
-fn body_of(answer: &[u8]) -> Option<&[u8]> {
+/// A check answer's body as far as it came.
+struct BodySoFar {
+    /// Its data: a chunked body's chunk data (not its chunk-size lines,
+    /// extensions or trailer section), at most the body's length.
+    data: Vec<u8>,
+    /// Its framing says it ended (a `Content-Length` read, the last
+    /// chunk): no need to wait for the close.
+    whole: bool,
+}
+
+/// The body of `answer` once its head came (RFC 9112 §6.3 framing for a
+/// GET: `Content-Length`, chunked, or to the close). A head sluice's codec
+/// refuses is read as if its body ran to the close, and bad chunk framing
+/// ends the data where it went wrong: the check only looks for a text.
+fn body_of(answer: &[u8]) -> Option<BodySoFar> {
+    use crate::http::{BodyDecoder, BodyKind, ParseHead, ResponseHead};
     let at = answer.windows(4).position(|w| w == b"\r\n\r\n")?;
-    answer.get(at + 4..)
+    let raw = answer.get(at + 4..).unwrap_or(&[]);
+    let mut head = ResponseHead::default();
+    let kind = match head.parse_into(answer, 256) {
+        Ok(Some(_)) => head.body_kind("GET").unwrap_or(BodyKind::UntilClose),
+        _ => BodyKind::UntilClose,
+    };
+    let mut decoder = BodyDecoder::new(kind);
+    let mut data = Vec::new();
+    let _ = decoder.scan_pieces(raw, |r, trailer| {
+        if !trailer {
+            data.extend_from_slice(raw.get(r).unwrap_or(&[]));
+        }
+    });
+    Some(BodySoFar {
+        data,
+        whole: decoder.is_done(),
+    })
 }
 
 /// `hay` holds `needle`.
@@ -168,4 +207,73 @@ pub(crate) fn status_of(answer: &[u8]) -> io::Result<u16> {
         .ok()
         .and_then(|c| c.parse().ok())
         .ok_or_else(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Seen, decide, judge_bytes};
+
+    const HEAD_CHUNKED: &[u8] = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+
+    /// What the check decides after each prefix of `answer` (None: reads
+    /// on), and at the close.
+    fn verdicts(answer: &[u8], want: &[u8]) -> (Option<Seen>, Seen) {
+        let early = (1..=answer.len()).find_map(|n| decide(&answer[..n], Some(want)));
+        (early, judge_bytes(answer, Some(want), true))
+    }
+
+    #[test]
+    fn expect_body_is_looked_for_in_the_chunk_data_not_the_framing() {
+        let mut split = HEAD_CHUNKED.to_vec();
+        split.extend_from_slice(b"3\r\nALI\r\n2\r\nVE\r\n0\r\n\r\n");
+        let (early, end) = verdicts(&split, b"ALIVE");
+        assert_eq!(early, Some(Seen::Status(200, Some(true))), "across chunks");
+        assert_eq!(end, Seen::Status(200, Some(true)));
+        // Only in a chunk extension: not in the body.
+        let mut ext = HEAD_CHUNKED.to_vec();
+        ext.extend_from_slice(b"4;x=ALIVE\r\nDOWN\r\n0\r\n\r\n");
+        let (early, end) = verdicts(&ext, b"ALIVE");
+        assert_eq!(
+            early,
+            Some(Seen::Status(200, Some(false))),
+            "decided at the last chunk"
+        );
+        assert_eq!(end, Seen::Status(200, Some(false)));
+    }
+
+    #[test]
+    fn a_whole_body_decides_without_waiting_for_the_close() {
+        let cl = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nDOWN";
+        let (early, _) = verdicts(cl, b"ALIVE");
+        assert_eq!(early, Some(Seen::Status(200, Some(false))));
+        let cl = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nALIVE";
+        assert_eq!(
+            verdicts(cl, b"ALIVE").0,
+            Some(Seen::Status(200, Some(true)))
+        );
+        // Bytes past Content-Length are not body.
+        let past = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOKALIVE";
+        assert_eq!(verdicts(past, b"ALIVE").1, Seen::Status(200, Some(false)));
+        // To the close: only the close ends it.
+        let open = b"HTTP/1.1 200 OK\r\n\r\nDOWN";
+        let (early, end) = verdicts(open, b"ALIVE");
+        assert_eq!(early, None);
+        assert_eq!(end, Seen::Status(200, Some(false)));
+    }
+
+    #[test]
+    fn every_split_of_a_chunked_answer_gives_one_verdict() {
+        let mut answer = HEAD_CHUNKED.to_vec();
+        answer.extend_from_slice(b"2;a=b\r\nAL\r\n3\r\nIVE\r\n0\r\nX-T: 1\r\n\r\n");
+        for n in 0..=answer.len() {
+            // Whatever prefix was read, the text is found once it came.
+            let seen = decide(&answer[..n], Some(b"ALIVE"));
+            let body_end = HEAD_CHUNKED.len() + b"2;a=b\r\nAL\r\n3\r\nIVE".len();
+            if n >= body_end {
+                assert_eq!(seen, Some(Seen::Status(200, Some(true))), "{n}");
+            } else {
+                assert_eq!(seen, None, "{n}");
+            }
+        }
+    }
 }
