@@ -245,3 +245,37 @@ fn the_default_cap_fitted_to_the_limit_is_info_and_a_chosen_one_lowered_is_a_war
         assert!(line.contains(level), "{extra:?}: {line}");
     }
 }
+
+#[test]
+fn http2_streams_never_take_the_descriptors_accepting_needs() {
+    // An HTTP/2 client holds one upstream socket per stream in flight:
+    // upstream sockets may use only what one socket per client leaves, so
+    // another client is still accepted and answered at once (503 here,
+    // every upstream socket being in use), not left in the accept queue
+    // until the streams end.
+    let upstream = slow_upstream(Duration::from_secs(8));
+    let port = free_port();
+    let (listen, up) = (loopback(port).to_string(), upstream.addr.to_string());
+    let p = SluiceProcess::start_with_nofile(
+        &["--listen", &listen, "--upstream", &up, "--http2-cleartext"],
+        Some(64),
+        0,
+    );
+    p.wait_line(STARTUP, |l| l.contains("listening on"));
+    // 64 descriptors: 16 clients, 16 upstream sockets; 30 streams ask.
+    let mut h2 = H2Client::connect(loopback(port));
+    for _ in 0..30 {
+        h2.send_get("/held");
+    }
+    let held = wait_until(WAIT, || upstream.accepted() >= 16);
+    assert!(held, "{} upstream connections", upstream.accepted());
+    let mut probe = Client::connect(loopback(port));
+    let r = probe.round_trip(get("/probe"));
+    assert_eq!(r.status, 503, "{}", preview(&r.head));
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert!(
+        p.count(|l| l.contains("their share of the descriptor budget")) >= 1,
+        "{}",
+        p.log()
+    );
+}

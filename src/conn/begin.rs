@@ -313,7 +313,9 @@ pub(crate) fn attach(
             if let Some(more) = sh.warn_limit.allow(WarnKind::Connect, sh.now) {
                 warn!("upstream {}: connect failed: {e}{more}", ex.peer.addr);
             }
-            if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+            if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+                || e.kind() == std::io::ErrorKind::QuotaExceeded
+            {
                 ProxyError::upstream(ErrorKind::NoDescriptor)
             } else {
                 ProxyError::upstream(ErrorKind::ConnectFailed(e.kind()))

@@ -272,6 +272,9 @@ impl Server {
             listen::set_defer(&*l.socket, config.defer_accept)?;
         }
         let mut sh = Shared::new(config, Box::new(filter), registry, pool, groups, access);
+        // Upstream sockets may use what one socket per client leaves.
+        sh.ups
+            .set_socket_cap(budget.descriptors.saturating_sub(budget.max_connections));
         sh.intern_tls_groups()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         sh.cert_store = tls.as_ref().map(|t| t.store.clone());

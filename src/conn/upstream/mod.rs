@@ -67,6 +67,12 @@ pub(crate) struct Upstreams {
     generations: Generations,
     /// The `EMFILE` line of `acquire`: one a second (docs/observability.md, "Logs").
     emfile_warn: crate::warn_limit::WarnLimit,
+    /// Most upstream sockets open at once (pooled ones included): the
+    /// descriptor budget less one socket per client up to
+    /// `max_connections` (docs/operations.md, "Descriptor budget"), so
+    /// that upstream sockets never take the descriptors accepting needs
+    /// (an HTTP/2 client holds one per stream). `usize::MAX` until set.
+    socket_cap: usize,
 }
 
 impl Upstreams {
@@ -77,6 +83,7 @@ impl Upstreams {
             pool,
             generations: Generations::default(),
             emfile_warn: Default::default(),
+            socket_cap: usize::MAX,
         }
     }
 
@@ -95,6 +102,11 @@ impl Upstreams {
         self.slab.len()
     }
 
+    /// Sets the most upstream sockets open at once (see `socket_cap`).
+    pub(crate) fn set_socket_cap(&mut self, cap: usize) {
+        self.socket_cap = cap.max(1);
+    }
+
     /// A connection to `peer` for client connection `owner`: a live parked
     /// one as the pool's choice rule allows for a request that is
     /// `idempotent` or not (`IdlePool::choose`: learned idle limits, LIFO),
@@ -103,7 +115,9 @@ impl Upstreams {
     /// reused.
     ///
     /// Errors: the connect failed at once (e.g. `EMFILE` even after one
-    /// idle pooled socket was closed to make room).
+    /// idle pooled socket was closed to make room); `QuotaExceeded` when
+    /// the upstream sockets' share of the descriptor budget is in use and
+    /// no idle pooled socket can make room (`socket_cap`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn acquire(
         &mut self,
@@ -189,6 +203,21 @@ impl Upstreams {
                 }
                 return Ok((key, true));
             }
+        }
+        if self.slab.len() >= self.socket_cap {
+            // The rest of the budget is the clients' own sockets: an
+            // idle pooled socket goes first, else no new one (503).
+            let Some(oldest) = self.pool.pop_oldest() else {
+                return Err(io::Error::new(
+                    io::ErrorKind::QuotaExceeded,
+                    format!(
+                        "{} upstream sockets open, their share of the descriptor budget (the \
+                         rest is kept for accepting clients)",
+                        self.slab.len()
+                    ),
+                ));
+            };
+            self.evict(oldest, Eviction::Cap(EvictReason::GlobalCap), stats);
         }
         let stream = match TcpStream::connect(peer.addr) {
             Ok(s) => s,
