@@ -207,3 +207,52 @@ fn a_connect_timeout_is_not_retried_when_the_only_other_server_is_in_maintenance
     assert_eq!((s.timeouts_connect, s.retries), (1, 0));
     assert_eq!(spare.accepted(), 0);
 }
+
+#[test]
+fn malformed_and_cut_answers_show_on_their_server_without_ejecting_it() {
+    // A head HTTP does not allow (502 to the client), then a 200 cut after
+    // its head: each an error of the server's last minute, in its
+    // answer's class, with the reason in `last_error`; neither ejects it
+    // (nginx's max_fails counts neither by default).
+    let up = Upstream::start(|mut conn: UpConn| {
+        if let Some(req) = conn.read_request() {
+            if req.target == "/bad" {
+                conn.send(b"HTTP/1.1 200 OK\r\nBad Name: x\r\nContent-Length: 2\r\n\r\nok");
+            } else {
+                conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart");
+            }
+        }
+        conn.close();
+    });
+    let admin = loopback(free_port());
+    let addr = up.addr;
+    let proxy = start_proxy(
+        move |c| {
+            let mut g = GroupSpec::new("app", vec![ServerSpec::from(addr)]);
+            g.max_fails = 1;
+            c.upstream = vec![g];
+            c.admin = Some(admin);
+        },
+        ByRoutes,
+    );
+    assert_eq!(proxy.client().round_trip(get("/bad")).status, 502);
+    let mut c = proxy.client();
+    c.send(get("/cut"));
+    assert_eq!(c.read_response_head().status, 200);
+    let _ = c.read_what_arrives(CLIENT_TIMEOUT);
+    let settled = wait_until(WAIT, || server(admin, addr)["errors_last_minute"] == 2);
+    let s = server(admin, addr);
+    assert!(settled, "{s:#}");
+    assert_eq!(s["state"], "up", "{s:#}");
+    let why = s["last_error"]["reason"].as_str().unwrap_or_default();
+    assert!(why.starts_with("traffic: closed"), "{s:#}");
+    let (_, m) = http_get(admin, "/metrics");
+    let m = String::from_utf8_lossy(&m);
+    for class in ["none", "2xx"] {
+        let want = format!(
+            "sluice_upstream_server_responses_total{{worker=\"0\",group=\"app\",\
+             server=\"{addr}\",code_class=\"{class}\"}} 1"
+        );
+        assert!(m.contains(&want), "{want}\n{m}");
+    }
+}

@@ -127,6 +127,8 @@ fn reason(err: &ProxyError, before_response: bool) -> String {
         ErrorKind::Io(std::io::ErrorKind::ConnectionReset) => format!("traffic: reset{when}"),
         ErrorKind::Io(k) => format!("traffic: {k}{when}"),
         ErrorKind::Closed => format!("traffic: closed{when}"),
+        ErrorKind::Parse(e) => format!("traffic: malformed response: {e}"),
+        ErrorKind::UnexpectedUpgrade => "traffic: unexpected 101".into(),
         other => format!("traffic: {other:?}"),
     }
 }
@@ -155,13 +157,18 @@ pub(crate) fn count_failure(ex: &mut Exchange, err: &ProxyError, sh: &mut Shared
         ErrorKind::Timeout(
             crate::error::Timeout::UpstreamRead | crate::error::Timeout::UpstreamWrite,
         ) if ex.no_response_byte() => Verdict::Failure,
+        // It answered what HTTP does not allow, or cut its answer: its
+        // fault, seen in `/status` and the metrics, not an ejection.
+        ErrorKind::Parse(_) | ErrorKind::UnexpectedUpgrade => Verdict::Flawed,
+        ErrorKind::Io(_) | ErrorKind::Closed if !ex.no_response_byte() => Verdict::Flawed,
         _ => Verdict::Neutral,
     };
-    if verdict == Verdict::Failure {
+    if matches!(verdict, Verdict::Failure | Verdict::Flawed) {
         let why = reason(err, ex.no_response_byte());
         sh.groups.note_failure(g, ex.peer.addr, why);
     }
-    sh.report(g, ex.peer.addr, verdict, (0, None));
+    // The status of a head that came before the failure (a cut 200).
+    sh.report(g, ex.peer.addr, verdict, (ex.status, ex.first_byte));
 }
 
 /// The server for a retry of `ex`: another server of its group not tried

@@ -51,8 +51,8 @@ impl Groups {
         let (max_fails, timeout) = (group.spec.max_fails, group.spec.fail_timeout);
         let old = group.state_of(i, now);
         let h = group.health.get_mut(i)?;
-        h.minute
-            .count(now, verdict == Verdict::Failure || status >= 500);
+        let error = matches!(verdict, Verdict::Failure | Verdict::Flawed);
+        h.minute.count(now, error || status >= 500);
         if verdict != Verdict::Neutral || status != 0 {
             h.traffic.count(status, first_byte);
         }

@@ -26,6 +26,12 @@ pub(crate) enum Verdict {
     /// Says nothing about the server (client gone, our own timeout of a
     /// slow answer, a 4xx).
     Neutral,
+    /// An answer HTTP does not allow (a malformed head, bad chunked
+    /// framing) or one cut after it began: an error of the last minute,
+    /// counted in its answer's class, but not toward ejection (as nginx,
+    /// whose `max_fails` counts `error` and `timeout` by default, not
+    /// `invalid_header`).
+    Flawed,
 }
 
 /// How a server's availability changed after a report.
@@ -282,7 +288,7 @@ impl Health {
         now: Instant,
     ) -> Option<Change> {
         match v {
-            Verdict::Neutral => None,
+            Verdict::Neutral | Verdict::Flawed => None,
             Verdict::Success => {
                 self.fails = 0;
                 if self.ejected_until.is_none_or(|t| t <= now) {
