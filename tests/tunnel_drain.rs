@@ -40,6 +40,35 @@ fn open_tunnel(proxy: &Proxy) -> Client {
 }
 
 #[test]
+fn a_tunnel_passes_on_the_upstreams_half_close_and_keeps_the_other_direction() {
+    // The upstream says goodbye and shuts its sending side, still reading:
+    // the client gets the bytes and then the EOF, and what it sends after
+    // still reaches the upstream, then the client's own EOF does.
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let tx = std::sync::Mutex::new(tx);
+    let upstream = Upstream::start(move |mut conn: UpConn| {
+        if conn.read_request().is_none() {
+            return;
+        }
+        conn.send(
+            b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nBYE",
+        );
+        let _ = conn.wire.stream.shutdown(std::net::Shutdown::Write);
+        let got = conn.wire.read_to_eof().unwrap_or_default();
+        let _ = tx.lock().unwrap().send(got);
+    });
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = open_tunnel(&proxy);
+    assert_eq!(client.read_until_closed(CLIENT_TIMEOUT), b"BYE");
+    client.send(b"after the upstream's EOF");
+    client.shutdown_write();
+    let got = rx
+        .recv_timeout(WAIT)
+        .expect("the upstream saw the client's EOF");
+    assert_eq!(got, b"after the upstream's EOF");
+}
+
+#[test]
 fn idle_tunnel_outlives_the_http_timeouts() {
     let upstream = echo_tunnel();
     let proxy = start_forward_proxy(upstream.addr, |c| {

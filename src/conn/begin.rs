@@ -378,6 +378,13 @@ pub(crate) fn release_upstream(ex: &mut Exchange, sh: &mut Shared) -> (bool, boo
     if !ex.response_done() {
         return (false, false);
     }
+    if ex.tunnel
+        && !(ex.request_body_done() && ex.to_upstream.as_ref().is_none_or(|b| b.is_empty()))
+    {
+        // A tunnel is two directions: the upstream's EOF ends only its
+        // own; the client's bytes still go to it until the client's EOF.
+        return (false, false);
+    }
     ex.upstream = None;
     // A server gone from its group (DNS, ARCHITECTURE.md §13) or
     // drained gets no new exchange: its connection is closed, not parked.

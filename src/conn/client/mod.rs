@@ -101,6 +101,9 @@ pub(crate) struct ClientSide {
     pub out: Option<WatermarkBuffer>,
     /// The client sent EOF.
     pub read_eof: bool,
+    /// Our sending side was shut while the client may still send (a
+    /// tunnel whose upstream sent EOF first).
+    pub write_shut: bool,
     /// Last time a byte was written to the client (or pending bytes
     /// appeared): the send timeout runs from here.
     pub write_at: Instant,
@@ -195,6 +198,7 @@ impl ClientConn {
                 inbuf: None,
                 out: None,
                 read_eof: false,
+                write_shut: false,
                 write_at: sh.now,
             },
             state: State::Head,

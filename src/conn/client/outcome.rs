@@ -37,6 +37,7 @@ impl ClientConn {
             progress = true;
         }
         progress |= self.release_upstream(sh);
+        progress |= self.half_close_tunnel(sh);
         let finished = self
             .exchange
             .as_ref()
@@ -47,6 +48,29 @@ impl ClientConn {
             progress = true;
         }
         Ok(progress)
+    }
+
+    /// A tunnel whose upstream sent EOF first: once every byte of it went
+    /// to the client, the client gets the EOF too (our sending side shut),
+    /// and its bytes go on to the upstream until its own EOF (a half-close
+    /// passed on, as one from the client is).
+    fn half_close_tunnel(&mut self, sh: &mut Shared) -> bool {
+        let upstream_done = self
+            .exchange
+            .as_ref()
+            .is_some_and(|ex| ex.tunnel && ex.response_done() && ex.upstream.is_some());
+        if !upstream_done
+            || self.side.write_shut
+            || self.side.out.as_ref().is_some_and(|b| !b.is_empty())
+            || self.side.stream.wants_write()
+        {
+            return false;
+        }
+        self.side
+            .stream
+            .shutdown_write(&mut self.side.io, &sh.stats);
+        self.side.write_shut = true;
+        true
     }
 
     /// Parks or closes the upstream once its part is over

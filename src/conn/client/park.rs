@@ -295,6 +295,7 @@ impl ClientConn {
                 inbuf: None,
                 out: None,
                 read_eof: false,
+                write_shut: false,
                 write_at: p.idle_since,
             },
             state: State::Head,
