@@ -205,8 +205,11 @@ stats! {
     timeouts_keepalive,
     /// Downstream connections closed at the request head timeout (counter).
     timeouts_head,
-    /// Exchanges ended by a body or send gap timeout (counter).
+    /// Exchanges ended by a body or send gap timeout of the client (or
+    /// a tunnel's idle timeout) (counter).
     timeouts_gap,
+    /// Exchanges ended by the upstream read or write timeout (counter).
+    timeouts_upstream,
     /// Upstream connects that timed out (counter).
     timeouts_connect,
     /// Bytes held in exchange buffers now, both directions (gauge).

@@ -56,7 +56,10 @@ fn a_long_poll_route_waits_longer_than_the_top_level_read_timeout() {
     assert_eq!(r.body_str(), "late");
     let mut c = proxy.client();
     assert_proxy_error(&c.round_trip(get("/api")), 504);
-    assert_eq!(proxy.stats.snapshot().status_504, 1);
+    let st = proxy.stats.snapshot();
+    assert_eq!(st.status_504, 1);
+    // Counted as the upstream's timeout, not a client's gap.
+    assert_eq!((st.timeouts_upstream, st.timeouts_gap), (1, 0));
 }
 
 #[test]

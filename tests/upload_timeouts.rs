@@ -60,6 +60,7 @@ fn client_stalling_mid_body_gets_408_not_504() {
     assert!(got.starts_with(b"HTTP/1.1 408"), "{}", preview(&got));
     let st = proxy.stats.snapshot();
     assert_eq!((st.status_408, st.status_504), (1, 0));
+    assert_eq!((st.timeouts_gap, st.timeouts_upstream), (1, 0));
 }
 
 #[test]

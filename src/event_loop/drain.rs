@@ -131,7 +131,7 @@ impl Server {
              buffers_in_use={} pauses={} resumes={} upstream_connects={} reuses={} retries={} \
              evicted(peer_closed={} unexpected_data={} idle_timeout={} cap={}) \
              choice(newest={} older={} new_for_risk={} retired={}) closed_for_room={} \
-             timeouts(keepalive={} head={} gap={} connect={}) \
+             timeouts(keepalive={} head={} gap={} upstream={} connect={}) \
              status(400={} 408={} 431={} 501={} 502={} 503={} 504={}) upstream_open={} \
              ejections={} checks={} checks_failed={} marked_down={}",
             st.requests,
@@ -158,6 +158,7 @@ impl Server {
             st.timeouts_keepalive,
             st.timeouts_head,
             st.timeouts_gap,
+            st.timeouts_upstream,
             st.timeouts_connect,
             st.status_400,
             st.status_408,

@@ -74,7 +74,7 @@ impl ClientConn {
                 self.fail(ProxyError::upstream(ErrorKind::Timeout(which)), sh);
             }
             Timeout::UpstreamRead | Timeout::UpstreamWrite => {
-                Stats::add(&stats.timeouts_gap, 1);
+                Stats::add(&stats.timeouts_upstream, 1);
                 self.fail(ProxyError::upstream(ErrorKind::Timeout(which)), sh);
             }
             Timeout::ClientBody | Timeout::ClientSend => {

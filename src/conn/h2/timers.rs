@@ -92,7 +92,7 @@ impl H2Conn {
                     ProxyError::upstream(ErrorKind::Timeout(t))
                 }
                 Timeout::UpstreamRead | Timeout::UpstreamWrite => {
-                    Stats::add(&stats.timeouts_gap, 1);
+                    Stats::add(&stats.timeouts_upstream, 1);
                     ProxyError::upstream(ErrorKind::Timeout(t))
                 }
                 _ => {
