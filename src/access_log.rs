@@ -184,12 +184,12 @@ impl AccessLog {
                 self.report_dropped();
             }
             Ok(n) => {
+                // Still behind: no warning yet. Standard error often
+                // shares the reader's pipe (`2>&1`, a container's log),
+                // so a warning now would find it full again and be lost.
                 self.buf.drain(..n);
                 self.oldest = Some(now);
                 self.stalled_until = Some(now + RETRY_EVERY);
-                if n > 0 {
-                    self.report_dropped();
-                }
             }
             Err(e) => {
                 let lines = memchr::memchr_iter(b'\n', &self.buf).count() as u64;
@@ -244,9 +244,9 @@ impl AccessLog {
         std::mem::take(&mut self.lost)
     }
 
-    /// One warning for the records dropped while the reader stalled (said
-    /// once it takes bytes again, so the warning is not itself stuck
-    /// behind the same reader).
+    /// One warning for the records dropped while the reader stalled, said
+    /// once it took every record held for it: not stuck behind the same
+    /// reader when standard error shares its pipe.
     fn report_dropped(&mut self) {
         if self.dropped > 0 {
             warn!(
@@ -372,12 +372,16 @@ mod tests {
         );
         // The reader comes back: every kept record arrives whole, in order.
         let mut got = Vec::new();
+        let dropped = log.dropped;
         for _ in 0..10_000 {
             drain_pipe(&mut r, &mut got);
             log.flush();
             if log.buf.is_empty() {
                 break;
             }
+            // Still behind: the warning waits (standard error may share
+            // this pipe, and would find it full).
+            assert_eq!(log.dropped, dropped, "reported before the backlog went");
         }
         drain_pipe(&mut r, &mut got);
         let text = String::from_utf8(got).unwrap();
