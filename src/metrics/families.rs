@@ -259,7 +259,10 @@ pub(super) const PLAIN: &[Plain] = &[
             ("timeouts_keepalive", Some(("kind", "keepalive"))),
             ("timeouts_head", Some(("kind", "request_head"))),
             ("timeouts_gap", Some(("kind", "body_or_send_gap"))),
-            ("timeouts_upstream", Some(("kind", "upstream_read_or_write"))),
+            (
+                "timeouts_upstream",
+                Some(("kind", "upstream_read_or_write")),
+            ),
             ("timeouts_connect", Some(("kind", "upstream_connect"))),
         ],
     ),
