@@ -115,6 +115,11 @@ fn decided(p: &Probe) -> Option<Seen> {
 
 /// [`decided`] over the answer's bytes and the `expect_body` text.
 fn decide(answer: &[u8], expect_body: Option<&[u8]>) -> Option<Seen> {
+    // Interim (1xx) heads come before the answer (RFC 9110 §15.2): the
+    // check judges the final one.
+    let Some(answer) = final_answer(answer) else {
+        return (answer.len() >= MAX_CHECK_HEAD).then(|| judge_bytes(answer, expect_body, false));
+    };
     let line_done = answer.contains(&b'\n') || answer.len() >= MAX_STATUS_LINE;
     if !line_done {
         return None;
@@ -142,6 +147,10 @@ fn judge(p: &Probe, ended: bool) -> Seen {
 
 /// [`judge`] over the answer's bytes and the `expect_body` text.
 fn judge_bytes(answer: &[u8], expect_body: Option<&[u8]>, ended: bool) -> Seen {
+    let whole = answer;
+    let answer = final_answer(answer)
+        .filter(|a| !a.is_empty())
+        .unwrap_or(whole);
     if answer.is_empty() && ended {
         return Seen::Failed("closed before a status line".into());
     }
@@ -150,6 +159,23 @@ fn judge_bytes(answer: &[u8], expect_body: Option<&[u8]>, ended: bool) -> Seen {
     };
     let body = expect_body.map(|want| body_of(answer).is_some_and(|b| contains(&b.data, want)));
     Seen::Status(code, body)
+}
+
+/// `answer` past its interim (1xx) heads: the final answer as far as it
+/// came. `None` while an interim head is still incomplete, or when the
+/// interim heads take more than `MAX_CHECK_HEAD` bytes (then the first
+/// one is judged). A 101 is final here: a check asks for no upgrade.
+fn final_answer(mut answer: &[u8]) -> Option<&[u8]> {
+    let mut skipped = 0;
+    while status_of(answer).is_ok_and(|c| (100..200).contains(&c) && c != 101) {
+        let end = answer.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+        skipped += end;
+        if skipped > MAX_CHECK_HEAD {
+            return None;
+        }
+        answer = answer.get(end..)?;
+    }
+    Some(answer)
 }
 
 /// A check answer's body as far as it came.
@@ -182,6 +208,9 @@ fn body_of(answer: &[u8]) -> Option<BodySoFar> {
             data.extend_from_slice(raw.get(r).unwrap_or(&[]));
         }
     });
+    // The text is looked for in the body's first 16 KiB, wherever the
+    // reads ended.
+    data.truncate(MAX_CHECK_BODY);
     Some(BodySoFar {
         data,
         whole: decoder.is_done(),
@@ -259,6 +288,47 @@ mod tests {
         let (early, end) = verdicts(open, b"ALIVE");
         assert_eq!(early, None);
         assert_eq!(end, Seen::Status(200, Some(false)));
+    }
+
+    #[test]
+    fn interim_heads_are_skipped_and_the_final_answer_judged() {
+        let answer = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n\
+                       HTTP/1.1 100 Continue\r\n\r\n\
+                       HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nALIVE";
+        for n in 1..answer.len() {
+            // Never the 103 or the 100, at any read boundary.
+            if let Some(seen) = decide(&answer[..n], None) {
+                assert_eq!(seen, Seen::Status(200, None), "{n}");
+            }
+            if let Some(seen) = decide(&answer[..n], Some(b"ALIVE")) {
+                assert_eq!(seen, Seen::Status(200, Some(true)), "{n}");
+            }
+        }
+        assert_eq!(
+            verdicts(answer, b"ALIVE").0,
+            Some(Seen::Status(200, Some(true)))
+        );
+        assert_eq!(judge_bytes(answer, None, true), Seen::Status(200, None));
+        // Only an interim head, then the close: that is what was seen.
+        let only = b"HTTP/1.1 103 Early Hints\r\n\r\n";
+        assert_eq!(judge_bytes(only, None, true), Seen::Status(103, None));
+    }
+
+    #[test]
+    fn the_text_counts_only_in_the_first_16_kib_of_the_body() {
+        use crate::upstreams::spec::MAX_CHECK_BODY;
+        for (at, found) in [(MAX_CHECK_BODY - 5, true), (MAX_CHECK_BODY - 4, false)] {
+            let mut body = vec![b'.'; MAX_CHECK_BODY + 4096];
+            body[at..at + 5].copy_from_slice(b"ALIVE");
+            let mut answer =
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+            answer.extend_from_slice(&body);
+            assert_eq!(
+                judge_bytes(&answer, Some(b"ALIVE"), true),
+                Seen::Status(200, Some(found)),
+                "{at}"
+            );
+        }
     }
 
     #[test]
