@@ -210,14 +210,18 @@ fn a_connect_timeout_is_not_retried_when_the_only_other_server_is_in_maintenance
 
 #[test]
 fn malformed_and_cut_answers_show_on_their_server_without_ejecting_it() {
-    // A head HTTP does not allow (502 to the client), then a 200 cut after
-    // its head: each an error of the server's last minute, in its
+    // A head HTTP does not allow (502 to the client), a 200 whose body
+    // stalls past the read timeout, then a 200 cut after its head: each an error of the server's last minute, in its
     // answer's class, with the reason in `last_error`; neither ejects it
     // (nginx's max_fails counts neither by default).
     let up = Upstream::start(|mut conn: UpConn| {
         if let Some(req) = conn.read_request() {
             if req.target == "/bad" {
                 conn.send(b"HTTP/1.1 200 OK\r\nBad Name: x\r\nContent-Length: 2\r\n\r\nok");
+            } else if req.target == "/stall" {
+                // Part of the body, then nothing: the read timeout cuts it.
+                conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart");
+                conn.hold_until_closed();
             } else {
                 conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart");
             }
@@ -232,15 +236,20 @@ fn malformed_and_cut_answers_show_on_their_server_without_ejecting_it() {
             g.max_fails = 1;
             c.upstream = vec![g];
             c.admin = Some(admin);
+            c.upstream_read_timeout = Duration::from_millis(300);
         },
         ByRoutes,
     );
     assert_eq!(proxy.client().round_trip(get("/bad")).status, 502);
+    let mut stalled = proxy.client();
+    stalled.send(get("/stall"));
+    assert_eq!(stalled.read_response_head().status, 200);
+    let _ = stalled.read_what_arrives(CLIENT_TIMEOUT);
     let mut c = proxy.client();
     c.send(get("/cut"));
     assert_eq!(c.read_response_head().status, 200);
     let _ = c.read_what_arrives(CLIENT_TIMEOUT);
-    let settled = wait_until(WAIT, || server(admin, addr)["errors_last_minute"] == 2);
+    let settled = wait_until(WAIT, || server(admin, addr)["errors_last_minute"] == 3);
     let s = server(admin, addr);
     assert!(settled, "{s:#}");
     assert_eq!(s["state"], "up", "{s:#}");
@@ -248,10 +257,10 @@ fn malformed_and_cut_answers_show_on_their_server_without_ejecting_it() {
     assert!(why.starts_with("traffic: closed"), "{s:#}");
     let (_, m) = http_get(admin, "/metrics");
     let m = String::from_utf8_lossy(&m);
-    for class in ["none", "2xx"] {
+    for (class, n) in [("none", 1), ("2xx", 2)] {
         let want = format!(
             "sluice_upstream_server_responses_total{{worker=\"0\",group=\"app\",\
-             server=\"{addr}\",code_class=\"{class}\"}} 1"
+             server=\"{addr}\",code_class=\"{class}\"}} {n}"
         );
         assert!(m.contains(&want), "{want}\n{m}");
     }

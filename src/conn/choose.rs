@@ -157,10 +157,21 @@ pub(crate) fn count_failure(ex: &mut Exchange, err: &ProxyError, sh: &mut Shared
         ErrorKind::Timeout(
             crate::error::Timeout::UpstreamRead | crate::error::Timeout::UpstreamWrite,
         ) if ex.no_response_byte() => Verdict::Failure,
-        // It answered what HTTP does not allow, or cut its answer: its
-        // fault, seen in `/status` and the metrics, not an ejection.
+        // A coding this client cannot be given: the proxy's limit.
+        ErrorKind::Parse(crate::http::ParseError::Framing(why))
+            if *why == crate::http::response::UNDELIVERABLE_CODING =>
+        {
+            Verdict::Neutral
+        }
+        // It answered what HTTP does not allow, or cut or stalled its
+        // answer: its fault, seen in `/status` and the metrics, not an
+        // ejection.
         ErrorKind::Parse(_) | ErrorKind::UnexpectedUpgrade => Verdict::Flawed,
-        ErrorKind::Io(_) | ErrorKind::Closed if !ex.no_response_byte() => Verdict::Flawed,
+        ErrorKind::Io(_)
+        | ErrorKind::Closed
+        | ErrorKind::Timeout(
+            crate::error::Timeout::UpstreamRead | crate::error::Timeout::UpstreamWrite,
+        ) if !ex.no_response_byte() => Verdict::Flawed,
         _ => Verdict::Neutral,
     };
     if matches!(verdict, Verdict::Failure | Verdict::Flawed) {

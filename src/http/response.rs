@@ -21,6 +21,12 @@ use super::hop::{remove_hop_by_hop, response_keep_alive};
 use super::known::Known;
 use super::syntax::list_elements;
 
+/// The refusal of a transfer coding the client cannot be given (HTTP/1.0,
+/// HTTP/2): the proxy's limit, not the server's fault (its try is not
+/// counted against it).
+pub const UNDELIVERABLE_CODING: &str =
+    "transfer coding besides chunked for an HTTP/1.0 or HTTP/2 client";
+
 /// What the plan needs to know about the request and the exchange so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResponseContext<'a> {
@@ -122,7 +128,7 @@ pub struct FinalPlan {
 ///   `Content-Length` values go on as one field (RFC 9112 §6.3 rule 5);
 ///   a chunked body to an HTTP/1.0 client is de-chunked (and `Trailer`
 ///   dropped). A transfer coding besides chunked (and identity) cannot be
-///   given to an HTTP/1.0 client: 502, as nginx.
+///   given to an HTTP/1.0 or an HTTP/2 client: 502, as nginx.
 /// - a body delimited by the upstream's close, with no `Transfer-Encoding`,
 ///   goes to an HTTP/1.1 client (over HTTP/1) chunk-encoded, so its
 ///   connection stays open (nginx's `chunked_transfer_encoding`, HAProxy
@@ -168,12 +174,16 @@ pub fn plan_response(
     let upstream_keep_alive =
         response_keep_alive(head.version, &head.headers) && framing != BodyKind::UntilClose;
     let http10 = cx.request_version == 0;
-    if http10 && framing != BodyKind::Empty && !only_chunked_or_identity(&head.headers) {
+    if (http10 || !cx.http1_client)
+        && framing != BodyKind::Empty
+        && !only_chunked_or_identity(&head.headers)
+    {
         // A coding besides chunked (`gzip, chunked`, or `gzip` until
         // close) cannot be undone here and cannot be announced to
-        // HTTP/1.0 (as nginx: 502).
+        // HTTP/1.0 (as nginx: 502) nor to HTTP/2, which has no
+        // `Transfer-Encoding` (RFC 9113 §8.2.2).
         return Err(ResponseRefusal::Invalid(ParseError::Framing(
-            "transfer coding besides chunked for an HTTP/1.0 client",
+            UNDELIVERABLE_CODING,
         )));
     }
     if head.status == 204 {

@@ -383,3 +383,28 @@ fn no_content_loses_transfer_encoding() {
     assert!(!p.close_client);
     assert_eq!(encoded(&head), "HTTP/1.1 204 No Content\r\nX-A: a\r\n\r\n");
 }
+
+#[test]
+fn a_transfer_coding_besides_chunked_to_an_http2_client_gets_502() {
+    // HTTP/2 has no Transfer-Encoding (RFC 9113 §8.2.2): the coded bytes
+    // would reach the client as if they were the content.
+    let h2 = ResponseContext {
+        http1_client: false,
+        ..cx()
+    };
+    for te in ["gzip", "gzip, chunked", "x-foo"] {
+        let r = refused(
+            &["HTTP/1.1 200 OK", &format!("Transfer-Encoding: {te}")],
+            &h2,
+        );
+        assert_eq!(
+            r,
+            ResponseRefusal::Invalid(ParseError::Framing(
+                crate::http::response::UNDELIVERABLE_CODING
+            )),
+            "{te}"
+        );
+    }
+    let (_, p) = final_plan(&["HTTP/1.1 200 OK", "Transfer-Encoding: chunked"], &h2);
+    assert_eq!(p.framing, BodyKind::Chunked);
+}
