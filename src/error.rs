@@ -48,6 +48,25 @@ pub enum Timeout {
     DrainIdle,
 }
 
+impl Timeout {
+    /// The setting that ran out, as the configuration names it (for log
+    /// lines an operator acts on: `upstream_read_timeout`).
+    pub fn setting(self) -> &'static str {
+        match self {
+            Timeout::KeepAlive => "keepalive_timeout",
+            Timeout::Head => "request_head_timeout",
+            Timeout::Connect => "upstream_connect_timeout",
+            Timeout::UpstreamRead => "upstream_read_timeout",
+            Timeout::UpstreamWrite => "upstream_write_timeout",
+            Timeout::ClientBody => "client_body_timeout",
+            Timeout::ClientSend => "client_send_timeout",
+            Timeout::Linger => "linger",
+            Timeout::TunnelIdle => "tunnel_idle_timeout",
+            Timeout::DrainIdle => "drain idle",
+        }
+    }
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -199,7 +218,7 @@ impl fmt::Display for ProxyError {
             ErrorKind::Closed => write!(f, "{side}: closed early"),
             ErrorKind::ConnectFailed(k) => write!(f, "{side}: connect failed: {k}"),
             ErrorKind::Io(k) => write!(f, "{side}: i/o error: {k}"),
-            ErrorKind::Timeout(t) => write!(f, "{side}: timeout: {t:?}"),
+            ErrorKind::Timeout(t) => write!(f, "{side}: timeout: {}", t.setting()),
             ErrorKind::UnexpectedUpgrade => write!(f, "{side}: 101 without upgrade"),
             ErrorKind::NotImplemented => write!(f, "{side}: method not implemented"),
             ErrorKind::NoServer => write!(f, "{side}: no server to send to"),
@@ -210,3 +229,15 @@ impl fmt::Display for ProxyError {
 }
 
 impl std::error::Error for ProxyError {}
+
+#[cfg(test)]
+mod tests {
+    use super::{ErrorKind, ProxyError, Timeout};
+
+    #[test]
+    fn a_timeout_is_named_by_its_setting() {
+        let e = ProxyError::upstream(ErrorKind::Timeout(Timeout::UpstreamRead));
+        assert_eq!(e.to_string(), "upstream: timeout: upstream_read_timeout");
+        assert_eq!(e.what(), "timeout: upstream_read_timeout");
+    }
+}
