@@ -136,15 +136,7 @@ fn rfc9113_8_1_request_bodies_go_upstream_by_content_length_or_chunked_with_trai
     let r = c.responses(&[a], Duration::from_secs(5));
     assert_eq!(r[&a].status, 200);
     // Without: chunked, and a trailer section after the body.
-    let b = c.send_headers(
-        &[
-            (":method", "POST"),
-            (":scheme", "http"),
-            (":authority", "test.example"),
-            (":path", "/chunked"),
-        ],
-        false,
-    );
+    let b = c.send_headers(&request_fields("POST", "/chunked"), false);
     c.send_data(b, &body, false);
     let trailers = c.block(&[("x-checksum", "abc")]);
     c.send_frame(
@@ -183,12 +175,7 @@ fn a_trailer_section_that_comes_in_the_same_read_as_the_head_goes_upstream() {
     let (proxy, _log) = h2_proxy(up.addr, |_| {});
     let mut c = H2Client::connect(proxy.addr);
     let id = c.next_stream();
-    let head = c.block(&[
-        (":method", "POST"),
-        (":scheme", "http"),
-        (":authority", "test.example"),
-        (":path", "/grpc"),
-    ]);
+    let head = c.block(&request_fields("POST", "/grpc"));
     let trailers = c.block(&[("grpc-status", "0"), ("x-checksum", "abc")]);
     let mut wire = H2Client::frame_bytes(kind::HEADERS, flag::END_HEADERS, id, &head);
     wire.extend(H2Client::frame_bytes(kind::DATA, 0, id, b"abc"));
@@ -244,15 +231,7 @@ fn head_and_204_end_with_their_headers_and_a_100_goes_first() {
     });
     let (proxy, _log) = h2_proxy(up.addr, |_| {});
     let mut c = H2Client::connect(proxy.addr);
-    let head = c.send_headers(
-        &[
-            (":method", "HEAD"),
-            (":scheme", "http"),
-            (":authority", "test.example"),
-            (":path", "/head"),
-        ],
-        true,
-    );
+    let head = c.send_headers(&request_fields("HEAD", "/head"), true);
     let r = c.responses(&[head], Duration::from_secs(3));
     assert_eq!(r[&head].status, 200);
     assert!(r[&head].body.is_empty());
@@ -776,15 +755,7 @@ fn a_client_that_closes_its_socket_ends_its_streams_and_their_upstreams() {
 fn a_head_request_to_a_dead_upstream_gets_a_502_without_data() {
     let (proxy, _log) = h2_proxy(refused_addr(), |_| {});
     let mut c = H2Client::connect(proxy.addr);
-    let id = c.send_headers(
-        &[
-            (":method", "HEAD"),
-            (":scheme", "http"),
-            (":authority", "test.example"),
-            (":path", "/dead"),
-        ],
-        true,
-    );
+    let id = c.send_headers(&request_fields("HEAD", "/dead"), true);
     let r = c.responses(&[id], Duration::from_secs(5));
     assert_eq!(r[&id].status, 502);
     assert!(r[&id].body.is_empty(), "{:?}", r[&id]);
@@ -1219,15 +1190,7 @@ fn a_request_refused_for_its_fields_is_logged_with_them() {
     let up = answering("x");
     let (proxy, log) = h2_proxy(up.addr, |_| {});
     let mut c = H2Client::connect(proxy.addr);
-    let id = c.send_headers(
-        &[
-            (":method", "GET"),
-            (":scheme", "http"),
-            (":authority", "test.example"),
-            (":path", "/public%ZZ/x"),
-        ],
-        true,
-    );
+    let id = c.send_headers(&request_fields("GET", "/public%ZZ/x"), true);
     let r = c.responses(&[id], Duration::from_secs(5));
     assert_eq!(r[&id].status, 400);
     let rec = &records(&log, 1)[0];

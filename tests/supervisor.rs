@@ -221,15 +221,7 @@ fn a_reload_whose_executable_is_gone_fails_and_the_workers_stay() {
         "{}",
         p.log()
     );
-    let (status, body) = http_get(loopback(port), "/");
-    assert_eq!((status, &body[..]), (200, &b"a"[..]));
-
-    p.signal(libc::SIGTERM);
-    assert!(
-        p.wait_exit(Duration::from_secs(10)).success(),
-        "{}",
-        p.log()
-    );
+    serves_then_stops(&mut p, port);
 }
 
 #[test]
@@ -258,6 +250,13 @@ fn a_reload_whose_admin_token_file_is_gone_fails_with_its_reason_and_the_workers
         failed.contains(&format!("admin_token_file {gone}")),
         "{failed}"
     );
+    serves_then_stops(&mut p, port);
+}
+
+/// The workers still answer `/` (the upstream's `a`), then SIGTERM ends
+/// the supervisor with success.
+#[track_caller]
+fn serves_then_stops(p: &mut SluiceProcess, port: u16) {
     let (status, body) = http_get(loopback(port), "/");
     assert_eq!((status, &body[..]), (200, &b"a"[..]));
     p.signal(libc::SIGTERM);

@@ -453,8 +453,13 @@ impl H2Client {
 
 /// The fields of `GET path` to `test.example`.
 pub fn get_fields(path: &str) -> Vec<(&'static str, &str)> {
+    request_fields("GET", path)
+}
+
+/// The fields of `method path` to `test.example` over `http`.
+pub fn request_fields<'a>(method: &'a str, path: &'a str) -> Vec<(&'static str, &'a str)> {
     vec![
-        (":method", "GET"),
+        (":method", method),
         (":scheme", "http"),
         (":authority", "test.example"),
         (":path", path),
