@@ -59,6 +59,7 @@ def struct_fields(src, struct):
     return fields
 
 config_rs = read("src/config.rs")
+kinds_rs = read("src/config/kinds.rs")
 spec_rs = read("src/upstreams/spec.rs")
 conf_doc = read("docs/configuration.md")
 example = read("examples/sluice.toml")
@@ -104,7 +105,7 @@ for struct, src, where in [("GroupSpec", spec_rs, "src/upstreams/spec.rs"),
                            ("HealthCheck", spec_rs, "src/upstreams/spec.rs"),
                            ("RouteSpec", spec_rs, "src/upstreams/spec.rs"),
                            ("RespondSpec", spec_rs, "src/upstreams/spec.rs"),
-                           ("CertificateSpec", config_rs, "src/config.rs")]:
+                           ("CertificateSpec", kinds_rs, "src/config/kinds.rs")]:
     for name, attrs in struct_fields(src, struct):
         if re.search(r"serde\((?:[^)]*,\s*)?skip\s*[,)]", attrs):
             continue

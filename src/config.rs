@@ -20,7 +20,8 @@
 //!   (`#[serde(default)]`), and `Config::default()` returns it.
 //!
 //! The syntax of values (durations with a required unit, addresses, worker
-//! counts) is one rule each, in `config/values.rs`.
+//! counts) is one rule each, in `config/values.rs`. The small value types
+//! (certificate pairs, TLS versions, access log targets) are `config/kinds.rs`.
 //!
 //! A new knob is one such field (plus the code that uses its value, and a
 //! check in [`Config::validate`] if it has limits).
@@ -44,19 +45,22 @@
 //! What it must not know: sockets, HTTP; it holds values and checks that
 //! they fit together.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ArgAction;
 use serde::{Deserialize, Serialize};
-use toml::Spanned;
 
 use crate::cidr::Cidr;
 use crate::upstreams::spec::{DEFAULT_GROUP, GroupSpec, RouteSpec, ServerSpec};
+mod kinds;
 mod validate;
 mod values;
+pub use kinds::{
+    AccessLogFormat, AccessLogTarget, CertificateSpec, ClientAuth, TlsVersion, UnknownSni,
+};
+use kinds::{access_log, parse_access_log, parse_server, parse_tls_version};
 pub use validate::{ConfigError, ConfigWarning};
 use values::{addrs, parse_addr, parse_duration, parse_workers, whole, workers};
 pub(crate) use values::{duration, opt_duration};
@@ -577,205 +581,5 @@ settings! {
     }
 }
 
-/// One certificate of the TLS listeners: `[[certificate]]` in the file,
-/// `--tls-cert FILE --tls-key FILE` on the command line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CertificateSpec {
-    /// PEM file of the chain, leaf first.
-    pub cert: Spanned<PathBuf>,
-    /// PEM file of its private key.
-    pub key: Spanned<PathBuf>,
-}
-
-impl CertificateSpec {
-    /// A certificate from the command line (no place in a file).
-    pub fn new(cert: PathBuf, key: PathBuf) -> Self {
-        CertificateSpec {
-            cert: Spanned::new(0..0, cert),
-            key: Spanned::new(0..0, key),
-        }
-    }
-}
-
-/// The oldest TLS version the listeners accept (`tls_min_version`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TlsVersion {
-    /// TLS 1.2 (RFC 5246) and 1.3.
-    #[serde(rename = "1.2")]
-    V1_2,
-    /// TLS 1.3 only (RFC 8446).
-    #[serde(rename = "1.3")]
-    V1_3,
-}
-
-/// Parses `1.2` or `1.3`.
-fn parse_tls_version(v: &str) -> Result<TlsVersion, String> {
-    match v {
-        "1.2" => Ok(TlsVersion::V1_2),
-        "1.3" => Ok(TlsVersion::V1_3),
-        _ => Err(format!("{v:?} is not a TLS version (\"1.2\" or \"1.3\")")),
-    }
-}
-
-/// What a ClientHello without SNI, or with a name no certificate covers,
-/// gets (`tls_unknown_sni`; `tls/sni.rs`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum UnknownSni {
-    /// The first certificate listed.
-    #[default]
-    Default,
-    /// No certificate: the fatal alert `unrecognized_name`.
-    Reject,
-}
-
-/// Whether TLS clients must present a certificate (`tls_client_auth`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClientAuth {
-    /// None is asked for.
-    #[default]
-    Off,
-    /// Asked for; a client without one is served.
-    Optional,
-    /// Every client must present a valid one.
-    Required,
-}
-
-/// Where access records are written (`--access-log`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AccessLogTarget {
-    /// Standard output (the default).
-    Stdout,
-    /// Standard error.
-    Stderr,
-    /// No access log.
-    Off,
-    /// A file, opened for appending (created if missing).
-    File(std::path::PathBuf),
-}
-
-impl fmt::Display for AccessLogTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AccessLogTarget::Stdout => f.write_str("stdout"),
-            AccessLogTarget::Stderr => f.write_str("stderr"),
-            AccessLogTarget::Off => f.write_str("off"),
-            AccessLogTarget::File(p) => write!(f, "{}", p.display()),
-        }
-    }
-}
-
-/// The access record's format (`--access-log-format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AccessLogFormat {
-    /// One line of `key=value` fields (docs/observability.md, "Access log").
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
-// --- value syntax: the command line's parsers and the file's codecs ----------
-
-/// Parses `stdout`, `stderr`, `off` or a path (non-empty).
-fn parse_access_log(v: &str) -> Result<AccessLogTarget, String> {
-    Ok(match v {
-        "stdout" | "-" => AccessLogTarget::Stdout,
-        "stderr" => AccessLogTarget::Stderr,
-        "off" => AccessLogTarget::Off,
-        "" => return Err("the access log path is empty (use off for none)".into()),
-        path => AccessLogTarget::File(path.into()),
-    })
-}
-
-/// Parses one `--upstream` server into a one-server group `default`
-/// (several flags are joined into one group by the binary).
-/// `https://HOST:PORT` makes the group speak TLS (`tls = true`).
-fn parse_server(v: &str) -> Result<GroupSpec, String> {
-    let (tls, server) = match v.strip_prefix("https://") {
-        Some(rest) => (true, rest),
-        None => (false, v.strip_prefix("http://").unwrap_or(v)),
-    };
-    let mut g = GroupSpec::new(DEFAULT_GROUP, vec![server.parse::<ServerSpec>()?]);
-    g.tls = tls;
-    Ok(g)
-}
-
-/// An access log target in the file: a string, as on the command line.
-mod access_log {
-    use serde::de::{Deserialize, Deserializer, Error};
-    use serde::ser::Serializer;
-
-    use super::AccessLogTarget;
-
-    pub fn serialize<S: Serializer>(t: &AccessLogTarget, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(t)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AccessLogTarget, D::Error> {
-        let v = String::deserialize(d)?;
-        super::parse_access_log(&v).map_err(D::Error::custom)
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_are_the_documented_ones() {
-        let c = Config::default();
-        assert_eq!(c.listen, [SocketAddr::from(([127, 0, 0, 1], 8080))]);
-        assert!(c.listen_tls.is_empty() && c.certificate.is_empty());
-        assert_eq!(c.tls_min_version, TlsVersion::V1_2);
-        assert_eq!(c.tls_handshake_timeout, Duration::from_secs(10));
-        assert_eq!(
-            (c.tls_unknown_sni, c.tls_client_auth),
-            (UnknownSni::Default, ClientAuth::Off)
-        );
-        assert_eq!(
-            c.upstream[0].servers.get_ref()[0].to_string(),
-            "127.0.0.1:8000"
-        );
-        assert_eq!(c.keepalive_timeout, Duration::from_secs(60));
-        assert_eq!(c.request_head_timeout, Duration::from_secs(10));
-        assert_eq!(c.upstream_connect_timeout, Duration::from_secs(3));
-        assert_eq!(c.drain_timeout, Duration::from_secs(30));
-        assert_eq!((c.max_head_size, c.max_header_count), (65536, 100));
-        assert_eq!(
-            (c.max_response_head_size, c.max_response_header_count),
-            (65536, 256)
-        );
-        assert_eq!(c.via_name, "");
-        assert_eq!((c.high_watermark, c.low_watermark), (32768, 8192));
-        assert_eq!(
-            (c.pool_max_idle_per_peer, c.pool_max_idle_total),
-            (1024, 4096)
-        );
-        assert_eq!(
-            (c.max_retries, c.max_connections, c.workers),
-            (1, 10_000, 1)
-        );
-        assert!(c.add_via && c.add_x_forwarded_for && c.add_x_forwarded_proto);
-        assert_eq!(c.max_requests_per_connection, 0, "no cap");
-        assert_eq!(c.validate(), Ok(()));
-    }
-
-    #[test]
-    fn the_file_form_reads_back_the_same() {
-        let c = Config {
-            keepalive_timeout: Duration::from_millis(1500),
-            workers: 0,
-            upstream: vec![parse_server("[::1]:80").unwrap()],
-            add_via: false,
-            ..Config::default()
-        };
-        let text = toml::to_string(&c).unwrap();
-        assert!(text.contains("keepalive_timeout = \"1500ms\"\n"), "{text}");
-        assert!(text.contains("workers = \"auto\"\n"), "{text}");
-        assert_eq!(toml::from_str::<Config>(&text).unwrap(), c);
-        assert_eq!(toml::from_str::<Config>("").unwrap(), Config::default());
-    }
-}
+mod tests;
