@@ -214,3 +214,78 @@ fn write_with(
         };
     }
 }
+
+/// Whether a non-blocking connect has finished, from `getpeername` and
+/// `getsockname`: `Ok(Some(local))` once it is connected (the local
+/// address, for the access log's port), `Ok(None)` while it is still in
+/// progress.
+///
+/// Errors: `ConnectionRefused` when the socket is connected to itself. A
+/// connect to a port of the ephemeral range with nothing listening can pick
+/// that same port as its source and complete as a TCP simultaneous open
+/// (RFC 9293 §3.5); the request would then come back as its own answer.
+/// Any other error of the two calls.
+pub(crate) fn connect_finished(
+    peer: io::Result<std::net::SocketAddr>,
+    local: impl FnOnce() -> io::Result<std::net::SocketAddr>,
+) -> io::Result<Option<std::net::SocketAddr>> {
+    let peer = match peer {
+        Ok(p) => p,
+        Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let local = local()?;
+    if local == peer {
+        return Err(io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            format!("connected to itself ({peer}: nothing listens on that port)"),
+        ));
+    }
+    Ok(Some(local))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+
+    use socket2::{Domain, Socket, Type};
+
+    use super::*;
+
+    fn finished(s: &Socket) -> io::Result<Option<SocketAddr>> {
+        let peer = s.peer_addr().and_then(|a| {
+            a.as_socket()
+                .ok_or_else(|| io::Error::other("not an inet address"))
+        });
+        connect_finished(peer, || {
+            s.local_addr()?
+                .as_socket()
+                .ok_or_else(|| io::Error::other("not an inet address"))
+        })
+    }
+
+    #[test]
+    fn a_socket_connected_to_itself_is_refused() {
+        // Bound to a port, then connected to that same port: Linux
+        // completes it as a simultaneous open with itself.
+        let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        s.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+            .unwrap();
+        let me = s.local_addr().unwrap();
+        s.connect(&me).unwrap();
+        let e = finished(&s).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e}");
+        assert!(e.to_string().contains("connected to itself"), "{e}");
+    }
+
+    #[test]
+    fn a_connected_socket_gives_its_local_address_and_an_unconnected_one_none() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let local = c.local_addr().unwrap();
+        let s = Socket::from(c);
+        assert_eq!(finished(&s).unwrap(), Some(local));
+        let unconnected = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        assert_eq!(finished(&unconnected).unwrap(), None);
+    }
+}

@@ -15,6 +15,7 @@ use log::debug;
 
 use super::tls::Pumped;
 use super::{Probe, Seen};
+use crate::conn::io::connect_finished;
 use crate::upstreams::spec::MAX_CHECK_BODY;
 
 /// Most bytes of an answer read to find its status line.
@@ -37,10 +38,9 @@ pub(super) fn advance(p: &mut Probe) -> io::Result<Option<Seen>> {
         if let Some(e) = p.stream.take_error()? {
             return Err(e);
         }
-        match p.stream.peer_addr() {
-            Ok(_) => p.connected = true,
-            Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(None),
-            Err(e) => return Err(e),
+        match connect_finished(p.stream.peer_addr(), || p.stream.local_addr())? {
+            Some(_) => p.connected = true,
+            None => return Ok(None),
         }
     }
     if p.tls.is_some() {

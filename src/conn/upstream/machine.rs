@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use log::{debug, trace};
 use mio::{Registry, Token};
 
-use super::super::io::{Io, Read1};
+use super::super::io::{Io, Read1, connect_finished};
 use super::super::transport::Transport;
 use crate::buffer::WatermarkBuffer;
 use crate::error::Timeout;
@@ -130,16 +130,15 @@ impl UpstreamConn {
             if let Some(e) = self.stream.connect_error() {
                 return Err(e);
             }
-            match self.stream.peer_addr() {
-                Ok(_) => {
+            match connect_finished(self.stream.peer_addr(), || self.stream.local_addr())? {
+                Some(local) => {
                     self.tcp_connected = true;
-                    self.local_port = self.stream.local_addr().map(|a| a.port()).unwrap_or(0);
+                    self.local_port = local.port();
                 }
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                None => {
                     self.io.writable = false;
                     return Ok(Connect::Pending);
                 }
-                Err(e) => return Err(e),
             }
         }
         if !self.preface.is_empty() {
