@@ -60,11 +60,15 @@ pub(crate) enum WarnKind {
     Flood,
     /// A TLS handshake with an upstream that failed, with its reason.
     TlsHandshake,
+    /// A connect that could not start, in the OS's words (no descriptor,
+    /// the upstream sockets' share spent); the request's own line, with
+    /// its answer, is `Connect`. Apart, so each event counts once in each.
+    ConnectStart,
 }
 
 /// One [`WarnLimit`] per [`WarnKind`].
 #[derive(Debug, Default)]
-pub(crate) struct WarnLimits([WarnLimit; 8]);
+pub(crate) struct WarnLimits([WarnLimit; 9]);
 
 impl WarnLimits {
     /// [`WarnLimit::allow`] for warnings of `kind`.
@@ -86,7 +90,7 @@ mod tests {
         assert_eq!(l.allow(WarnKind::Malformed, t0).as_deref(), Some(""));
         assert_eq!(l.allow(WarnKind::Other, t0).as_deref(), Some(""));
         // The last kind has its slot too.
-        assert_eq!(l.allow(WarnKind::TlsHandshake, t0).as_deref(), Some(""));
+        assert_eq!(l.allow(WarnKind::ConnectStart, t0).as_deref(), Some(""));
         assert_eq!(
             l.allow(WarnKind::Closed, t0 + WARN_EVERY).as_deref(),
             Some(" (1 more since the last one)")

@@ -278,4 +278,20 @@ fn http2_streams_never_take_the_descriptors_accepting_needs() {
         "{}",
         p.log()
     );
+    // 15 refusals so far (14 streams, the probe), one line logged: a
+    // refusal a second later logs again with the count of those held
+    // back, each refusal counted once (not once per line it could have
+    // made).
+    std::thread::sleep(Duration::from_millis(1100));
+    let r = Client::connect(loopback(port)).round_trip(get("/later"));
+    assert_eq!(r.status, 503, "{}", preview(&r.head));
+    let line = p.wait_line(WAIT, |l| {
+        l.contains("their share of the descriptor budget") && l.contains("more since the last one")
+    });
+    let held: u32 = line
+        .rsplit_once(" (")
+        .and_then(|(_, t)| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!((1..=15).contains(&held), "{held} held back: {line}");
 }

@@ -310,7 +310,7 @@ pub(crate) fn attach(
         )
         .map_err(|e| {
             // The OS's words (e.g. "Too many open files"), not the kind.
-            if let Some(more) = sh.warn_limit.allow(WarnKind::Connect, sh.now) {
+            if let Some(more) = sh.warn_limit.allow(WarnKind::ConnectStart, sh.now) {
                 warn!("upstream {}: connect failed: {e}{more}", ex.peer.addr);
             }
             if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
