@@ -83,7 +83,7 @@ fn main() -> ExitCode {
     };
     if check {
         // A name that would stop the start (exit 2) stops the check too.
-        if let Err(msg) = file::check_names(&config, &sluice::SystemResolver) {
+        if let Err(msg) = source.check_names(&config, &sluice::SystemResolver) {
             eprintln!("sluice: {msg}");
             return ExitCode::from(2);
         }

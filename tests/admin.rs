@@ -87,6 +87,7 @@ fn a_non_loopback_admin_address_is_refused_unless_admin_public() {
     let out = run_sluice(&["--admin", "0.0.0.0:9901", "--check-config", "/dev/null"]);
     assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("--admin-public"), "{}", out.stderr);
+    assert!(out.stderr.contains("admin_public = true"), "{}", out.stderr);
     let out = run_sluice(&[
         "--admin",
         "0.0.0.0:9901",

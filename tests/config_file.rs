@@ -201,6 +201,9 @@ fn check_config_resolves_host_names_as_the_start_would() {
         "{}",
         o.stderr
     );
+    // Placed in the file: its line and key path.
+    let at = format!("config file {}:3: upstream[0].servers[0]: ", f.path());
+    assert!(o.stderr.contains(&at), "{}", o.stderr);
     // Resolved lazily: not the check's business.
     let f = TempFile::new(&format!("{group}resolve = \"lazy\"\n"));
     let o = run_sluice(&["--check-config", f.path()]);

@@ -261,6 +261,19 @@ fn a_top_level_value_that_does_not_fit_names_its_line() {
         "admin",
         &["overlaps the proxy's own listen address"],
     );
+    // Two listeners that overlap: the later one's line, by its key path.
+    rejected_at(
+        "listen = [\"127.0.0.1:18080\"]\n\nlisten_tls = [\"127.0.0.1:9443\", \"127.0.0.1:18080\"]\n",
+        3,
+        "listen_tls[1]",
+        &["127.0.0.1:18080 overlaps 127.0.0.1:18080, given before it"],
+    );
+    rejected_at(
+        "listen = [\n  \"127.0.0.1:18080\",\n  \"0.0.0.0:18080\",\n]\n",
+        3,
+        "listen[1]",
+        &["0.0.0.0:18080 overlaps 127.0.0.1:18080"],
+    );
 }
 
 #[test]

@@ -268,7 +268,7 @@ fn tls_values_refused_after_parsing_name_the_file_and_the_key_line() {
         ),
         (
             "listen = \"127.0.0.1:8443\"\nlisten_tls = \"127.0.0.1:8443\"\n".to_string() + &cert,
-            1,
+            2,
             "overlaps",
         ),
         (

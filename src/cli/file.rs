@@ -165,6 +165,16 @@ pub fn describe_warning(w: &ConfigWarning, place: Option<Place<'_>>, from_flag: 
     }
 }
 
+/// `text` about the value at key path `path` as one line, placed in the
+/// file as [`describe_invalid`] places an error; `text` alone when the
+/// value came from a flag (`from_flag`) or is not in the file.
+pub fn describe_at(path: &str, text: &str, place: Option<Place<'_>>, from_flag: bool) -> String {
+    match place.filter(|_| !from_flag).and_then(|p| p.at(path)) {
+        Some(at) => format!("{at}: {text}"),
+        None => text.to_string(),
+    }
+}
+
 /// `--check-config`'s last line: the file (or the command line, without
 /// one) is valid, and how many warnings came before.
 pub fn valid_line(file: Option<&std::path::PathBuf>, warnings: usize) -> String {
@@ -196,12 +206,18 @@ pub fn groups_summary(c: &Config) -> String {
 /// resolve at start (`resolve = "start"`, the default) resolves now, as
 /// the start would demand (else it exits 2). One lookup per name.
 ///
-/// Errors: one line per name that does not resolve, naming it and its
-/// group.
-pub fn check_names(c: &Config, resolver: &dyn Resolver) -> Result<(), String> {
+/// Returns one `(key path, reason)` per name that does not resolve
+/// (`upstream[0].servers[1]`), naming it and its group; empty when all do.
+pub fn check_names(c: &Config, resolver: &dyn Resolver) -> Vec<(String, String)> {
     let mut failed = Vec::new();
-    for group in c.upstream.iter().filter(|g| g.resolve == Resolve::Start) {
-        for server in group.servers.get_ref().iter().filter(|s| s.ip().is_none()) {
+    for (gi, group) in c.upstream.iter().enumerate() {
+        if group.resolve != Resolve::Start {
+            continue;
+        }
+        for (si, server) in group.servers.get_ref().iter().enumerate() {
+            if server.ip().is_some() {
+                continue;
+            }
             let found = resolver.resolve(&server.host, server.port);
             if let Err(e) = found.and_then(|a| {
                 if a.is_empty() {
@@ -210,19 +226,18 @@ pub fn check_names(c: &Config, resolver: &dyn Resolver) -> Result<(), String> {
                     Ok(())
                 }
             }) {
-                failed.push(format!(
-                    "upstream host {:?} (group {:?}) does not resolve: {e}",
-                    server.host,
-                    group.name.get_ref()
+                failed.push((
+                    format!("upstream[{gi}].servers[{si}]"),
+                    format!(
+                        "upstream host {:?} (group {:?}) does not resolve: {e}",
+                        server.host,
+                        group.name.get_ref()
+                    ),
                 ));
             }
         }
     }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(failed.join("\n"))
-    }
+    failed
 }
 
 /// `--check-config`: the access log file can be opened for appending and

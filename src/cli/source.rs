@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use sluice::Config;
+use sluice::{Config, Resolver};
 
 use super::args::Parsed;
 use super::file;
@@ -41,6 +41,28 @@ impl Source {
             log::warn!("{w}");
         }
         Ok(config)
+    }
+
+    /// `--check-config`'s look-up of the upstream host names
+    /// ([`file::check_names`]), each failure placed in the file (read
+    /// again) when the group came from it.
+    ///
+    /// Errors: one line per name that does not resolve.
+    pub fn check_names(&self, config: &Config, resolver: &dyn Resolver) -> Result<(), String> {
+        let failed = file::check_names(config, resolver);
+        if failed.is_empty() {
+            return Ok(());
+        }
+        let text = self.file().and_then(|f| std::fs::read_to_string(f).ok());
+        let place = self
+            .file()
+            .zip(text.as_deref())
+            .map(|(file, text)| file::Place { file, text });
+        let lines: Vec<String> = failed
+            .iter()
+            .map(|(path, why)| file::describe_at(path, why, place, self.parsed.gave(path)))
+            .collect();
+        Err(lines.join("\n"))
     }
 
     /// As [`Source::load`], and every TLS file the configuration names is

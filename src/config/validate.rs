@@ -234,8 +234,9 @@ impl Config {
             return err(
                 "admin",
                 &format!(
-                    "{a} is not a loopback address (the admin endpoints have no \
-                     authentication); add --admin-public to serve them there anyway"
+                    "{a} is not a loopback address (the admin read endpoints have no \
+                     authentication); set admin_public = true (--admin-public) to serve them \
+                     there anyway"
                 ),
             );
         }
@@ -253,10 +254,16 @@ impl Config {
         }
         for (i, a) in all_listeners.clone().enumerate() {
             if let Some(b) = all_listeners.clone().take(i).find(|b| overlaps(*a, **b)) {
-                return err(
-                    "listen",
-                    &format!("{a} overlaps {b}, given before it (listen and listen_tls together)"),
-                );
+                // The later of the two, where it was written.
+                let (key, path) = match i.checked_sub(self.listen.len()) {
+                    Some(t) => ("listen-tls", format!("listen_tls[{t}]")),
+                    None => ("listen", format!("listen[{i}]")),
+                };
+                return Err(ConfigError::at(
+                    key,
+                    path,
+                    format!("{a} overlaps {b}, given before it (listen and listen_tls together)"),
+                ));
             }
         }
         if self.listen.is_empty() && self.listen_tls.is_empty() {
