@@ -124,7 +124,12 @@ lib_sluice_bin() {
         [[ "$src" == /* ]] || src="$ROOT/$src"
         if [[ "${SLUICE_NO_BUILD:-0}" != 1 ]]; then
             need cargo
-            echo "$LIB_NAME: cargo build --release" >&2
+            # --quiet hides cargo's progress: say that a first build is long.
+            if [[ -x "$src" ]]; then
+                echo "$LIB_NAME: cargo build --release" >&2
+            else
+                echo "$LIB_NAME: cargo build --release (a first build takes a few minutes)" >&2
+            fi
             (cd "$ROOT" && cargo build --release --quiet) ||
                 die "cargo build --release failed (SLUICE_NO_BUILD=1 runs the binary already built)"
         fi
