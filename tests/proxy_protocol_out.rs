@@ -140,6 +140,34 @@ fn health_checks_of_the_group_send_a_local_header() {
 }
 
 #[test]
+fn health_checks_of_a_tls_group_send_the_header_before_the_client_hello() {
+    // The header is below TLS, as on the group's request connections
+    // (HAProxy's `check-send-proxy` with `check-ssl`): a server behind
+    // `accept-proxy` reads it before the handshake.
+    let firsts: Seen = Seen::default();
+    let seen = firsts.clone();
+    let up = Upstream::start(move |mut c: UpConn| {
+        if let Ok(b) = c.wire.read_exact_bytes(13) {
+            seen.lock().unwrap().push(preview(&b));
+        }
+    });
+    let _proxy = start_proxy(
+        move |c| {
+            let mut g = GroupSpec::new("app", vec![up.addr.into()]);
+            g.send_proxy_protocol = Some(ProxyVersion::V2);
+            g.tls = true;
+            g.tls_verify = false;
+            checked(50, 500)(&mut g);
+            c.upstream = vec![g];
+        },
+        ByRoutes,
+    );
+    assert_eventually("a check came", || !firsts.lock().unwrap().is_empty());
+    let v2_then_local = preview(b"\r\n\r\n\0\r\nQUIT\n\x20");
+    assert_eq!(firsts.lock().unwrap()[0], v2_then_local);
+}
+
+#[test]
 fn check_config_takes_v1_and_v2_only() {
     for (v, ok) in [("v1", true), ("v2", true), ("v3", false), ("2", false)] {
         let f = TempFile::new(&format!(

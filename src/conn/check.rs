@@ -48,11 +48,13 @@ mod tls;
 use advance::advance;
 use tls::CheckTls;
 
-/// What one check is sent with: group, server, request bytes, the
-/// `expect_body` text, and the group's TLS identity for a TLS group.
+/// What one check is sent with: group, server, the PROXY header (empty:
+/// none), request bytes, the `expect_body` text, and the group's TLS
+/// identity for a TLS group.
 type ProbeSpec = (
     usize,
     SocketAddr,
+    Vec<u8>,
     Vec<u8>,
     Option<Vec<u8>>,
     Option<TlsIdentity>,
@@ -69,6 +71,10 @@ struct Probe {
     /// The check's timeout (for the result's words).
     timeout: Duration,
     connected: bool,
+    /// The PROXY header still to write on the socket itself, before the
+    /// request and before a TLS group's ClientHello (the header is below
+    /// TLS, as on the group's request connections).
+    preface: Vec<u8>,
     request: Vec<u8>,
     written: usize,
     answer: Vec<u8>,
@@ -215,13 +221,13 @@ impl Checks {
             };
             let timeout = hc.timeout;
             let expect_body = hc.expect_body.clone().map(String::into_bytes);
-            let mut request = Vec::new();
+            let mut preface = Vec::new();
             if let Some(v) = groups.get(d.group).and_then(|g| g.spec.send_proxy_protocol) {
                 // HAProxy sends the PROXY header on checks of a server
                 // that gets it on traffic; a check has no client: LOCAL.
-                crate::proxy_protocol::write::local(v == ProxyVersion::V2, &mut request);
+                crate::proxy_protocol::write::local(v == ProxyVersion::V2, &mut preface);
             }
-            request.extend_from_slice(&request_bytes(hc, &groups.check_host(d.group, d.addr)));
+            let request = request_bytes(hc, &groups.check_host(d.group, d.addr));
             if room == 0 {
                 self.skip(
                     d.group,
@@ -239,6 +245,7 @@ impl Checks {
             let probe = (
                 d.group,
                 d.addr,
+                preface,
                 request,
                 expect_body,
                 tls_of(d.group, groups.origin_of(d.group, d.addr)),
@@ -278,7 +285,7 @@ impl Checks {
 
     fn start(
         &mut self,
-        (group, addr, request, expect_body, tls): ProbeSpec,
+        (group, addr, preface, request, expect_body, tls): ProbeSpec,
         deadline: Instant,
         timeout: Duration,
         registry: &Registry,
@@ -297,6 +304,7 @@ impl Checks {
             deadline,
             timeout,
             connected: false,
+            preface,
             request,
             written: 0,
             answer: Vec::with_capacity(128),

@@ -43,6 +43,18 @@ pub(super) fn advance(p: &mut Probe) -> io::Result<Option<Seen>> {
             None => return Ok(None),
         }
     }
+    // The PROXY header goes on the socket first, under TLS if any.
+    while !p.preface.is_empty() {
+        match p.stream.write(&p.preface) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                p.preface.drain(..n.min(p.preface.len()));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     if p.tls.is_some() {
         return advance_tls(p);
     }
