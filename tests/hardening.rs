@@ -46,6 +46,14 @@ fn targets_and_authorities_outside_rfc3986_get_400_and_never_reach_the_upstream(
         "GET http://exa mple.com/ HTTP/1.1\r\nHost: h\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: a:8x\r\n\r\n",
+        // No host (RFC 9110 §4.2.1): `https://$host$request_uri` would
+        // make `https:///evil.example/x`, which browsers read as
+        // `https://evil.example/x`.
+        "GET /evil.example/x HTTP/1.1\r\nHost: \r\n\r\n",
+        "GET /evil.example/x HTTP/1.1\r\nHost: :80\r\n\r\n",
+        "GET /evil.example/x HTTP/1.1\r\nHost: .\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: [:]\r\n\r\n",
+        "GET http://:80/x HTTP/1.1\r\nHost: h\r\n\r\n",
     ] {
         refused_before_upstream(req.as_bytes(), 400);
     }

@@ -234,8 +234,11 @@ fn is_unreserved_or_sub_delim(b: u8) -> bool {
 /// §3.2.2, §3.2.3): `host [ ":" port ]` where host is an IP-literal in
 /// brackets (hex digits, `:` and `.`, or `v` IPvFuture), or a reg-name
 /// (unreserved, pct-encoded, sub-delims), and port is at most five digits
-/// up to 65535. No userinfo. An empty value is allowed (RFC 9112 §3.2: a
-/// request whose target has no authority may send an empty `Host`).
+/// up to 65535. No userinfo. The host may not be empty (`""`, `:80`) nor
+/// only dots (`.`): an http(s) URI with an empty host is invalid and its
+/// recipient must reject it (RFC 9110 §4.2.1, §4.2.2; nginx answers 400),
+/// and a redirect to `https://$host…` would point at another site. An
+/// IPv6 literal must be an IPv6 address (`[:]` is not).
 ///
 /// Errors: `Malformed("invalid Host")` or a more precise reason.
 pub fn check_authority(a: &[u8]) -> Result<(), ParseError> {
@@ -244,9 +247,10 @@ pub fn check_authority(a: &[u8]) -> Result<(), ParseError> {
         let close = a.iter().position(|&b| b == b']').ok_or(bad.clone())?;
         let inside = a.get(1..close).unwrap_or_default();
         let ip_ok = !inside.is_empty()
-            && (inside
-                .iter()
-                .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+            && (std::str::from_utf8(inside)
+                .ok()
+                .and_then(|t| t.parse::<std::net::Ipv6Addr>().ok())
+                .is_some()
                 || (inside
                     .first()
                     .is_some_and(|b| b.eq_ignore_ascii_case(&b'v'))
@@ -257,8 +261,8 @@ pub fn check_authority(a: &[u8]) -> Result<(), ParseError> {
             return Err(bad);
         }
         match a.get(close + 1..).unwrap_or_default() {
-            [] => (&[][..], None),
-            [b':', port @ ..] => (&[][..], Some(port)),
+            [] => (&b"[]"[..], None),
+            [b':', port @ ..] => (&b"[]"[..], Some(port)),
             _ => return Err(bad),
         }
     } else {
@@ -270,7 +274,10 @@ pub fn check_authority(a: &[u8]) -> Result<(), ParseError> {
             None => (a, None),
         }
     };
-    if !all_chars(host, is_unreserved_or_sub_delim) {
+    if host.iter().all(|&b| b == b'.') {
+        return Err(ParseError::Malformed("invalid Host: no host name"));
+    }
+    if host != b"[]" && !all_chars(host, is_unreserved_or_sub_delim) {
         return Err(bad);
     }
     // An empty label between two dots (`..example.com`) names no host; it

@@ -231,7 +231,10 @@ pub fn map_request_into<'f>(
                 "userinfo in :authority (RFC 9113 §8.3.1)",
             ));
         }
-        check_authority(authority).map_err(|_| Refusal::Status(400, "invalid :authority"))?;
+        // An empty one is malformed (below), not a 400.
+        if !authority.is_empty() {
+            check_authority(authority).map_err(|_| Refusal::Status(400, "invalid :authority"))?;
+        }
     }
     if host_fields > 1 {
         return Err(Refusal::Status(400, "several Host fields"));
@@ -257,6 +260,7 @@ pub fn map_request_into<'f>(
     }
     if let Some(host) = host_value
         && pseudo.authority.is_none()
+        && !host.is_empty()
     {
         check_authority(host).map_err(|_| Refusal::Status(400, "invalid Host"))?;
     }

@@ -63,13 +63,24 @@ fn authorities_outside_rfc3986_are_refused() {
         "a@b",
         "a/b",
         "%zz",
+        // No host (RFC 9110 §4.2.1): nothing, a port alone, only dots.
+        "",
+        ":80",
+        ":",
+        ".",
+        "..:443",
+        // Not an IPv6 address.
+        "[:]",
+        "[1.2.3.4]",
+        "[::1::2]",
     ];
     for a in bad {
         assert!(check_authority(a.as_bytes()).is_err(), "{a:?}");
     }
     let good = [
-        "",
         "h",
+        "[::ffff:1.2.3.4]:443",
+        "[fe80::1]",
         "h:80",
         "h:",
         "example.com:65535",
