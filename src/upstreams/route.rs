@@ -43,6 +43,9 @@ impl Route {
     /// A route for `host` (`None`: any; `*.x` wildcard) and `prefix` to
     /// group `group`.
     pub(crate) fn new(host: Option<&str>, prefix: Option<&str>, group: usize) -> Self {
+        // One trailing dot is the same name (RFC 1034 §3.1): requests
+        // are matched without it, so the route's name is too.
+        let host = host.map(|h| h.strip_suffix('.').unwrap_or(h));
         let host = match host.map(str::to_ascii_lowercase) {
             None => HostMatch::Any,
             Some(h) => match h.strip_prefix('*') {

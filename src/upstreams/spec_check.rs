@@ -206,13 +206,43 @@ pub(crate) fn check(groups: &[GroupSpec], routes: &[RouteSpec]) -> Result<(), Co
             ));
         }
         if let Some(h) = &r.host
-            && (h.is_empty() || h.contains(':') || h.contains('/'))
+            && let Err(why) = check_route_host(h)
         {
-            return Err(at(
-                "host",
-                format!("{h:?} is not a host name (no port, no path)"),
-            ));
+            return Err(at("host", format!("{h:?} {why}")));
         }
+    }
+    Ok(())
+}
+
+/// Checks a route's `host`: a name of ASCII labels (letters, digits, `-`,
+/// `_`), none empty, one trailing dot allowed; or `*.` then such a name
+/// (a wildcard, nginx's `server_name *.example.com`). Anything else could
+/// never equal a valid request `Host` (non-ASCII gets 400 there), so the
+/// route would be dead and its `allow`/`deny` never applied.
+///
+/// Errors: why it is not one, for the message after the value.
+fn check_route_host(h: &str) -> Result<(), &'static str> {
+    if h == "*" {
+        return Err("is not a host name (leave host out for a route that matches any host)");
+    }
+    let name = h.strip_prefix("*.").unwrap_or(h);
+    let name = name.strip_suffix('.').unwrap_or(name);
+    if name.contains(':') || name.contains('/') {
+        return Err("is not a host name (no port, no path)");
+    }
+    if name.contains('*') {
+        return Err("is not a host name: a wildcard is only \"*.\" at its start");
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    if !name.split('.').all(label_ok) {
+        return Err(
+            "is not a host name (ASCII letters, digits, '-' and '_' in dot-separated labels, \
+             none empty; an internationalized name in its xn-- form)",
+        );
     }
     Ok(())
 }

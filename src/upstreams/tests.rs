@@ -297,6 +297,58 @@ fn a_prefix_route_cannot_be_slipped_past_by_encoding_dots_or_slashes() {
     assert_eq!(at(Some("admin.example.com.:80"), "/"), Some(1));
     assert_eq!(at(Some("x.example.com."), "/"), Some(2));
     assert_eq!(at(Some("example.com."), "/"), Some(3));
+    // And on the route's own name (found by a break-it pass: such a
+    // route never matched).
+    let dotted = [
+        Route::new(Some("Example.org."), None, 0),
+        Route::new(Some("*.example.net."), None, 1),
+    ];
+    for (host, want) in [
+        ("example.org", Some(0)),
+        ("EXAMPLE.ORG.", Some(0)),
+        ("a.example.net", Some(1)),
+        ("a.example.net.", Some(1)),
+        ("example.net", None),
+    ] {
+        assert_eq!(route(&dotted, &req(Some(host), "/")), want, "{host}");
+    }
+}
+
+#[test]
+fn a_route_host_must_be_a_name_or_a_leading_wildcard() {
+    let check = |h: &str| {
+        let r = RouteSpec {
+            host: Some(h.to_string()),
+            ..RouteSpec::to("app")
+        };
+        let g = GroupSpec::new("app", vec!["127.0.0.1:1".parse().unwrap()]);
+        super::spec_check::check(&[g], &[r])
+    };
+    for good in [
+        "example.org",
+        "example.org.",
+        "*.example.net",
+        "a-b_c.x1",
+        "127.0.0.1",
+    ] {
+        assert_eq!(check(good), Ok(()), "{good}");
+    }
+    for bad in [
+        "",
+        "*",
+        "*example.net",
+        "a.*.com",
+        "*.",
+        "ex ample.com",
+        "bücher.de",
+        "a..b",
+        ".a",
+        "a.b:80",
+        "a/b",
+    ] {
+        let e = check(bad).expect_err(bad);
+        assert!(e.reason.contains("is not a host name"), "{bad}: {e}");
+    }
 }
 
 #[test]
