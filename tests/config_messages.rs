@@ -310,6 +310,24 @@ fn routes_without_a_catch_all_are_warned_about() {
 }
 
 #[test]
+fn accept_proxy_protocol_with_a_tls_listener_is_warned_about() {
+    // The TLS listeners read no PROXY header (found by a break-it pass:
+    // the check said nothing, and the balancer's connections failed).
+    let cert = TestCert::new("pp-tls");
+    let text = format!(
+        "listen = \"127.0.0.1:0\"\nlisten_tls = \"127.0.0.1:0\"\n\
+         accept_proxy_protocol = [\"127.0.0.1\"]\n{}",
+        cert.toml()
+    );
+    warned_at(
+        &text,
+        3,
+        "accept_proxy_protocol",
+        "applies to the plain listeners (listen) only",
+    );
+}
+
+#[test]
 fn each_warning_names_its_line() {
     let text = format!(
         "{GROUP}[upstream.health_check]\npath = \"/h\"\ninterval = \"1s\"\ntimeout = \"2s\"\n\n\

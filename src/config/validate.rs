@@ -328,6 +328,16 @@ impl Config {
                  nothing serves them, the proxy speaks plain HTTP only",
             ));
         }
+        if !self.accept_proxy_protocol.is_empty() && !self.listen_tls.is_empty() {
+            // A balancer in front of a TLS listener sends its header
+            // before the ClientHello: that listener answers it with 400.
+            out.push(ConfigWarning::new(
+                "accept_proxy_protocol".to_string(),
+                "applies to the plain listeners (listen) only: the TLS listeners (listen_tls) \
+                 read no PROXY header, and a connection that starts with one fails its \
+                 handshake",
+            ));
+        }
         let mut catch_all: Option<usize> = None;
         for (i, r) in self.route.iter().enumerate() {
             if let Some(p) = r.path_prefix.as_deref().filter(|p| !p.starts_with('/')) {
