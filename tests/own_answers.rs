@@ -111,10 +111,22 @@ fn check_config_refuses_bad_answers() {
         "upstream = \"127.0.0.1:9\"\n[[route]]\nredirect = \"https://$host$request_uri\"\n",
     );
     assert!(run_sluice(&["--check-config", ok.path()]).status.success());
+    // 303 See Other (a POST answered with a GET elsewhere), as nginx and
+    // HAProxy allow.
+    let see_other = TempFile::new(
+        "upstream = \"127.0.0.1:9\"\n[[route]]\nredirect = \"/x\"\nredirect_status = 303\n",
+    );
+    let out = run_sluice(&["--check-config", see_other.path()]);
+    assert!(out.status.success(), "{}", out.stderr);
     // Each row: the route's keys, and what the error names.
     let rows = [
         ("redirect = \"https://$hostname$uri\"", "unknown variable"),
-        ("redirect = \"/x\"\nredirect_status = 303", "303"),
+        ("redirect = \"/x\"\nredirect_status = 300", "300"),
+        ("redirect = \"\"", "redirect is empty"),
+        (
+            "respond = { status = 205, body = \"x\" }",
+            "205 has no content",
+        ),
         (
             "redirect_status = 301\nupstream = \"default\"",
             "without redirect",

@@ -43,7 +43,7 @@ fn own_answer(
         let mut location = Vec::with_capacity(to.len() + 64);
         expand(to, &vars, &mut location);
         // 301 by default (nginx `return 301`); `check` allowed only
-        // 301, 302, 307, 308.
+        // 301, 302, 303, 307, 308.
         let status = r.redirect_status.unwrap_or(301);
         let body = format!("{status} {}\n", reason_phrase(status));
         let mut reply = Reply::new(status, body);

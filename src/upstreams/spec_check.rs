@@ -122,16 +122,19 @@ fn check_answer(r: &RouteSpec) -> Result<(), (&'static str, String)> {
         ));
     }
     if let Some(to) = &r.redirect {
+        if to.trim().is_empty() {
+            return Err(("redirect", "redirect is empty (an empty Location)".into()));
+        }
         crate::template::check(to).map_err(|e| ("redirect", format!("redirect {e}")))?;
     }
     match (r.redirect_status, &r.redirect) {
         (Some(_), None) => {
             return Err(("redirect_status", "redirect_status without redirect".into()));
         }
-        (Some(s), Some(_)) if ![301, 302, 307, 308].contains(&s) => {
+        (Some(s), Some(_)) if ![301, 302, 303, 307, 308].contains(&s) => {
             return Err((
                 "redirect_status",
-                format!("{s} is not 301, 302, 307 or 308"),
+                format!("{s} is not 301, 302, 303, 307 or 308"),
             ));
         }
         _ => {}
@@ -144,6 +147,12 @@ fn check_answer(r: &RouteSpec) -> Result<(), (&'static str, String)> {
                     "status {} must be 200..=599 and not 204 or 304 (they have no body)",
                     resp.status
                 ),
+            ));
+        }
+        if resp.status == 205 && !resp.body.is_empty() {
+            return Err((
+                "respond",
+                "status 205 has no content (RFC 9110 §15.3.6): its body must be empty".into(),
             ));
         }
         let ok_type = resp
