@@ -60,6 +60,45 @@ fn request_and_response_rules_apply_on_their_route() {
 }
 
 #[test]
+fn response_rules_apply_to_the_routes_own_answers() {
+    // As nginx's `add_header … always`: an HSTS field on a route is on its
+    // redirect and its 429 too (found by a break-it pass: they had none).
+    let up = Upstream::start(respond_forever(ok_response("ok")));
+    let hsts = map(&[("Strict-Transport-Security", "max-age=1")]);
+    let routes = vec![
+        RouteSpec {
+            path_prefix: Some("/r".into()),
+            redirect: Some("https://x$request_uri".into()),
+            set_response_headers: hsts.clone(),
+            ..RouteSpec::to("app")
+        },
+        RouteSpec {
+            rate_limit: Some(sluice::RateLimitSpec {
+                requests_per_second: 1,
+                burst: 1,
+            }),
+            set_response_headers: hsts,
+            add_response_headers: map(&[("X-Route", "limited")]),
+            ..RouteSpec::to("app")
+        },
+    ];
+    let (proxy, _log) = start_routed_proxy(up.addr, routes, |_| {});
+    let mut c = proxy.client();
+    let r = c.round_trip(b"GET /r/a HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("https://x/r/a"));
+    assert_eq!(r.header("strict-transport-security"), Some("max-age=1"));
+    let r = c.round_trip(b"GET /u HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("strict-transport-security"), Some("max-age=1"));
+    let r = c.round_trip(b"GET /u HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("strict-transport-security"), Some("max-age=1"));
+    assert_eq!(r.header("x-route"), Some("limited"));
+    assert_eq!(r.header("retry-after"), Some("1"));
+}
+
+#[test]
 fn check_config_refuses_framing_and_hop_by_hop_names() {
     let rows = [
         "set_request_headers = { \"Content-Length\" = \"0\" }",

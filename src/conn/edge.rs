@@ -72,7 +72,31 @@ pub(crate) struct Verdict {
 /// no route chose the group) for a request framed as `framing`, from
 /// client address `ip` (after the PROXY header and `trusted_proxies`),
 /// over TLS if `tls`.
+///
+/// The route's response header rules (`set_response_headers`, …) apply to
+/// its own answers too (redirect, respond, 403, 429, 413), as nginx's
+/// `add_header … always` does: an HSTS field set on a route is on its
+/// http→https redirect and on its 429.
 pub(crate) fn verdict(
+    sh: &mut Shared,
+    req: &RequestHead,
+    route: Option<usize>,
+    framing: BodyKind,
+    ip: IpAddr,
+    tls: bool,
+) -> Verdict {
+    let mut v = decide(sh, req, route, framing, ip, tls);
+    if let (Some((reply, _)), Some(r)) =
+        (v.answer.as_mut(), route.and_then(|i| sh.cfg.route.get(i)))
+    {
+        r.response_rules()
+            .apply_for(&mut reply.headers, req, tls, ip);
+    }
+    v
+}
+
+/// [`verdict`] before the route's response header rules.
+fn decide(
     sh: &mut Shared,
     req: &RequestHead,
     route: Option<usize>,
