@@ -304,8 +304,39 @@ fn routes_without_a_catch_all_are_warned_about() {
         &text,
         9,
         "route[1]",
-        "no route matches every request (one without host, path_prefix and scheme): \
-         a request that matches none gets 404",
+        "no route matches every request (one without host, path_prefix and scheme, \
+         or one such route per scheme): a request that matches none gets 404",
+    );
+}
+
+#[test]
+fn a_catch_all_per_scheme_covers_every_request_and_a_scheme_without_listener_is_warned() {
+    // http -> https redirect, then https to the group: every request has
+    // a route (found by a break-it pass: "no route matches every
+    // request" was printed for it).
+    let cert = TestCert::new("schemes");
+    let routes = "[[route]]\nscheme = \"http\"\nredirect = \"https://$host$request_uri\"\n\n\
+                  [[route]]\nscheme = \"https\"\nupstream = \"app\"\n";
+    let both = format!(
+        "listen = \"127.0.0.1:0\"\nlisten_tls = \"127.0.0.1:0\"\n{}{GROUP}\n{routes}",
+        cert.toml()
+    );
+    let f = TempFile::new(&both);
+    let o = run_sluice(&["--check-config", f.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", o.stderr);
+    assert!(!o.stderr.contains("warning"), "{}", o.stderr);
+    // Without a TLS listener the https route never matches.
+    let plain = format!("listen = \"127.0.0.1:0\"\n{GROUP}\n{routes}");
+    let line = plain
+        .lines()
+        .position(|l| l == "scheme = \"https\"")
+        .unwrap()
+        + 1;
+    warned_at(
+        &plain,
+        line,
+        "route[1].scheme",
+        "no listen_tls address: no request comes over https, the route never matches",
     );
 }
 

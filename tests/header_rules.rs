@@ -108,6 +108,10 @@ fn check_config_refuses_framing_and_hop_by_hop_names() {
         "set_response_headers = { \"Upgrade\" = \"h2c\" }",
         "set_request_headers = { \"X-A\" = \"$request\" }",
         "add_request_headers = { \"bad name\" = \"x\" }",
+        // One field in two spellings (applied in key order, not the
+        // file's), and a request without Host (RFC 9112 §3.2).
+        "set_request_headers = { \"X-A\" = \"1\", \"x-a\" = \"2\" }",
+        "remove_request_headers = [\"host\"]",
     ];
     for keys in rows {
         let f = TempFile::new(&format!(

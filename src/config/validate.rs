@@ -8,6 +8,7 @@
 use std::fmt;
 
 use super::*;
+use crate::upstreams::spec::Scheme;
 
 /// A setting that does not fit: the knob's name, where its value is in
 /// the file's terms, and why.
@@ -338,7 +339,10 @@ impl Config {
                  handshake",
             ));
         }
-        let mut catch_all: Option<usize> = None;
+        // The first route that takes every request of a scheme (no host,
+        // no path but `/`), per scheme: [http, https].
+        let mut catch_all: [Option<usize>; 2] = [None, None];
+        let served = [!self.listen.is_empty(), !self.listen_tls.is_empty()];
         for (i, r) in self.route.iter().enumerate() {
             if let Some(p) = r.path_prefix.as_deref().filter(|p| !p.starts_with('/')) {
                 out.push(ConfigWarning::new(
@@ -346,7 +350,32 @@ impl Config {
                     format!("{p:?} does not start with \"/\": the route never matches"),
                 ));
             }
-            if let Some(first) = catch_all {
+            let schemes = match r.scheme {
+                None => [true, true],
+                Some(Scheme::Http) => [true, false],
+                Some(Scheme::Https) => [false, true],
+            };
+            if let Some(s) = r.scheme
+                && !served[usize::from(s == Scheme::Https)]
+            {
+                let (name, key) = match s {
+                    Scheme::Http => ("http", "listen"),
+                    Scheme::Https => ("https", "listen_tls"),
+                };
+                out.push(ConfigWarning::new(
+                    format!("route[{i}].scheme"),
+                    format!(
+                        "no {key} address: no request comes over {name}, the route never matches"
+                    ),
+                ));
+            }
+            // Never reached: every scheme it matches is taken before it.
+            let taken: Vec<usize> = (0..2)
+                .filter(|&k| schemes[k])
+                .map(|k| catch_all[k])
+                .collect::<Option<Vec<_>>>()
+                .unwrap_or_default();
+            if let Some(&first) = taken.iter().max() {
                 out.push(ConfigWarning::new(
                     format!("route[{i}]"),
                     format!(
@@ -354,16 +383,21 @@ impl Config {
                          request (the first route that matches wins)"
                     ),
                 ));
-            } else if r.is_catch_all() {
-                catch_all = Some(i);
+            } else if r.host.is_none() && r.path_prefix.as_deref().is_none_or(|p| p == "/") {
+                for k in 0..2 {
+                    if schemes[k] && catch_all[k].is_none() {
+                        catch_all[k] = Some(i);
+                    }
+                }
             }
         }
-        if let (None, Some(last)) = (catch_all, self.route.len().checked_sub(1)) {
+        let uncovered = (0..2).any(|k| served[k] && catch_all[k].is_none());
+        if let (true, Some(last)) = (uncovered, self.route.len().checked_sub(1)) {
             out.push(ConfigWarning::new(
                 format!("route[{last}]"),
-                "no route matches every request (one without host, path_prefix and scheme): \
-                 a request that matches none gets 404; end the routes with one that has only \
-                 `upstream` if they should go somewhere",
+                "no route matches every request (one without host, path_prefix and scheme, \
+                 or one such route per scheme): a request that matches none gets 404; end the \
+                 routes with one that has only `upstream` if they should go somewhere",
             ));
         }
         for (gi, g) in self.upstream.iter().enumerate() {

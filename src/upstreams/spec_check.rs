@@ -86,9 +86,28 @@ fn check_answer(r: &RouteSpec) -> Result<(), (&'static str, String)> {
             (remove, rules.remove.iter().collect()),
         ];
         for (key, list) in names {
-            for name in list {
+            for (i, name) in list.iter().enumerate() {
                 check_name(name).map_err(|e| (key, format!("header rule: {e}")))?;
+                // Field names are case-insensitive (RFC 9110 §5.1): two
+                // spellings would be applied in key order, not file order.
+                if let Some(other) = list.iter().take(i).find(|o| o.eq_ignore_ascii_case(name)) {
+                    return Err((
+                        key,
+                        format!("header rule: {name:?} and {other:?} are the same field"),
+                    ));
+                }
             }
+        }
+        // A request must keep its Host (RFC 9112 §3.2); `set` may change it.
+        if remove == "remove_request_headers"
+            && rules.remove.iter().any(|n| n.eq_ignore_ascii_case("host"))
+        {
+            return Err((
+                remove,
+                "header rule: \"Host\" may not be removed (RFC 9112 §3.2: a request \
+                 has one; set_request_headers may change it)"
+                    .into(),
+            ));
         }
         for (key, map) in [(set, rules.set), (add, rules.add)] {
             for value in map.values() {
