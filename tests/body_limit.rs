@@ -101,6 +101,21 @@ fn chunked_body_crossing_the_limit_before_a_response_is_413() {
 }
 
 #[test]
+fn a_chunk_whose_size_alone_crosses_the_limit_is_413_at_its_size_line() {
+    // As nginx: the chunk's announced size is over the limit; waiting for
+    // its bytes would hold the upstream connection until the client's body
+    // timeout (found by a break-it pass).
+    let up = Upstream::start(never_answer());
+    let (proxy, log) = limited(up.addr, 1000);
+    let mut c = proxy.client();
+    c.send(b"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n7fffffff\r\nabc");
+    let r = c.read_response();
+    assert_proxy_error(&r, 413);
+    c.assert_closed();
+    assert_eq!(terminations(&log, 1), [(413, "body_too_large".to_string())]);
+}
+
+#[test]
 fn chunked_body_crossing_the_limit_after_the_response_started_closes_both() {
     let head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n".to_vec();
     let up = Upstream::start(answer_early(head));

@@ -14,7 +14,8 @@
 //!   read, so never parsed as a request;
 //! - `max_body_size` (a route's value, else the top level's; 0: no
 //!   limit): a larger `Content-Length` is answered 413 here; a chunked
-//!   body is counted as it streams (`Exchange::check_body_limit`).
+//!   body is counted as it streams, each chunk from its size line
+//!   (`Exchange::check_body_limit`).
 //!
 //! What it must not know: how bytes move, the pool, the balancer, which
 //! protocol the client speaks.

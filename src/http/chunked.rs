@@ -366,6 +366,20 @@ impl ChunkedScanner {
     pub fn is_done(&self) -> bool {
         self.state == State::Done
     }
+
+    /// Data bytes of the current chunk announced but not yet scanned:
+    /// the chunk-size read so far while its line is still coming (a lower
+    /// bound: more digits only make it larger), the rest of the chunk in
+    /// its data, 0 elsewhere. With the data bytes already counted, what
+    /// the body is known to reach, so a limit can refuse a chunk from its
+    /// size line (nginx answers 413 there too).
+    pub fn chunk_left(&self) -> u64 {
+        match self.state {
+            State::Line { size, .. } | State::LineLf { size, .. } => size,
+            State::Data { remaining } => remaining,
+            _ => 0,
+        }
+    }
 }
 
 /// `SP / HTAB`: the bytes of OWS and BWS (RFC 9110 §5.6.3).

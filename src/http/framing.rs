@@ -445,6 +445,16 @@ impl BodyDecoder {
         }
     }
 
+    /// For a chunked body, the data bytes of the current chunk announced
+    /// but not yet scanned ([`ChunkedScanner::chunk_left`]); 0 for the
+    /// other kinds.
+    pub fn chunk_left(&self) -> u64 {
+        match &self.decoding {
+            Decoding::Chunked(scanner) => scanner.chunk_left(),
+            _ => 0,
+        }
+    }
+
     /// For a `Length` body: bytes still to come, so the caller can clamp
     /// reads and never read past the body (0 once done). `None` for the
     /// other kinds.

@@ -81,9 +81,15 @@ impl Exchange {
         Ok(n)
     }
 
-    /// Errors: the body scanned so far is over `max_body`.
+    /// Errors: the body scanned so far, with the rest of the chunk whose
+    /// size line came, is over `max_body` (a chunk of `7fffffff` is
+    /// refused at its size line, not after `max_body` bytes of it).
     pub(crate) fn check_body_limit(&self) -> Result<(), ParseError> {
-        if self.max_body > 0 && self.req_body_bytes > self.max_body {
+        let announced = match &self.req_half {
+            ReqHalf::Body(d) => d.chunk_left(),
+            _ => 0,
+        };
+        if self.max_body > 0 && self.req_body_bytes.saturating_add(announced) > self.max_body {
             return Err(ParseError::BodyTooLarge);
         }
         Ok(())

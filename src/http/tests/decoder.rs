@@ -147,3 +147,26 @@ fn data_bytes_count_chunk_data_only_however_the_stream_is_split() {
     assert_eq!(d.scan(b"abcdef").unwrap(), 4);
     assert_eq!(d.data_bytes(), 4);
 }
+
+#[test]
+fn chunk_left_with_the_data_counted_is_what_the_body_is_known_to_reach() {
+    // Fed whole and split at every byte: data counted plus the announced
+    // rest of the current chunk never falls, and is the chunk's size once
+    // its size line's digits are in.
+    let body = b"10;x=y\r\n0123456789abcdef\r\n7fffffff\r\nabc";
+    for split in 0..=body.len() {
+        let mut d = BodyDecoder::new(BodyKind::Chunked);
+        let mut known = 0;
+        for part in [&body[..split], &body[split..]] {
+            assert_eq!(d.scan(part), Ok(part.len()), "split {split}");
+            let now = d.data_bytes() + d.chunk_left();
+            assert!(now >= known, "split {split}: {now} < {known}");
+            known = now;
+        }
+        assert_eq!(known, 16 + 0x7fff_ffff, "split {split}");
+    }
+    let mut d = BodyDecoder::new(BodyKind::Chunked);
+    assert_eq!(d.scan(b"7f"), Ok(2));
+    assert_eq!(d.chunk_left(), 0x7f, "a lower bound while the line comes");
+    assert_eq!(BodyDecoder::new(BodyKind::Length(9)).chunk_left(), 0);
+}
