@@ -355,13 +355,12 @@ impl Config {
                 Some(Scheme::Http) => [true, false],
                 Some(Scheme::Https) => [false, true],
             };
-            if let Some(s) = r.scheme
-                && !served[usize::from(s == Scheme::Https)]
-            {
-                let (name, key) = match s {
-                    Scheme::Http => ("http", "listen"),
-                    Scheme::Https => ("https", "listen_tls"),
-                };
+            let unserved = match r.scheme {
+                Some(Scheme::Http) if self.listen.is_empty() => Some(("http", "listen")),
+                Some(Scheme::Https) if self.listen_tls.is_empty() => Some(("https", "listen_tls")),
+                _ => None,
+            };
+            if let Some((name, key)) = unserved {
                 out.push(ConfigWarning::new(
                     format!("route[{i}].scheme"),
                     format!(
@@ -370,9 +369,11 @@ impl Config {
                 ));
             }
             // Never reached: every scheme it matches is taken before it.
-            let taken: Vec<usize> = (0..2)
-                .filter(|&k| schemes[k])
-                .map(|k| catch_all[k])
+            let taken: Vec<usize> = schemes
+                .iter()
+                .zip(&catch_all)
+                .filter(|(matched, _)| **matched)
+                .map(|(_, first)| *first)
                 .collect::<Option<Vec<_>>>()
                 .unwrap_or_default();
             if let Some(&first) = taken.iter().max() {
@@ -384,14 +385,17 @@ impl Config {
                     ),
                 ));
             } else if r.host.is_none() && r.path_prefix.as_deref().is_none_or(|p| p == "/") {
-                for k in 0..2 {
-                    if schemes[k] && catch_all[k].is_none() {
-                        catch_all[k] = Some(i);
+                for (matched, first) in schemes.iter().zip(catch_all.iter_mut()) {
+                    if *matched && first.is_none() {
+                        *first = Some(i);
                     }
                 }
             }
         }
-        let uncovered = (0..2).any(|k| served[k] && catch_all[k].is_none());
+        let uncovered = served
+            .iter()
+            .zip(&catch_all)
+            .any(|(served, first)| *served && first.is_none());
         if let (true, Some(last)) = (uncovered, self.route.len().checked_sub(1)) {
             out.push(ConfigWarning::new(
                 format!("route[{last}]"),
