@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use super::upstream::refused_addr;
 use super::wait_until;
 
 /// The binary under test.
@@ -26,9 +25,39 @@ pub const STARTUP: Duration = Duration::from_secs(5);
 /// Longest a [`run_sluice`] may take to exit.
 pub const RUN_LIMIT: Duration = Duration::from_secs(5);
 
-/// A free port on 127.0.0.1 (nothing listens on it right now).
+/// Ports [`free_port`] hands out: below Linux's ephemeral range
+/// (32768–60999 by default), which every `127.0.0.1:0` bind and every
+/// outgoing connect draws from. A port from `:0` that a test drops and
+/// gives to the binary could be taken in the meantime by another test's
+/// in-process proxy or upstream, and sluice's listeners use
+/// `SO_REUSEPORT`: the binary and that proxy then shared the port and a
+/// client reached the wrong one (a CI flake). Below the range, only
+/// another `free_port` call could pick it, and those never repeat a port
+/// within a test binary (test binaries run one at a time).
+const FREE_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// The next port [`free_port`] tries (an offset into `FREE_PORTS`).
+static NEXT_PORT: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// A free port on 127.0.0.1 (nothing listens on it right now), outside
+/// the ephemeral range (see `FREE_PORTS`), never the same twice in one
+/// test binary.
 pub fn free_port() -> u16 {
-    refused_addr().port()
+    let span = usize::from(FREE_PORTS.end - FREE_PORTS.start);
+    // A start that differs between runs and processes.
+    let seed = std::process::id() as usize
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos() as usize);
+    let _ = NEXT_PORT.compare_exchange(usize::MAX, seed % span, Ordering::SeqCst, Ordering::SeqCst);
+    for _ in 0..span {
+        let offset = NEXT_PORT.fetch_add(1, Ordering::SeqCst) % span;
+        let port = FREE_PORTS.start + u16::try_from(offset).unwrap_or(0);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {FREE_PORTS:?}");
 }
 
 /// 127.0.0.1:`port`.

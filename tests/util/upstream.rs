@@ -157,10 +157,10 @@ impl Drop for Upstream {
 
 /// A port on 127.0.0.1 with no listener: connecting is refused.
 pub fn refused_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = l.local_addr().unwrap();
-    drop(l);
-    addr
+    // From `free_port`: no `:0` bind of another test can take it, and a
+    // connect to it cannot open a connection to itself (both need a port
+    // of the ephemeral range).
+    SocketAddr::from(([127, 0, 0, 1], super::binary::free_port()))
 }
 
 /// A listener whose accept queue is full, so a new connect to it stays
