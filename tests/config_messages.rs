@@ -89,6 +89,24 @@ fn a_typo_at_the_top_level_gets_did_you_mean() {
 }
 
 #[test]
+fn a_repeated_table_written_with_single_brackets_gets_the_double_bracket_hint() {
+    // `[route]` for `[[route]]`: alone, "expected a sequence"; twice, a
+    // duplicate key (found by a new-user pass: neither said what to fix).
+    for routes in [1, 2] {
+        let text = format!("{GROUP}{}", "[route]\nupstream = \"app\"\n".repeat(routes));
+        let f = TempFile::new(&text);
+        let o = run_sluice(&["--check-config", f.path()]);
+        assert_eq!(o.status.code(), Some(2), "{}", o.stderr);
+        assert!(
+            o.stderr
+                .contains("(write each route as a [[route]] table, with double brackets)"),
+            "{routes}: {}",
+            o.stderr
+        );
+    }
+}
+
+#[test]
 fn a_key_of_another_table_names_that_table() {
     let text = format!("{GROUP}rise = 2\n");
     rejected_at(
@@ -96,6 +114,15 @@ fn a_key_of_another_table_names_that_table() {
         4,
         "upstream[0].rise",
         &["unknown key `rise` in [[upstream]]: it is a key of [upstream.health_check]"],
+    );
+    // Not for a route's `path` (a health check's key too): the user meant
+    // path_prefix (found by a new-user pass).
+    let route = format!("{GROUP}\n[[route]]\nupstream = \"app\"\npath = \"/old/\"\n");
+    rejected_at(
+        &route,
+        7,
+        "route[0].path",
+        &["unknown key `path` in [[route]]; did you mean `path_prefix`?"],
     );
 }
 
@@ -337,6 +364,21 @@ fn a_catch_all_per_scheme_covers_every_request_and_a_scheme_without_listener_is_
         line,
         "route[1].scheme",
         "no listen_tls address: no request comes over https, the route never matches",
+    );
+}
+
+#[test]
+fn a_route_that_answers_itself_and_names_an_upstream_is_warned_about() {
+    // Found by a new-user pass: the upstream was silently ignored.
+    let text = format!(
+        "{GROUP}\n[[route]]\nredirect = \"/new$request_uri\"\nupstream = \"app\"\n\n\
+         [[route]]\nupstream = \"app\"\n"
+    );
+    warned_at(
+        &text,
+        7,
+        "route[0].upstream",
+        "is not used: the route answers every request itself (redirect)",
     );
 }
 

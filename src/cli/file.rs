@@ -48,11 +48,12 @@ pub fn load(path: &Path) -> Result<(Config, String), String> {
 ///
 /// `listen_tls` without `listen`: no plain listener (`listen` is empty).
 pub fn parse(text: &str) -> Result<Config, String> {
-    let doc = Doc::parse(text).map_err(|e| describe_syntax(text, &e))?;
+    let doc = Doc::parse(text).map_err(|e| single_table_hint(text, describe_syntax(text, &e)))?;
     if let Some(u) = keys::first_unknown(&doc) {
         return Err(format!(":{}: {}: {}", doc.line_at(u.at), u.path, u.reason));
     }
-    let mut config: Config = toml::from_str(text).map_err(|e| describe_value(&doc, &e))?;
+    let mut config: Config =
+        toml::from_str(text).map_err(|e| single_table_hint(text, describe_value(&doc, &e)))?;
     if gives_key(text, "listen_tls") && !gives_key(text, "listen") {
         config.listen.clear();
     }
@@ -62,6 +63,25 @@ pub fn parse(text: &str) -> Result<Config, String> {
 /// Whether the top level of a TOML document that parses has `key`.
 pub fn gives_key(text: &str, key: &str) -> bool {
     Doc::parse(text).is_ok_and(|d| d.root().contains_key(key))
+}
+
+/// The tables a file repeats, each written `[[NAME]]`.
+const TABLE_ARRAYS: [&str; 3] = ["upstream", "route", "certificate"];
+
+/// `msg` with a hint when the text writes one of [`TABLE_ARRAYS`] with
+/// single brackets (`[route]`: one table, so a second one is a duplicate
+/// key, and one alone is "a map, expected a sequence").
+fn single_table_hint(text: &str, msg: String) -> String {
+    let single = text.lines().find_map(|l| {
+        let name = l.trim().strip_prefix('[')?.strip_suffix(']')?;
+        TABLE_ARRAYS.contains(&name).then_some(name)
+    });
+    match single {
+        Some(name) if msg.contains("duplicate key") || msg.contains("expected a sequence") => {
+            format!("{msg} (write each {name} as a [[{name}]] table, with double brackets)")
+        }
+        _ => msg,
+    }
 }
 
 /// One line for a TOML syntax error: where, which key, what is wrong.

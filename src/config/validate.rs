@@ -350,6 +350,17 @@ impl Config {
                     format!("{p:?} does not start with \"/\": the route never matches"),
                 ));
             }
+            if r.answers_itself() && !r.upstream.get_ref().is_empty() {
+                let what = if r.redirect.is_some() {
+                    "redirect"
+                } else {
+                    "respond"
+                };
+                out.push(ConfigWarning::new(
+                    format!("route[{i}].upstream"),
+                    format!("is not used: the route answers every request itself ({what})"),
+                ));
+            }
             let schemes = match r.scheme {
                 None => [true, true],
                 Some(Scheme::Http) => [true, false],

@@ -248,6 +248,15 @@ fn hint(f: &Found, doc: &Doc<'_>) -> String {
             doc.line_at(f.table_at)
         );
     }
+    // The words of nginx and HAProxy for what a route matches on: before
+    // "it is a key of [upstream.health_check]" (a check's `path`), which
+    // would send the user the wrong way.
+    if f.table == Table::Route && ["path", "prefix", "location", "uri"].contains(&key) {
+        return format!(
+            "unknown key `{key}` in {table}; did you mean `path_prefix`? (a route matches on \
+             `host`, `path_prefix` and `scheme`)"
+        );
+    }
     if let Some(near) = nearest(key, f.table.keys()) {
         return format!("unknown key `{key}` in {table}; did you mean `{near}`?");
     }
