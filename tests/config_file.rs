@@ -189,6 +189,25 @@ fn bad_groups_and_routes_name_the_file_and_line() {
 // --- --check-config ----------------------------------------------------------
 
 #[test]
+fn a_route_to_a_group_the_upstream_flag_replaced_says_so() {
+    // Found by a new-user pass: "unknown upstream group" for a group the
+    // file defines.
+    let f = TempFile::new(
+        "[[upstream]]\nname = \"web\"\nservers = [\"127.0.0.1:1\"]\n[[route]]\nupstream = \"web\"\n",
+    );
+    let o = run_sluice(&["--check-config", f.path(), "--upstream", "127.0.0.1:2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", o.stderr);
+    assert!(
+        o.stderr.contains(
+            "route to unknown upstream group \"web\" (--upstream on the command line replaces \
+             the file's [[upstream]] groups"
+        ),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
 fn check_config_resolves_host_names_as_the_start_would() {
     // `.invalid` never resolves (RFC 6761 §6.4).
     let group = "[[upstream]]\nname = \"app\"\nservers = [\"nowhere.invalid:80\"]\n";

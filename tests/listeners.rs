@@ -191,7 +191,14 @@ fn reload_keeps_every_listener_and_refuses_a_changed_set() {
         .unwrap();
         p.signal(libc::SIGHUP);
         let line = p.wait_line(WAIT, |l| l.contains("reload failed"));
-        assert!(line.contains("listen cannot change"), "{line}");
+        assert!(
+            line.contains("the listeners cannot change on reload (listen ["),
+            "{line}"
+        );
+        assert!(
+            !line.contains("listen_tls"),
+            "only the list that changed: {line}"
+        );
         // A TLS address less: refused too.
         std::fs::write(
             file.path(),
@@ -202,6 +209,11 @@ fn reload_keeps_every_listener_and_refuses_a_changed_set() {
         assert!(
             wait_until(WAIT, || p.count(|l| l.contains("reload failed")) == 2),
             "{}",
+            p.log()
+        );
+        assert!(
+            p.count(|l| l.contains("reload failed") && l.contains("(listen_tls [")) == 1,
+            "the TLS list named: {}",
             p.log()
         );
         all_answer(&plain, &tls, &cfg, "after the refused reloads");

@@ -258,11 +258,8 @@ impl Loops {
     /// Binds a loop with `new` on a thread of its own, then drains the
     /// others.
     fn start(&mut self, new: Config) -> Result<(), String> {
-        if new.listen != self.config.listen || new.listen_tls != self.config.listen_tls {
-            return Err(format!(
-                "listen cannot change on reload ({:?} {:?} → {:?} {:?}): restart instead",
-                self.config.listen, self.config.listen_tls, new.listen, new.listen_tls
-            ));
+        if let Some(why) = listeners_changed(&self.config, &new) {
+            return Err(why);
         }
         if new.workers != self.config.workers {
             log::warn!("workers changed in the file: takes effect on restart");
@@ -382,4 +379,24 @@ mod tests {
         assert_eq!(single.count(Some(5)), Some(2));
         assert_eq!(single.count(Some(6)), Some(3));
     }
+}
+
+/// Why a reload to `new` is refused when it changes the listeners (they
+/// are bound once, at start): each list that changed, before and after.
+pub(super) fn listeners_changed(old: &Config, new: &Config) -> Option<String> {
+    let lists = [
+        ("listen", &old.listen, &new.listen),
+        ("listen_tls", &old.listen_tls, &new.listen_tls),
+    ];
+    let changed: Vec<String> = lists
+        .iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(name, a, b)| format!("{name} {a:?} → {b:?}"))
+        .collect();
+    (!changed.is_empty()).then(|| {
+        format!(
+            "the listeners cannot change on reload ({}): restart instead",
+            changed.join(", ")
+        )
+    })
 }

@@ -90,7 +90,15 @@ impl Source {
             .map(|(file, text)| file::Place { file, text });
         let invalid = |e: sluice::ConfigError| {
             let from_flag = self.parsed.gave(&e.path());
-            file::describe_invalid(&e, place, from_flag)
+            let mut line = file::describe_invalid(&e, place, from_flag);
+            // A route of the file to a group the flag took away.
+            if e.reason.contains("unknown upstream group") && self.parsed.gave("upstream") {
+                line.push_str(
+                    " (--upstream on the command line replaces the file's [[upstream]] groups \
+                     with one group named \"default\")",
+                );
+            }
+            line
         };
         config.validate().map_err(invalid)?;
         let tls_warnings = sluice::tls::check(&config).map_err(invalid)?;

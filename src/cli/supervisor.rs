@@ -295,11 +295,8 @@ impl Supervisor {
     fn reload(&mut self, source: &Source) {
         notify::reloading();
         let started = source.load().and_then(|new| {
-            if new.listen != self.config.listen || new.listen_tls != self.config.listen_tls {
-                return Err(format!(
-                    "listen cannot change on reload ({:?} {:?} → {:?} {:?}): restart instead",
-                    self.config.listen, self.config.listen_tls, new.listen, new.listen_tls
-                ));
+            if let Some(why) = super::signals::listeners_changed(&self.config, &new) {
+                return Err(why);
             }
             let new = super::signals::keep_admin(&self.config, new);
             // What would stop every new worker, said here with its reason
