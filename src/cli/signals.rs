@@ -355,6 +355,26 @@ pub fn join_reloaded(
     result
 }
 
+/// Why a reload to `new` is refused when it changes the listeners (they
+/// are bound once, at start): each list that changed, before and after.
+pub(super) fn listeners_changed(old: &Config, new: &Config) -> Option<String> {
+    let lists = [
+        ("listen", &old.listen, &new.listen),
+        ("listen_tls", &old.listen_tls, &new.listen_tls),
+    ];
+    let changed: Vec<String> = lists
+        .iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(name, a, b)| format!("{name} {a:?} → {b:?}"))
+        .collect();
+    (!changed.is_empty()).then(|| {
+        format!(
+            "the listeners cannot change on reload ({}): restart instead",
+            changed.join(", ")
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::Stops;
@@ -379,24 +399,4 @@ mod tests {
         assert_eq!(single.count(Some(5)), Some(2));
         assert_eq!(single.count(Some(6)), Some(3));
     }
-}
-
-/// Why a reload to `new` is refused when it changes the listeners (they
-/// are bound once, at start): each list that changed, before and after.
-pub(super) fn listeners_changed(old: &Config, new: &Config) -> Option<String> {
-    let lists = [
-        ("listen", &old.listen, &new.listen),
-        ("listen_tls", &old.listen_tls, &new.listen_tls),
-    ];
-    let changed: Vec<String> = lists
-        .iter()
-        .filter(|(_, a, b)| a != b)
-        .map(|(name, a, b)| format!("{name} {a:?} → {b:?}"))
-        .collect();
-    (!changed.is_empty()).then(|| {
-        format!(
-            "the listeners cannot change on reload ({}): restart instead",
-            changed.join(", ")
-        )
-    })
 }
