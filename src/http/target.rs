@@ -243,7 +243,7 @@ fn is_unreserved_or_sub_delim(b: u8) -> bool {
 /// Errors: `Malformed("invalid Host")` or a more precise reason.
 pub fn check_authority(a: &[u8]) -> Result<(), ParseError> {
     let bad = ParseError::Malformed("invalid Host");
-    let (host, port) = if a.first() == Some(&b'[') {
+    if a.first() == Some(&b'[') {
         let close = a.iter().position(|&b| b == b']').ok_or(bad.clone())?;
         let inside = a.get(1..close).unwrap_or_default();
         let ip_ok = !inside.is_empty()
@@ -260,24 +260,23 @@ pub fn check_authority(a: &[u8]) -> Result<(), ParseError> {
         if !ip_ok {
             return Err(bad);
         }
-        match a.get(close + 1..).unwrap_or_default() {
-            [] => (&b"[]"[..], None),
-            [b':', port @ ..] => (&b"[]"[..], Some(port)),
-            _ => return Err(bad),
-        }
-    } else {
-        match a.iter().rposition(|&b| b == b':') {
-            Some(colon) => (
-                a.get(..colon).unwrap_or_default(),
-                Some(a.get(colon + 1..).unwrap_or_default()),
-            ),
-            None => (a, None),
-        }
+        return match a.get(close + 1..).unwrap_or_default() {
+            [] => Ok(()),
+            [b':', port @ ..] => check_port(port),
+            _ => Err(bad),
+        };
+    }
+    let (host, port) = match a.iter().rposition(|&b| b == b':') {
+        Some(colon) => (
+            a.get(..colon).unwrap_or_default(),
+            a.get(colon + 1..).unwrap_or_default(),
+        ),
+        None => (a, &[][..]),
     };
     if host.iter().all(|&b| b == b'.') {
         return Err(ParseError::Malformed("invalid Host: no host name"));
     }
-    if host != b"[]" && !all_chars(host, is_unreserved_or_sub_delim) {
+    if !all_chars(host, is_unreserved_or_sub_delim) {
         return Err(bad);
     }
     // An empty label between two dots (`..example.com`) names no host; it
@@ -285,18 +284,26 @@ pub fn check_authority(a: &[u8]) -> Result<(), ParseError> {
     if host.windows(2).any(|w| w == b"..") {
         return Err(ParseError::Malformed("invalid Host: an empty label"));
     }
-    if let Some(port) = port
-        && !port.is_empty()
-        && (port.len() > 5
-            || !port.iter().all(u8::is_ascii_digit)
-            || std::str::from_utf8(port)
+    check_port(port)
+}
+
+/// An authority's port: empty (RFC 3986 §3.2.3 allows `host:`) or at most
+/// five digits up to 65535.
+///
+/// Errors: `Malformed("invalid port in the authority")`.
+fn check_port(port: &[u8]) -> Result<(), ParseError> {
+    let ok = port.is_empty()
+        || (port.len() <= 5
+            && port.iter().all(u8::is_ascii_digit)
+            && std::str::from_utf8(port)
                 .ok()
                 .and_then(|p| p.parse::<u16>().ok())
-                .is_none())
-    {
-        return Err(ParseError::Malformed("invalid port in the authority"));
+                .is_some());
+    if ok {
+        Ok(())
+    } else {
+        Err(ParseError::Malformed("invalid port in the authority"))
     }
-    Ok(())
 }
 
 #[cfg(test)]

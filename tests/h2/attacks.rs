@@ -49,10 +49,7 @@ fn burst_of_streams(second: &dyn Fn(u32) -> Vec<u8>) -> (Option<u32>, Vec<H2Fram
     }
     c.write_lossy(&burst);
     let frames = c.read_to_close(Duration::from_secs(3));
-    let code = frames
-        .iter()
-        .find(|f| f.kind == kind::GOAWAY)
-        .and_then(|f| f.error_code());
+    let code = goaway(&frames).and_then(|f| f.error_code());
     (code, frames, up.accepted())
 }
 
@@ -105,7 +102,7 @@ fn a_continuation_flood_is_bounded_and_ends_the_connection() {
         sent += 1;
     }
     let frames = c.read_to_close(Duration::from_secs(3));
-    let goaway = frames.iter().find(|f| f.kind == kind::GOAWAY);
+    let goaway = goaway(&frames);
     assert!(goaway.is_some(), "GOAWAY after {sent} CONTINUATION frames");
     assert_eq!(up.accepted(), 0);
 }
@@ -124,7 +121,7 @@ fn a_header_block_left_half_way_is_cut_by_the_request_head_timeout() {
     c.send_frame(kind::HEADERS, 0, id, &block);
     c.send_frame(kind::CONTINUATION, 0, id, &[0; 1000]);
     let frames = c.read_to_close(Duration::from_secs(5));
-    let goaway = frames.iter().find(|f| f.kind == kind::GOAWAY);
+    let goaway = goaway(&frames);
     assert!(goaway.is_some(), "GOAWAY for the open block: {frames:?}");
     assert_eq!(up.accepted(), 1);
 }
@@ -179,7 +176,7 @@ fn a_ping_flood_gets_goaway_enhance_your_calm() {
     }
     c.write_lossy(&burst);
     let frames = c.read_to_close(Duration::from_secs(3));
-    let goaway = frames.iter().find(|f| f.kind == kind::GOAWAY);
+    let goaway = goaway(&frames);
     assert_eq!(goaway.and_then(|f| f.error_code()), Some(ENHANCE_YOUR_CALM));
     let pongs = frames.iter().filter(|f| f.kind == kind::PING).count();
     assert!(pongs <= 1000, "{pongs} PING answers");

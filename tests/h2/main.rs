@@ -56,3 +56,8 @@ fn records(log: &TempFile, n: usize) -> Vec<serde_json::Value> {
 fn patterned(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i % 251) as u8).collect()
 }
+
+/// The GOAWAY among `frames`, if one came.
+fn goaway(frames: &[H2Frame]) -> Option<&H2Frame> {
+    frames.iter().find(|f| f.kind == kind::GOAWAY)
+}
