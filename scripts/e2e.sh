@@ -482,6 +482,8 @@ if command -v haproxy >/dev/null 2>&1; then
     HA_IN="$(free_port)"
     HA_OUT="$(free_port)"
     PP_PORT="$(free_port)"
+    HA_TLS="$(free_port)"
+    PP_TLS="$(free_port)"
     cat >"$TMP/haproxy-pp.cfg" <<EOF
 defaults
     timeout connect 2s
@@ -494,13 +496,27 @@ frontend balancer
 backend to_sluice
     mode tcp
     server s 127.0.0.1:$PP_PORT send-proxy-v2
+frontend balancer_tls
+    mode tcp
+    bind 127.0.0.1:$HA_TLS
+    default_backend to_sluice_tls
+backend to_sluice_tls
+    mode tcp
+    server s 127.0.0.1:$PP_TLS send-proxy-v2
 frontend origin
     mode http
     bind 127.0.0.1:$HA_OUT accept-proxy
     http-request return status 200 content-type text/plain lf-string "src=%[src]"
 EOF
+    # The TLS listener (when the HTTPS check made a certificate): HAProxy
+    # passes TLS through, its header before the ClientHello.
+    PP_TLS_TOML=""
+    if [[ -f "$TMP/tls-cert.pem" ]]; then
+        PP_TLS_TOML="listen_tls = \"127.0.0.1:$PP_TLS\""
+    fi
     cat >"$TMP/sluice-pp.toml" <<EOF
 listen = "127.0.0.1:$PP_PORT"
+$PP_TLS_TOML
 accept_proxy_protocol = ["127.0.0.1/32"]
 access_log = "$SLOGP.access"
 [[upstream]]
@@ -508,6 +524,10 @@ name = "origin"
 servers = ["127.0.0.1:$HA_OUT"]
 send_proxy_protocol = "v2"
 EOF
+    if [[ -n "$PP_TLS_TOML" ]]; then
+        printf '[[certificate]]\ncert = "%s"\nkey = "%s"\n' "$TMP/tls-cert.pem" "$TMP/tls-key.pem" \
+            >>"$TMP/sluice-pp.toml"
+    fi
     lib_bg haproxy -db -f "$TMP/haproxy-pp.cfg" </dev/null >"$TMP/haproxy-pp.log" 2>&1
     HA_PID=$BG_PID
     lib_bg env RUST_LOG=info "$BIN" --config "$TMP/sluice-pp.toml" </dev/null >/dev/null 2>"$SLOGP"
@@ -523,6 +543,21 @@ EOF
     else
         fail "PROXY protocol through HAProxy" "origin answered: $out" \
             "access: $(cat "$SLOGP.access" 2>/dev/null || echo '(none)')" "$(tail -n 5 "$SLOGP")"
+    fi
+    if [[ -n "$PP_TLS_TOML" ]]; then
+        set +e
+        out1="$(curl -sS --max-time 5 --interface 127.0.0.2 --http1.1 --cacert "$TMP/tls-cert.pem" \
+            --resolve "localhost:$HA_TLS:127.0.0.1" "https://localhost:$HA_TLS/who-tls" 2>&1)"
+        out2="$(curl -sS --max-time 5 --interface 127.0.0.2 --http2 --cacert "$TMP/tls-cert.pem" \
+            --resolve "localhost:$HA_TLS:127.0.0.1" -w ' %{http_version}' "https://localhost:$HA_TLS/who-h2" 2>&1)"
+        set -e
+        if [[ "$out1" == "src=127.0.0.2" && "$out2" == "src=127.0.0.2 2" ]] && wait_access "$SLOGP" 3 \
+            && [[ "$(grep -c 'client=127\.0\.0\.2:.*tls=TLSv1\.3' "$SLOGP.access")" == 2 ]]; then
+            pass "PROXY v2 before the ClientHello from HAProxy (mode tcp): HTTPS and HTTP/2 see the client 127.0.0.2"
+        else
+            fail "PROXY protocol before TLS through HAProxy" "origin answered: $out1 / $out2" \
+                "access: $(cat "$SLOGP.access" 2>/dev/null || echo '(none)')" "$(tail -n 5 "$SLOGP")"
+        fi
     fi
 else
     fail "PROXY protocol through HAProxy" "haproxy is not installed (apt-get install haproxy)"

@@ -383,21 +383,19 @@ fn a_route_that_answers_itself_and_names_an_upstream_is_warned_about() {
 }
 
 #[test]
-fn accept_proxy_protocol_with_a_tls_listener_is_warned_about() {
-    // The TLS listeners read no PROXY header (found by a break-it pass:
-    // the check said nothing, and the balancer's connections failed).
+fn accept_proxy_protocol_with_a_tls_listener_is_valid_without_a_warning() {
+    // The TLS listeners read the header before the ClientHello
+    // (tests/proxy_protocol_tls.rs); an earlier build warned that they did not.
     let cert = TestCert::new("pp-tls");
     let text = format!(
         "listen = \"127.0.0.1:0\"\nlisten_tls = \"127.0.0.1:0\"\n\
          accept_proxy_protocol = [\"127.0.0.1\"]\n{}",
         cert.toml()
     );
-    warned_at(
-        &text,
-        3,
-        "accept_proxy_protocol",
-        "applies to the plain listeners (listen) only",
-    );
+    let f = TempFile::new(&text);
+    let o = run_sluice(&["--check-config", f.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", o.stderr);
+    assert!(!o.stderr.contains("warning"), "{}", o.stderr);
 }
 
 #[test]

@@ -10,7 +10,6 @@ use std::net::SocketAddr;
 use std::thread;
 use std::time::Duration;
 
-use serde_json::Value;
 use sluice::{AccessLogFormat, AccessLogTarget, Cidr};
 use util::*;
 
@@ -31,34 +30,6 @@ fn pp_proxy(up: SocketAddr, sources: &[&str]) -> (Proxy, TempFile) {
 
 const V1: &[u8] = b"PROXY TCP4 192.0.2.7 10.0.0.1 51000 80\r\n";
 
-/// A v2 PROXY header for 198.51.100.9:40000 -> 10.0.0.1:80 with two TLVs.
-fn v2_with_tlvs() -> Vec<u8> {
-    let mut body = vec![198, 51, 100, 9, 10, 0, 0, 1];
-    body.extend_from_slice(&40000u16.to_be_bytes());
-    body.extend_from_slice(&80u16.to_be_bytes());
-    body.extend_from_slice(&[0x01, 0, 8]);
-    body.extend_from_slice(b"http/1.1");
-    body.extend_from_slice(&[0x04, 0, 5, 0, 0, 0, 0, 0]);
-    v2(0x21, 0x11, &body)
-}
-
-fn v2(ver_cmd: u8, fam: u8, body: &[u8]) -> Vec<u8> {
-    let mut h = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
-    h.push(ver_cmd);
-    h.push(fam);
-    h.extend_from_slice(&u16::try_from(body.len()).unwrap().to_be_bytes());
-    h.extend_from_slice(body);
-    h
-}
-
-#[track_caller]
-fn records(log: &TempFile, n: usize) -> Vec<Value> {
-    wait_access_lines(log.path(), n)
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[test]
 fn v1_header_sets_the_client_address_for_every_request() {
     let up = Upstream::start(respond_forever(ok_response("x")));
@@ -73,7 +44,7 @@ fn v1_header_sets_the_client_address_for_every_request() {
     for r in &reqs {
         assert_eq!(r.header("x-forwarded-for"), Some("192.0.2.7"), "{r:?}");
     }
-    for rec in records(&log, 2) {
+    for rec in wait_access_json(log.path(), 2) {
         assert_eq!(rec["client"], "192.0.2.7:51000", "{rec}");
     }
     assert_eq!(proxy.stats.snapshot().proxy_headers, 1);
@@ -83,7 +54,7 @@ fn v1_header_sets_the_client_address_for_every_request() {
 fn v2_header_with_tlvs_split_at_every_byte() {
     let up = Upstream::start(respond_forever(ok_response("x")));
     let (proxy, _log) = pp_proxy(up.addr, &["127.0.0.0/8"]);
-    let header = v2_with_tlvs();
+    let header = proxy_v2_with_tlvs(80);
     let mut wire = header.clone();
     wire.extend_from_slice(&get_close("/"));
     // Every split inside the header and the first bytes of the request.
@@ -106,7 +77,7 @@ fn v2_local_keeps_the_socket_address() {
     let up = Upstream::start(respond_forever(ok_response("x")));
     let (proxy, _log) = pp_proxy(up.addr, &["127.0.0.1"]);
     let mut c = proxy.client();
-    let mut wire = v2(0x20, 0x00, &[]);
+    let mut wire = proxy_v2(0x20, 0x00, &[]);
     wire.extend_from_slice(&get("/health"));
     assert_eq!(c.round_trip(wire).status, 200);
     assert_eq!(
@@ -120,7 +91,7 @@ fn listed_source_without_a_valid_header_is_closed() {
     let up = Upstream::start(respond_forever(ok_response("x")));
     let (proxy, _log) = pp_proxy(up.addr, &["127.0.0.1/32"]);
     // Each row: what the connection opens with, and why it is refused.
-    let oversized = v2(0x21, 0x11, &vec![0; 5000]);
+    let oversized = proxy_v2(0x21, 0x11, &vec![0; 5000]);
     let rows: [(&[u8], &str); 4] = [
         (b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", "a request, no header"),
         (
@@ -150,7 +121,7 @@ fn header_from_an_unlisted_source_is_never_trusted() {
     let up = Upstream::start(respond_forever(ok_response("x")));
     // 127.0.0.1 is not in the list.
     let (proxy, log) = pp_proxy(up.addr, &["10.0.0.0/8"]);
-    for header in [V1.to_vec(), v2_with_tlvs()] {
+    for header in [V1.to_vec(), proxy_v2_with_tlvs(80)] {
         let mut c = proxy.client();
         let mut wire = header;
         wire.extend_from_slice(&get("/"));
@@ -166,7 +137,7 @@ fn header_from_an_unlisted_source_is_never_trusted() {
         up.single_request().header("x-forwarded-for"),
         Some("127.0.0.1")
     );
-    let recs = records(&log, 3);
+    let recs = wait_access_json(log.path(), 3);
     assert!(
         recs.iter()
             .all(|r| r["client"].as_str().unwrap().starts_with("127.0.0.1:"))

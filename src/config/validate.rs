@@ -329,16 +329,6 @@ impl Config {
                  nothing serves them, the proxy speaks plain HTTP only",
             ));
         }
-        if !self.accept_proxy_protocol.is_empty() && !self.listen_tls.is_empty() {
-            // A balancer in front of a TLS listener sends its header
-            // before the ClientHello: that listener answers it with 400.
-            out.push(ConfigWarning::new(
-                "accept_proxy_protocol".to_string(),
-                "applies to the plain listeners (listen) only: the TLS listeners (listen_tls) \
-                 read no PROXY header, and a connection that starts with one fails its \
-                 handshake",
-            ));
-        }
         // The first route that takes every request of a scheme (no host,
         // no path but `/`), per scheme: [http, https].
         let mut catch_all: [Option<usize>; 2] = [None, None];

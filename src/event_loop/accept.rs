@@ -70,8 +70,8 @@ impl Server {
                 Ok((stream, addr)) => {
                     // Counted now unless a PROXY header is to give the
                     // client's address (then once it did).
-                    let counted = self.sh.cfg.max_connections_per_client > 0
-                        && !sends_proxy_header(&self.sh.cfg, addr, tls);
+                    let proxied = sends_proxy_header(&self.sh.cfg, addr);
+                    let counted = self.sh.cfg.max_connections_per_client > 0 && !proxied;
                     if counted && !admit_client(&mut self.sh, addr) {
                         // Closed at accept: dropping the socket.
                         continue;
@@ -84,10 +84,15 @@ impl Server {
                             match rustls::server::UnbufferedServerConnection::new(
                                 cfg.config.clone(),
                             ) {
-                                Ok(c) => Transport::tls(
-                                    stream,
-                                    Tls::server(c, cfg.sni_check(), cfg.handshake_gate()),
-                                ),
+                                Ok(c) => {
+                                    let mut t =
+                                        Tls::server(c, cfg.sni_check(), cfg.handshake_gate());
+                                    if proxied {
+                                        // Before the ClientHello, below the session.
+                                        t.expect_proxy_header();
+                                    }
+                                    Transport::tls(stream, t)
+                                }
                                 Err(e) => {
                                     debug!("TLS session for {addr}: {e}");
                                     if counted {

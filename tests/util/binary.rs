@@ -441,6 +441,15 @@ pub fn wait_access_lines(path: &str, n: usize) -> Vec<String> {
     lines
 }
 
+/// [`wait_access_lines`] of a JSON access log, each line parsed.
+#[track_caller]
+pub fn wait_access_json(path: &str, n: usize) -> Vec<serde_json::Value> {
+    wait_access_lines(path, n)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
 /// `GET path` on `addr` with `Connection: close`: status and body.
 pub fn http_get(addr: SocketAddr, path: &str) -> (u16, Vec<u8>) {
     http_request(

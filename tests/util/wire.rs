@@ -218,3 +218,27 @@ pub fn reset_stream(stream: TcpStream) {
     }
     drop(stream);
 }
+
+/// A PROXY protocol v2 header (HAProxy's spec §2.2): the signature,
+/// `ver_cmd` (0x21 PROXY, 0x20 LOCAL), `fam` (0x11 TCP over IPv4) and
+/// `body` (addresses, ports, TLVs) with its length.
+pub fn proxy_v2(ver_cmd: u8, fam: u8, body: &[u8]) -> Vec<u8> {
+    let mut h = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
+    h.push(ver_cmd);
+    h.push(fam);
+    h.extend_from_slice(&u16::try_from(body.len()).unwrap().to_be_bytes());
+    h.extend_from_slice(body);
+    h
+}
+
+/// A v2 PROXY header for 198.51.100.9:40000 -> 10.0.0.1:`dport` with an
+/// ALPN and a NOOP TLV, as a balancer sends it.
+pub fn proxy_v2_with_tlvs(dport: u16) -> Vec<u8> {
+    let mut body = vec![198, 51, 100, 9, 10, 0, 0, 1];
+    body.extend_from_slice(&40000u16.to_be_bytes());
+    body.extend_from_slice(&dport.to_be_bytes());
+    body.extend_from_slice(&[0x01, 0, 8]);
+    body.extend_from_slice(b"http/1.1");
+    body.extend_from_slice(&[0x04, 0, 5, 0, 0, 0, 0, 0]);
+    proxy_v2(0x21, 0x11, &body)
+}

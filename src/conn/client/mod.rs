@@ -109,12 +109,13 @@ pub(crate) struct ClientSide {
     pub write_at: Instant,
 }
 
-/// A connection from `addr` (to the TLS listener if `tls`) must start
-/// with a PROXY header (`accept_proxy_protocol`; plain listener only:
-/// under TLS the header would come before the ClientHello, below the
-/// transport).
-pub(crate) fn sends_proxy_header(cfg: &crate::config::Config, addr: SocketAddr, tls: bool) -> bool {
-    !tls && crate::cidr::any_contains(&cfg.accept_proxy_protocol, addr.ip())
+/// A connection from `addr` must start with a PROXY header
+/// (`accept_proxy_protocol`). On a plain listener the machine takes it
+/// from the head buffer (`proxy_header.rs`); on a TLS listener it comes
+/// before the ClientHello and the transport takes it
+/// (`transport/tls/proxy.rs`).
+pub(crate) fn sends_proxy_header(cfg: &crate::config::Config, addr: SocketAddr) -> bool {
+    crate::cidr::any_contains(&cfg.accept_proxy_protocol, addr.ip())
 }
 
 /// Counts a connection of client `addr` in `max_connections_per_client`
@@ -215,7 +216,7 @@ impl ClientConn {
             linger: false,
             linger_queued: usize::MAX,
             pipelined: false,
-            await_proxy: sends_proxy_header(&sh.cfg, addr, stream_is_tls),
+            await_proxy: !stream_is_tls && sends_proxy_header(&sh.cfg, addr),
             client: None,
             conn_counted: false,
         };
@@ -417,6 +418,11 @@ impl ClientConn {
             State::Head => {
                 let handshaking = self.side.stream.is_handshaking();
                 let read = relay::read_client_head(&mut self.side, &mut env);
+                // A PROXY header before the ClientHello gives the
+                // client's address once the transport has read it.
+                if !self.take_tls_proxy_source(sh) {
+                    return Ok(true);
+                }
                 // A server handshake ends on a read (the client's
                 // Finished): counted once, with its time since the accept.
                 if handshaking && !self.side.stream.is_handshaking() {

@@ -1,6 +1,7 @@
 //! The PROXY protocol header at the start of a client connection
 //! (`accept_proxy_protocol`, docs/configuration.md, "Edge rules"): taken out of the head
-//! buffer before the first request head is looked at, and its source made
+//! buffer before the first request head is looked at (on a TLS listener
+//! the transport takes it before the ClientHello), and its source made
 //! the connection's client address — the one `X-Forwarded-For`, the
 //! access record and `hash_key = "client_ip"` use.
 //!
@@ -62,5 +63,20 @@ impl ClientConn {
             Err(PpError::Malformed(why)) => refuse(ParseError::ProxyHeader(why)),
             Err(PpError::TooLarge) => refuse(ParseError::ProxyHeader("over 4096 bytes")),
         }
+    }
+
+    /// On a TLS listener the transport reads the PROXY header before the
+    /// ClientHello (`transport/tls/proxy.rs`): once it has, its source
+    /// becomes the connection's client address, as above. False: the
+    /// address holds `max_connections_per_client` already (closed).
+    pub(super) fn take_tls_proxy_source(&mut self, sh: &mut crate::conn::Shared) -> bool {
+        let Some(source) = self.side.stream.take_proxy_source() else {
+            return true;
+        };
+        if let Some(source) = source {
+            debug!("client {}: PROXY header gives {source}", self.side.addr);
+            self.side.addr = source;
+        }
+        self.count_client(sh)
     }
 }

@@ -58,6 +58,9 @@ pub(crate) struct Transport {
     /// A plaintext request came to a TLS port: the transport turned plain
     /// so that the machine can answer it (400 naming HTTPS) and close.
     http_on_tls: bool,
+    /// What a PROXY header before the plaintext gave, kept when the
+    /// session was dropped for `http_on_tls` (for the 400's record).
+    plain_proxy_source: Option<Option<std::net::SocketAddr>>,
 }
 
 impl Transport {
@@ -67,6 +70,7 @@ impl Transport {
             stream,
             tls: None,
             http_on_tls: false,
+            plain_proxy_source: None,
         }
     }
 
@@ -76,6 +80,7 @@ impl Transport {
             stream,
             tls: Some(Box::new(tls)),
             http_on_tls: false,
+            plain_proxy_source: None,
         }
     }
 
@@ -201,6 +206,16 @@ impl Transport {
         }
     }
 
+    /// What a PROXY header before the ClientHello gave, once, after the
+    /// TLS session read it (`tls/proxy.rs`); `None` before, after, or on
+    /// a plain transport. `Some(None)`: a header that gives no address.
+    pub(crate) fn take_proxy_source(&mut self) -> Option<Option<std::net::SocketAddr>> {
+        match self.tls.as_mut() {
+            Some(t) => t.take_proxy_source(),
+            None => self.plain_proxy_source.take(),
+        }
+    }
+
     /// One read into `buf`: at most `max` bytes, never past its room
     /// below the high watermark (`io::read_into`: the short-read rule).
     ///
@@ -217,6 +232,7 @@ impl Transport {
         };
         let r = t.read_into(&mut self.stream, io, buf, max, stats)?;
         if t.sniff == Sniff::PlainHttp {
+            self.plain_proxy_source = t.take_proxy_source();
             self.tls = None;
             self.http_on_tls = true;
         }

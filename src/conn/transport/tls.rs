@@ -34,6 +34,11 @@
 //!   the machine can answer a plaintext 400 naming HTTPS (nginx's 497);
 //!   anything else is an error (the connection closes).
 //!
+//! A connection from a source in `accept_proxy_protocol` starts with a
+//! PROXY header before its first TLS byte: it is taken out of the
+//! storage before the sniff, the hello's look and rustls see anything
+//! (`tls/proxy.rs`).
+//!
 //! The ClientHello's name is read from the first bytes as they come
 //! (`tls::client_hello`): for the access record, and under
 //! `tls_unknown_sni = "reject"` to answer `unrecognized_name` before the
@@ -49,6 +54,7 @@
 //! What it must not know: HTTP, the watermarks' meaning.
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use mio::net::TcpStream;
@@ -62,6 +68,7 @@ use crate::tls::handshake_gate::HandshakeGate;
 use crate::tls::sni::CertStore;
 
 mod idle;
+mod proxy;
 mod read;
 mod write;
 
@@ -124,6 +131,14 @@ pub(crate) struct Tls {
     /// certificate, made once when the handshake ends (a server session
     /// under `tls_client_auth`).
     client_cert: Option<Box<str>>,
+    /// A PROXY header comes before the ClientHello (the client's source is
+    /// in `accept_proxy_protocol`): until it is whole, the bytes read are
+    /// for `tls/proxy.rs`, not for rustls.
+    await_proxy: bool,
+    /// What the PROXY header gave, until the machine takes it
+    /// ([`Tls::take_proxy_source`]): `Some(None)` for a header that gives
+    /// no address (v1 `UNKNOWN`, v2 `LOCAL`).
+    proxy_source: Option<Option<SocketAddr>>,
 }
 
 /// A client connection's TLS facts, for its access records (issue 23,
@@ -194,6 +209,8 @@ impl Tls {
             gate: None,
             sni: None,
             client_cert: None,
+            await_proxy: false,
+            proxy_source: None,
         }
     }
 

@@ -38,6 +38,8 @@ impl Tls {
             match self.read_socket(stream, io, stats) {
                 Ok(None) => return Peeked::Quiet,
                 Ok(Some(0)) => return Peeked::Eof,
+                // The start of a PROXY header: the machine reads the rest.
+                Ok(Some(_)) if self.awaits_proxy() => return Peeked::Data,
                 Ok(Some(_)) => {}
                 Err(e) => return Peeked::Failed(e.kind()),
             }

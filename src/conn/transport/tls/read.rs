@@ -76,6 +76,12 @@ impl Tls {
             let Some(n) = self.read_socket(stream, io, stats)? else {
                 return Ok(self.wait());
             };
+            if self.awaits_proxy() {
+                continue;
+            }
+            // The bytes of this read that follow a PROXY header (all of
+            // them, but on the read that ended one).
+            let n = n.min(self.rx.len());
             if self.sniff != Sniff::Tls && n > 0 {
                 self.sniff_first()?;
                 if self.sniff == Sniff::PlainHttp {
@@ -169,8 +175,13 @@ impl Tls {
     /// noted as the peer's close). A short read clears `readable` as on a
     /// plain socket (not once an event reported the FIN).
     ///
+    /// While a PROXY header is due ([`Tls::expect_proxy_header`]) the
+    /// bytes read go to it first, and only those after it are for the
+    /// session.
+    ///
     /// Errors: the socket's; a record or handshake message larger than a
-    /// storage may grow (`InvalidData`).
+    /// storage may grow (`InvalidData`); a PROXY header that is not valid
+    /// (`InvalidData`).
     pub(super) fn read_socket(
         &mut self,
         stream: &mut TcpStream,
@@ -196,10 +207,12 @@ impl Tls {
                 }
                 Ok(n) => {
                     self.rx.filled(n);
-                    self.unprocessed = true;
                     if n < want && !io.read_closed {
                         io.readable = false;
                     }
+                    // A PROXY header's bytes are not the session's.
+                    self.unprocessed = !self.awaits_proxy()
+                        || self.take_proxy_header(stream, stats)? && !self.rx.is_empty();
                     return Ok(Some(n));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
