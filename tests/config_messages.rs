@@ -195,6 +195,23 @@ fn upstream_beside_upstream_tables_says_which_form_to_keep() {
 // --- values --------------------------------------------------------------------
 
 #[test]
+fn a_number_out_of_range_is_described_in_words() {
+    // Was "expected usize" / "expected u32": Rust's type names.
+    rejected_at(
+        "max_connections = -1\n",
+        1,
+        "max_connections",
+        &["expected a whole number, 0 or more"],
+    );
+    rejected_at(
+        "listen = \"127.0.0.1:0\"\nmax_retries = 5000000000\n",
+        2,
+        "max_retries",
+        &["expected a whole number from 0 to 4294967295"],
+    );
+}
+
+#[test]
 fn a_bad_value_in_a_table_names_its_own_line() {
     // The group starts on line 1; `rise = 0` is on line 14.
     let text = format!(

@@ -122,11 +122,42 @@ fn describe_value(doc: &Doc<'_>, e: &toml::de::Error) -> String {
     let Some(span) = e.span() else {
         return format!(": {msg}");
     };
+    let msg = &plain_type_names(msg);
     let line = doc.line_at(span.start);
     match doc.path_at(span.start) {
         Some(path) => format!(":{line}: {path}: {msg}"),
         None => format!(":{line}: {msg}"),
     }
+}
+
+/// serde's message with Rust's number type names (`expected u32`) in
+/// words a user reads (`expected a whole number from 0 to 4294967295`).
+fn plain_type_names(msg: &str) -> String {
+    const NAMES: [(&str, &str); 8] = [
+        ("expected usize", "expected a whole number, 0 or more"),
+        ("expected u64", "expected a whole number, 0 or more"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected i64", "expected a whole number"),
+        ("expected i32", "expected a whole number"),
+        ("expected f64", "expected a number"),
+    ];
+    let mut out = msg.to_string();
+    for (rust, words) in NAMES {
+        let ends_word = |at: usize| {
+            !out.as_bytes()
+                .get(at + rust.len())
+                .is_some_and(|b| b.is_ascii_alphanumeric())
+        };
+        if let Some(at) = out.find(rust).filter(|&at| ends_word(at)) {
+            out.replace_range(at..at + rust.len(), words);
+        }
+    }
+    out
 }
 
 /// The config file an error or warning may point into: its name and the
