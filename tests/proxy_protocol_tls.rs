@@ -185,6 +185,14 @@ fn unlisted_source_gets_plain_tls_and_a_header_from_it_is_refused() {
         up.single_request().header("x-forwarded-for"),
         Some("127.0.0.1")
     );
+    // A v2 header from it is never trusted: closed, counted as refused.
+    let mut sock = TcpStream::connect(proxy.tls).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    sock.write_all(&proxy_v2_with_tlvs(443)).unwrap();
+    let mut got = Vec::new();
+    let _ = sock.read_to_end(&mut got);
+    assert!(got.is_empty(), "{got:?}");
+    assert_eq!(proxy.stats.snapshot().proxy_headers_refused, 1);
     // A v1 header from it is never trusted: a plaintext 400, close.
     let mut sock = TcpStream::connect(proxy.tls).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -235,14 +243,49 @@ fn connections_are_counted_per_client_by_the_header_address() {
     let other = b"PROXY TCP4 192.0.2.8 10.0.0.1 51001 443\r\n";
     let mut second = connect_behind(proxy.tls, &cfg, &[other]);
     assert_eq!(request(&mut second, "/b"), 200);
-    // A second connection for 192.0.2.7 is over its limit: closed.
-    let mut third = connect_behind(proxy.tls, &cfg, &[V1]);
-    let _ = third.write_all(b"GET /c HTTP/1.1\r\nHost: localhost\r\n\r\n");
-    let mut buf = [0u8; 64];
-    assert!(
-        !matches!(third.read(&mut buf), Ok(n) if n > 0),
-        "the third connection must be closed"
-    );
-    assert_eq!(proxy.stats.snapshot().downstream_refused_per_client, 1);
+    // A second connection for 192.0.2.7 is over its limit: closed, with
+    // the header alone and with the ClientHello in the same write (as a
+    // balancer that looked at the hello sends them) — before the session
+    // answers anything: no handshake for a refused client.
+    let (_, hello) = session_and_hello(&cfg);
+    let mut together = V1.to_vec();
+    together.extend_from_slice(&hello);
+    for wire in [V1.to_vec(), together] {
+        let mut sock = TcpStream::connect(proxy.tls).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        sock.write_all(&wire).unwrap();
+        if wire.len() == V1.len() {
+            thread::sleep(Duration::from_millis(20));
+            let _ = sock.write_all(&hello);
+        }
+        let mut got = Vec::new();
+        let _ = sock.read_to_end(&mut got);
+        assert!(got.is_empty(), "over the limit, got {} bytes", got.len());
+    }
+    assert_eq!(proxy.stats.snapshot().downstream_refused_per_client, 2);
     assert_eq!(up.wait_requests(2).len(), 2);
+}
+
+#[test]
+fn a_second_header_after_the_first_is_a_malformed_request() {
+    let up = Upstream::start(respond_forever(ok_response("x")));
+    let cert = TestCert::new("pp-tls-twice");
+    let (proxy, _log) = pp_tls_proxy(up.addr, &cert, &["127.0.0.1/32"]);
+    let mut wire = V1.to_vec();
+    wire.extend_from_slice(V1);
+    let mut sock = TcpStream::connect(proxy.tls).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    sock.write_all(&wire).unwrap();
+    let mut got = Vec::new();
+    let _ = sock.read_to_end(&mut got);
+    assert!(
+        got.starts_with(b"HTTP/1.1 400 "),
+        "{:?}",
+        String::from_utf8_lossy(&got)
+    );
+    // One header accepted; the second is not "from an unlisted source".
+    let stats = proxy.stats.snapshot();
+    assert_eq!(stats.proxy_headers, 1);
+    assert_eq!(stats.proxy_headers_refused, 0);
+    assert_eq!(up.accepted(), 0);
 }

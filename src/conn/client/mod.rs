@@ -162,6 +162,10 @@ pub(crate) struct ClientConn {
     /// The connection came from a source in `accept_proxy_protocol` and
     /// its PROXY header has not been read yet (`proxy_header`).
     await_proxy: bool,
+    /// A PROXY header was taken (by the machine, or by the TLS transport
+    /// before the ClientHello): bytes that look like another are a
+    /// malformed request, not an untrusted header.
+    proxied: bool,
     /// The current request's client address when `X-Forwarded-For` from a
     /// trusted proxy gave one (port 0: the field carries none); `None`:
     /// the peer's (`side.addr`, after any PROXY header).
@@ -217,6 +221,7 @@ impl ClientConn {
             linger_queued: usize::MAX,
             pipelined: false,
             await_proxy: !stream_is_tls && sends_proxy_header(&sh.cfg, addr),
+            proxied: false,
             client: None,
             conn_counted: false,
         };
@@ -418,18 +423,25 @@ impl ClientConn {
             State::Head => {
                 let handshaking = self.side.stream.is_handshaking();
                 let read = relay::read_client_head(&mut self.side, &mut env);
-                // A PROXY header before the ClientHello gives the
-                // client's address once the transport has read it.
-                if !self.take_tls_proxy_source(sh) {
-                    return Ok(true);
-                }
                 // A server handshake ends on a read (the client's
                 // Finished): counted once, with its time since the accept.
                 if handshaking && !self.side.stream.is_handshaking() {
                     let took = sh.now.saturating_duration_since(self.accepted_at);
                     self.side.stream.count_handshake(took, &sh.stats);
                 }
-                self.head_read(read?, sh)
+                // A PROXY header before the ClientHello gives the client's
+                // address as soon as the transport has read it, before the
+                // session answers: a client over its connection limit gets
+                // no handshake.
+                match self.take_tls_proxy_source(sh) {
+                    None => self.head_read(read?, sh),
+                    Some(false) => Ok(true),
+                    Some(true) => {
+                        self.head_read(read?, sh)?;
+                        // Round again: the session reads what followed it.
+                        Ok(true)
+                    }
+                }
             }
             State::Busy => match self.exchange.as_deref_mut() {
                 Some(ex) => relay::read_request(&mut self.side, ex, &mut env),

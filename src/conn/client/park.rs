@@ -55,6 +55,8 @@ pub(crate) struct Parked {
     idle_counted: bool,
     /// Its PROXY header is still to come (`ClientConn::await_proxy`).
     await_proxy: bool,
+    /// A PROXY header was taken (`ClientConn::proxied`).
+    proxied: bool,
     /// Counted per client address (`ClientConn::conn_counted`).
     conn_counted: bool,
 }
@@ -277,6 +279,7 @@ impl ClientConn {
             draining: self.draining,
             idle_counted: self.idle_counted,
             await_proxy: self.await_proxy,
+            proxied: self.proxied,
             conn_counted: self.conn_counted,
         }
     }
@@ -313,6 +316,7 @@ impl ClientConn {
             linger_queued: usize::MAX,
             pipelined: false,
             await_proxy: p.await_proxy,
+            proxied: p.proxied,
             client: None,
             conn_counted: p.conn_counted,
         }

@@ -37,7 +37,7 @@ impl ClientConn {
             return Ok(!self.await_proxy);
         };
         if !self.await_proxy {
-            return if proxy_protocol::has_signature(buf.as_slice()) {
+            return if !self.proxied && proxy_protocol::has_signature(buf.as_slice()) {
                 refuse(ParseError::UntrustedProxyHeader)
             } else {
                 Ok(true)
@@ -47,6 +47,7 @@ impl ClientConn {
             Ok(Some(h)) => {
                 buf.consume(h.len);
                 self.await_proxy = false;
+                self.proxied = true;
                 Stats::add(&stats.proxy_headers, 1);
                 if let Some(source) = h.source {
                     debug!("client {}: PROXY header gives {source}", self.side.addr);
@@ -67,16 +68,16 @@ impl ClientConn {
 
     /// On a TLS listener the transport reads the PROXY header before the
     /// ClientHello (`transport/tls/proxy.rs`): once it has, its source
-    /// becomes the connection's client address, as above. False: the
-    /// address holds `max_connections_per_client` already (closed).
-    pub(super) fn take_tls_proxy_source(&mut self, sh: &mut crate::conn::Shared) -> bool {
-        let Some(source) = self.side.stream.take_proxy_source() else {
-            return true;
-        };
+    /// becomes the connection's client address, as above. `None`: no
+    /// header was just read; `Some(false)`: the address holds
+    /// `max_connections_per_client` already (closed); `Some(true)`: taken.
+    pub(super) fn take_tls_proxy_source(&mut self, sh: &mut crate::conn::Shared) -> Option<bool> {
+        let source = self.side.stream.take_proxy_source()?;
+        self.proxied = true;
         if let Some(source) = source {
             debug!("client {}: PROXY header gives {source}", self.side.addr);
             self.side.addr = source;
         }
-        self.count_client(sh)
+        Some(self.count_client(sh))
     }
 }

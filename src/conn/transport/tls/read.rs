@@ -36,7 +36,10 @@ impl Tls {
     /// `close_notify` or the socket's EOF, once the bytes before it are
     /// read. On the first bytes of a server session that are a plaintext
     /// request line, they are put in `buf` and `sniff` becomes `PlainHttp`
-    /// (the caller turns plain).
+    /// (the caller turns plain). The read that ends a PROXY header stops
+    /// there (`Read1::Idle`, the bytes after it kept for the next call),
+    /// so that the machine takes the header's address first
+    /// ([`Tls::take_proxy_source`]).
     ///
     /// Errors: the socket's; invalid TLS (`InvalidData`, rustls' alert
     /// flushed once); bytes that are neither TLS nor HTTP; a name no
@@ -83,7 +86,7 @@ impl Tls {
             // them, but on the read that ended one).
             let n = n.min(self.rx.len());
             if self.sniff != Sniff::Tls && n > 0 {
-                self.sniff_first()?;
+                self.sniff_first(stats)?;
                 if self.sniff == Sniff::PlainHttp {
                     let bytes = self.rx.pending();
                     let n = bytes.len();
@@ -94,6 +97,11 @@ impl Tls {
             }
             if self.hello.is_some() {
                 self.look_at_hello(stream, n, stats)?;
+            }
+            if self.proxy_source.is_some() {
+                // A PROXY header just ended: the machine takes its address
+                // (and may refuse the client) before the session answers.
+                return Ok(Read1::Idle);
             }
         }
         Ok(Read1::Idle)
@@ -128,11 +136,24 @@ impl Tls {
     }
 
     /// The first bytes of a server session: a TLS handshake record goes
-    /// on, a request line turns it plain, anything else is refused.
-    fn sniff_first(&mut self) -> io::Result<()> {
+    /// on, a request line turns it plain, anything else is refused (a v2
+    /// PROXY header, from a source not listed, counted as refused).
+    fn sniff_first(&mut self, stats: &Stats) -> io::Result<()> {
         match self.rx.pending().first() {
             Some(&HANDSHAKE_RECORD) => self.sniff = Sniff::Tls,
             Some(b) if b.is_ascii_alphabetic() => self.sniff = Sniff::PlainHttp,
+            _ if crate::proxy_protocol::has_signature(self.rx.pending()) => {
+                // A v2 header from a source not in `accept_proxy_protocol`
+                // (a v1 line reads as HTTP: the machine refuses it, 400).
+                Stats::add(&stats.proxy_headers_refused, 1);
+                log::debug!(
+                    "TLS port: a PROXY v2 header from a source not in accept_proxy_protocol"
+                );
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "PROXY protocol header from a source not in accept_proxy_protocol",
+                ));
+            }
             _ => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
