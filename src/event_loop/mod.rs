@@ -242,6 +242,9 @@ impl Server {
         let fd_share = FdShare::join();
         let budget = fit_to_fd_limit(config.max_connections);
         config.max_connections = budget.max_connections;
+        // Before any bind: a bad token file is the configuration's fault
+        // (exit 2, as `--check-config` says), whatever holds the ports.
+        let write = admin_write::WriteAccess::from_config(&config)?;
         let poll = Poll::new()?;
         let inherits: Vec<bool> = inherited.iter().map(Option::is_some).collect();
         let (listeners, tls) = listen::open_listeners(&config, inherited, poll.registry())?;
@@ -252,7 +255,6 @@ impl Server {
             None => return Err(io::Error::other("no listener")),
         };
         let waker = Arc::new(Waker::new(poll.registry(), token::WAKER)?);
-        let write = admin_write::WriteAccess::from_config(&config)?;
         let (admin, obs) = Admin::new(obs, poll.registry(), write)?;
         let registry = poll.registry().try_clone()?;
         let (groups, names) = build_groups(&config, resolver.as_ref())?;
