@@ -48,6 +48,8 @@ pub(crate) struct Origin<'a> {
     pub peer: SocketAddr,
     /// The request came over TLS (scheme `https`).
     pub tls: bool,
+    /// The request came over HTTP/2 (`Via` says `2`).
+    pub h2: bool,
     /// The `X-Forwarded-Client-Cert` value of the client's verified
     /// certificate, if any (`tls::client_cert`).
     pub client_cert: Option<&'a str>,
@@ -123,6 +125,7 @@ pub(crate) fn begin(sh: &mut Shared, mut ex: Box<Exchange>, o: &Origin<'_>) -> B
         x_forwarded_for: sh.cfg.add_x_forwarded_for,
         x_forwarded_proto: sh.cfg.add_x_forwarded_proto,
         tls: o.tls,
+        h2: o.h2,
         client_cert: o.client_cert,
     };
     let client = trusted_client(&ex.req, o.peer, &sh.cfg.trusted_proxies);

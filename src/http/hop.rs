@@ -192,9 +192,9 @@ pub fn keep_alive_timeout(headers: &Headers) -> Option<u64> {
 
 /// Adds the proxy's own fields to a request going upstream (ARCHITECTURE.md §6).
 ///
-/// - `via`: with `Some(name)`, appends `Via: 1.1 <name>` as a new field at
-///   the end (RFC 9110 §7.6.3; received-protocol `1.1`, pseudonym `name`,
-///   which must be a token).
+/// - `via`: with `Some((protocol, name))`, appends `Via: <protocol> <name>`
+///   as a new field at the end (RFC 9110 §7.6.3; received-protocol
+///   `protocol`, as `1.1` or `2`, pseudonym `name`, which must be a token).
 /// - `xff`: appends `, <client_ip>` to the value of the last
 ///   `X-Forwarded-For` field in place (or sets it if that value is empty),
 ///   or adds `X-Forwarded-For: <client_ip>` at the end. An IPv4-mapped IPv6
@@ -208,12 +208,12 @@ pub fn keep_alive_timeout(headers: &Headers) -> Option<u64> {
 pub fn add_forwarding_fields(
     headers: &mut Headers,
     client_ip: IpAddr,
-    via: Option<&str>,
+    via: Option<(&[u8], &str)>,
     xff: bool,
     xfp: Option<&'static [u8]>,
 ) {
-    if let Some(name) = via {
-        headers.append_known_made(Known::Via, &[b"1.1 ", name.as_bytes()]);
+    if let Some((protocol, name)) = via {
+        headers.append_known_made(Known::Via, &[protocol, b" ", name.as_bytes()]);
     }
     if xff {
         // Formatted on the stack: no allocation per request.

@@ -30,7 +30,8 @@ use super::target::{check_authority, check_origin_form, normalize_absolute_form}
 /// (ARCHITECTURE.md §6); each can be switched off in the configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Forwarding<'a> {
-    /// Append `Via: 1.1 <via_name>` (RFC 9110 §7.6.3).
+    /// Append `Via: <received-protocol> <via_name>` (RFC 9110 §7.6.3):
+    /// `1.1`, `1.0`, or `2` for a request that came over HTTP/2 (`h2`).
     pub via: bool,
     /// The proxy's pseudonym in `Via` (`--via-name`); a request whose `Via`
     /// already names it went round a loop (508, RFC 5842 §7.2).
@@ -41,6 +42,9 @@ pub struct Forwarding<'a> {
     pub x_forwarded_proto: bool,
     /// The client came over TLS: the scheme is `https`, else `http`.
     pub tls: bool,
+    /// The request came over HTTP/2: `Via` says `2` (its head is mapped
+    /// to an HTTP/1.1 one, whose version says `1.1`).
+    pub h2: bool,
     /// The `X-Forwarded-Client-Cert` value for the client's verified
     /// certificate (`tls::client_cert`), if it presented one. The field
     /// is removed from every request whatever this says, so a client
@@ -57,6 +61,7 @@ impl Default for Forwarding<'_> {
             x_forwarded_for: true,
             x_forwarded_proto: true,
             tls: false,
+            h2: false,
             client_cert: None,
         }
     }
@@ -136,6 +141,17 @@ impl RequestPlan {
     }
 }
 
+/// `Via`'s received-protocol for a request of HTTP/1.`minor`, or of
+/// HTTP/2 (`h2`): the version the client spoke (RFC 9110 §7.6.3; the
+/// protocol name `HTTP/` is omitted).
+fn received_protocol(minor: u8, h2: bool) -> &'static [u8] {
+    match (h2, minor) {
+        (true, _) => b"2",
+        (false, 0) => b"1.0",
+        _ => b"1.1",
+    }
+}
+
 /// Checks `req` and rewrites it for the upstream, in this order:
 /// 1. body framing (RFC 9112 §6.3, §6.1: no `Transfer-Encoding` in 1.0);
 /// 2. exactly one valid `Host` for HTTP/1.1, and a target form the method
@@ -179,7 +195,8 @@ pub fn plan_request(
     add_forwarding_fields(
         &mut req.headers,
         client_ip,
-        fwd.via.then_some(fwd.via_name),
+        fwd.via
+            .then_some((received_protocol(req.version, fwd.h2), fwd.via_name)),
         fwd.x_forwarded_for,
         fwd.x_forwarded_proto
             .then_some(if fwd.tls { &b"https"[..] } else { &b"http"[..] }),

@@ -63,6 +63,13 @@ fn many_streams_on_one_connection_each_get_their_answer() {
         reqs.iter()
             .all(|r| r.header("host") == Some("test.example"))
     );
+    // Via names the version the client spoke (RFC 9110 §7.6.3).
+    assert!(
+        reqs.iter()
+            .all(|r| r.header("via").is_some_and(|v| v.starts_with("2 "))),
+        "{:?}",
+        reqs.first().map(|r| r.header("via"))
+    );
 }
 
 #[test]

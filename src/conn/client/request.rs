@@ -118,6 +118,7 @@ impl ClientConn {
             id: self.id,
             peer: self.side.addr,
             tls: self.side.stream.is_tls(),
+            h2: false,
             client_cert: self.side.stream.client_cert_field(),
             stream: &self.side.stream,
         }

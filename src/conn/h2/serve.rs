@@ -54,6 +54,7 @@ impl H2Conn {
                     id: self.id,
                     peer: self.addr,
                     tls: self.tx.is_tls(),
+                    h2: true,
                     client_cert: self.tx.client_cert_field(),
                     stream: &self.tx,
                 };

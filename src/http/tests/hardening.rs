@@ -204,6 +204,21 @@ fn a_request_whose_via_names_this_proxy_is_a_loop() {
         Forwarding { via: true, ..fwd },
     );
     assert_eq!(head.headers.get("via"), Some(&b"1.1 edge-1"[..]));
+    // The received-protocol is the version the client spoke.
+    let (head, _) = plan_with(
+        &["GET / HTTP/1.0", "Host: h"],
+        Forwarding { via: true, ..fwd },
+    );
+    assert_eq!(head.headers.get("via"), Some(&b"1.0 edge-1"[..]));
+    let (head, _) = plan_with(
+        &["GET / HTTP/1.1", "Host: h"],
+        Forwarding {
+            via: true,
+            h2: true,
+            ..fwd
+        },
+    );
+    assert_eq!(head.headers.get("via"), Some(&b"2 edge-1"[..]));
 }
 
 #[test]

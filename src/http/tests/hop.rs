@@ -145,7 +145,13 @@ fn keep_alive_verdicts() {
 #[test]
 fn forwarding_fields_are_appended() {
     let mut h = headers(&[("Host", "h"), ("Accept", "*/*")]);
-    add_forwarding_fields(&mut h, ip("192.0.2.7"), Some("sluice"), true, Some(b"http"));
+    add_forwarding_fields(
+        &mut h,
+        ip("192.0.2.7"),
+        Some((&b"1.1"[..], "sluice")),
+        true,
+        Some(b"http"),
+    );
     assert_eq!(
         encoded(&h),
         "Host: h\r\nAccept: */*\r\nVia: 1.1 sluice\r\nX-Forwarded-For: 192.0.2.7\r\nX-Forwarded-Proto: http\r\n"
@@ -161,7 +167,13 @@ fn forwarded_for_grows_the_last_field_in_place() {
         ("Via", "1.0 other"),
         ("Accept", "*/*"),
     ]);
-    add_forwarding_fields(&mut h, ip("2001:db8::1"), Some("sluice"), true, None);
+    add_forwarding_fields(
+        &mut h,
+        ip("2001:db8::1"),
+        Some((&b"1.1"[..], "sluice")),
+        true,
+        None,
+    );
     assert_eq!(
         encoded(&h),
         "X-Forwarded-For: 10.0.0.1\r\nHost: h\r\nx-forwarded-for: 10.0.0.2, 2001:db8::1\r\nVia: 1.0 other\r\nAccept: */*\r\nVia: 1.1 sluice\r\n"

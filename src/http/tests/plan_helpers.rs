@@ -35,6 +35,7 @@ pub(super) const NO_FWD: Forwarding<'static> = Forwarding {
     x_forwarded_for: false,
     x_forwarded_proto: false,
     tls: false,
+    h2: false,
     client_cert: None,
 };
 
