@@ -195,6 +195,19 @@ fn upstream_beside_upstream_tables_says_which_form_to_keep() {
 // --- values --------------------------------------------------------------------
 
 #[test]
+fn a_group_no_route_names_is_warned_about() {
+    let text = "[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\n\n\
+                [[upstream]]\nname = \"api\"\nservers = [\"127.0.0.1:9\"]\n\n\
+                [[route]]\nupstream = \"app\"\n";
+    warned_at(
+        text,
+        6,
+        "upstream[1].name",
+        "no route sends requests to group \"api\"",
+    );
+}
+
+#[test]
 fn a_number_out_of_range_is_described_in_words() {
     // Was "expected usize" / "expected u32": Rust's type names.
     rejected_at(

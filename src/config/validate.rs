@@ -318,6 +318,7 @@ impl Config {
     ///   matches none of them gets `404`;
     /// - a health check whose `timeout` is not shorter than its `interval`;
     /// - a server listed twice in one group (give it a `weight` instead);
+    /// - a group no route names, when there are routes: it gets no request;
     /// - certificates without a TLS listener (`listen_tls`): nothing serves
     ///   them, and whoever forgot `--listen-tls` believes HTTPS is on.
     pub fn warnings(&self) -> Vec<ConfigWarning> {
@@ -406,6 +407,16 @@ impl Config {
             ));
         }
         for (gi, g) in self.upstream.iter().enumerate() {
+            let name = g.name.get_ref();
+            if !self.route.is_empty() && !self.route.iter().any(|r| r.upstream.get_ref() == name) {
+                out.push(ConfigWarning::new(
+                    format!("upstream[{gi}].name"),
+                    format!(
+                        "no route sends requests to group {name:?}: it gets none (its servers \
+                         are still resolved and health-checked)"
+                    ),
+                ));
+            }
             if let Some(hc) = g
                 .health_check
                 .as_ref()

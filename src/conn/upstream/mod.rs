@@ -496,10 +496,12 @@ impl Upstreams {
             Eviction::Cap(EvictReason::PeerCap) => (&stats.pool_evicted_cap, "per-peer cap"),
             Eviction::Cap(EvictReason::GlobalCap) => (&stats.pool_evicted_cap, "global cap"),
         };
-        Stats::add(field, 1);
         debug!("pool evict: peer={peer} port={port} reason={reason}");
         self.close(key, stats);
         self.sync_idle_gauge(stats);
+        // Counted once the gauge is down: whoever sees the eviction
+        // counted sees the connection gone from `pool_idle` too.
+        Stats::add(field, 1);
     }
 
     fn sync_idle_gauge(&self, stats: &Stats) {
