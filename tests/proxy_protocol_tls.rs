@@ -289,3 +289,38 @@ fn a_second_header_after_the_first_is_a_malformed_request() {
     assert_eq!(stats.proxy_headers_refused, 0);
     assert_eq!(up.accepted(), 0);
 }
+
+#[test]
+fn a_drain_lets_a_handshake_under_way_end_and_its_request_be_served() {
+    let up = Upstream::start(respond_forever(ok_response("x")));
+    let cert = TestCert::new("pp-tls-drain");
+    let proxy = start_tls_proxy(up.addr, &cert, |c| {
+        c.accept_proxy_protocol = vec!["127.0.0.1/32".parse().unwrap()];
+        c.drain_timeout = Duration::from_secs(20);
+    });
+    let cfg = cert.client();
+    let (conn, hello) = session_and_hello(&cfg);
+    let (a, b) = hello.split_at(20);
+    let mut sock = TcpStream::connect(proxy.tls).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut first = V1.to_vec();
+    first.extend_from_slice(a);
+    sock.write_all(&first).unwrap();
+    // Past the drain's idle grace (1 s from the accept) with the
+    // handshake under way: a slow client, not an idle one.
+    thread::sleep(Duration::from_millis(1300));
+    proxy.handle.drain();
+    thread::sleep(Duration::from_millis(200));
+    sock.write_all(b).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, sock);
+    while s.conn.is_handshaking() {
+        s.conn.complete_io(&mut s.sock).unwrap();
+    }
+    // The request may take a moment after the handshake, too.
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(request(&mut s, "/late"), 200);
+    assert_eq!(
+        up.single_request().header("x-forwarded-for"),
+        Some("192.0.2.7")
+    );
+}

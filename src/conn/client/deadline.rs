@@ -104,12 +104,23 @@ impl ClientConn {
                     let start = self.head_started.unwrap_or(self.idle_since);
                     Some((start + cfg.request_head_timeout, Timeout::Head))
                 } else if self.requests == 0 {
-                    let wait = wait_deadline(cfg, false, self.draining, self.accepted_at);
+                    // During a drain a TLS client's idle grace runs from
+                    // the end of its handshake (`idle_since`, the accept
+                    // until then): one that took a while still gets to
+                    // send its request.
+                    let since = if self.draining {
+                        self.idle_since
+                    } else {
+                        self.accepted_at
+                    };
+                    let wait = wait_deadline(cfg, false, self.draining, since);
                     // A TLS handshake must end within its own timeout of
                     // the accept (silent close, as a head timeout with no
-                    // byte of a request).
+                    // byte of a request). One under way is not idle: a
+                    // drain lets it end (then the drain's idle rule runs).
                     let handshake = self.accepted_at + cfg.tls_handshake_timeout;
-                    if self.side.stream.is_handshaking() && handshake < wait.0 {
+                    let under_way = self.draining && self.side.stream.handshake_under_way();
+                    if self.side.stream.is_handshaking() && (handshake < wait.0 || under_way) {
                         Some((handshake, Timeout::Head))
                     } else {
                         Some(wait)

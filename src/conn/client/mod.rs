@@ -428,6 +428,9 @@ impl ClientConn {
                 if handshaking && !self.side.stream.is_handshaking() {
                     let took = sh.now.saturating_duration_since(self.accepted_at);
                     self.side.stream.count_handshake(took, &sh.stats);
+                    // A drain's idle grace for the first request runs from
+                    // here (`deadline`), not from the accept.
+                    self.idle_since = sh.now;
                 }
                 // A PROXY header before the ClientHello gives the client's
                 // address as soon as the transport has read it, before the

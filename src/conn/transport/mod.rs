@@ -165,6 +165,12 @@ impl Transport {
         }
     }
 
+    /// A TLS handshake is under way: the client sent bytes (a ClientHello,
+    /// a PROXY header) and it has not ended.
+    pub(crate) fn handshake_under_way(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.handshake_under_way())
+    }
+
     /// A TLS session is mid-handshake, holds decrypted bytes, or holds
     /// records to write: the machine must keep it live (not parked).
     pub(crate) fn holds_work(&self) -> bool {

@@ -139,6 +139,9 @@ pub(crate) struct Tls {
     /// ([`Tls::take_proxy_source`]): `Some(None)` for a header that gives
     /// no address (v1 `UNKNOWN`, v2 `LOCAL`).
     proxy_source: Option<Option<SocketAddr>>,
+    /// A socket read gave bytes (the peer began: a ClientHello, a PROXY
+    /// header, anything).
+    heard: bool,
 }
 
 /// A client connection's TLS facts, for its access records (issue 23,
@@ -211,7 +214,14 @@ impl Tls {
             client_cert: None,
             await_proxy: false,
             proxy_source: None,
+            heard: false,
         }
+    }
+
+    /// The handshake is under way: the peer sent bytes, and it has not
+    /// ended.
+    pub(crate) fn handshake_under_way(&self) -> bool {
+        self.heard && self.session.is_handshaking()
     }
 
     /// A read may give something: the socket is readable, or bytes wait

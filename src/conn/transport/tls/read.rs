@@ -228,6 +228,7 @@ impl Tls {
                 }
                 Ok(n) => {
                     self.rx.filled(n);
+                    self.heard = true;
                     if n < want && !io.read_closed {
                         io.readable = false;
                     }
