@@ -324,3 +324,39 @@ fn a_drain_lets_a_handshake_under_way_end_and_its_request_be_served() {
         Some("192.0.2.7")
     );
 }
+
+#[test]
+fn a_drain_gives_a_slow_handshake_s_first_request_its_grace_when_parked() {
+    let up = Upstream::start(respond_forever(ok_response("x")));
+    let cert = TestCert::new("pp-tls-drain-parked");
+    let proxy = start_tls_proxy(up.addr, &cert, |c| {
+        c.accept_proxy_protocol = vec!["127.0.0.1/32".parse().unwrap()];
+        c.drain_timeout = Duration::from_secs(20);
+    });
+    let cfg = cert.client();
+    let (conn, hello) = session_and_hello(&cfg);
+    let (a, b) = hello.split_at(20);
+    let mut sock = TcpStream::connect(proxy.tls).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut first = V1.to_vec();
+    first.extend_from_slice(a);
+    sock.write_all(&first).unwrap();
+    thread::sleep(Duration::from_millis(1300));
+    sock.write_all(b).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, sock);
+    while s.conn.is_handshaking() {
+        s.conn.complete_io(&mut s.sock).unwrap();
+    }
+    // Idle past the park delay (50 ms), then a drain: the grace runs from
+    // the handshake's end (1.3 s after the accept), not from the accept.
+    thread::sleep(Duration::from_millis(300));
+    proxy.handle.drain();
+    thread::sleep(Duration::from_millis(200));
+    // The request in two pieces: the first wakes the parked connection.
+    let wire = b"GET /parked HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    s.write_all(&wire[..5]).unwrap();
+    s.flush().unwrap();
+    thread::sleep(Duration::from_millis(50));
+    s.write_all(&wire[5..]).unwrap();
+    assert_eq!(read_length_response(&mut s).0, 200);
+}

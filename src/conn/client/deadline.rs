@@ -104,16 +104,12 @@ impl ClientConn {
                     let start = self.head_started.unwrap_or(self.idle_since);
                     Some((start + cfg.request_head_timeout, Timeout::Head))
                 } else if self.requests == 0 {
-                    // During a drain a TLS client's idle grace runs from
-                    // the end of its handshake (`idle_since`, the accept
-                    // until then): one that took a while still gets to
-                    // send its request.
-                    let since = if self.draining {
-                        self.idle_since
-                    } else {
-                        self.accepted_at
-                    };
-                    let wait = wait_deadline(cfg, false, self.draining, since);
+                    // A TLS client's wait for its first request runs from
+                    // the end of its handshake (`idle_since`; the accept
+                    // until then, and for a plain one), parked or not: one
+                    // whose handshake took a while still gets the request
+                    // head timeout, and in a drain the idle grace.
+                    let wait = wait_deadline(cfg, false, self.draining, self.idle_since);
                     // A TLS handshake must end within its own timeout of
                     // the accept (silent close, as a head timeout with no
                     // byte of a request). One under way is not idle: a

@@ -428,8 +428,8 @@ impl ClientConn {
                 if handshaking && !self.side.stream.is_handshaking() {
                     let took = sh.now.saturating_duration_since(self.accepted_at);
                     self.side.stream.count_handshake(took, &sh.stats);
-                    // A drain's idle grace for the first request runs from
-                    // here (`deadline`), not from the accept.
+                    // The wait for the first request (its head timeout; in
+                    // a drain, the idle grace) runs from here (`deadline`).
                     self.idle_since = sh.now;
                 }
                 // A PROXY header before the ClientHello gives the client's

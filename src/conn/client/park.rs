@@ -43,7 +43,8 @@ pub(crate) struct Parked {
     stream: Transport,
     io: Io,
     addr: SocketAddr,
-    /// Since when it waits: accepted at, or its last response went out.
+    /// Since when it waits: accepted at (a TLS connection: its handshake
+    /// ended at), or its last response went out.
     idle_since: Instant,
     /// Requests served on it (`ClientConn::requests`, at most
     /// `u32::MAX`: `max_requests_per_connection` is a `u32`, and a
@@ -260,7 +261,6 @@ impl ClientConn {
     /// The parked form (only for a [`ClientConn::parkable`] machine: what
     /// else it holds is dropped).
     fn into_parked(mut self) -> Parked {
-        let served = self.requests > 0;
         // A TLS session gives its record storage back (§4).
         self.side.stream.fit_idle();
         Parked {
@@ -268,12 +268,9 @@ impl ClientConn {
             stream: self.side.stream,
             io: self.side.io,
             addr: self.side.addr,
-            // While no request was served, `idle_since` is the accept time.
-            idle_since: if served {
-                self.idle_since
-            } else {
-                self.accepted_at
-            },
+            // While no request was served, `idle_since` is the accept
+            // time, or a TLS handshake's end (`ClientConn::idle_since`).
+            idle_since: self.idle_since,
             requests: u32::try_from(self.requests).unwrap_or(u32::MAX),
             keep_alive: self.keep_alive,
             draining: self.draining,
