@@ -290,32 +290,42 @@ fn a_second_header_after_the_first_is_a_malformed_request() {
     assert_eq!(up.accepted(), 0);
 }
 
-#[test]
-fn a_drain_lets_a_handshake_under_way_end_and_its_request_be_served() {
+/// A proxy whose drain waits 20 s, and a client behind a PROXY header
+/// whose handshake is slow: the header and 20 bytes of its ClientHello
+/// are sent, the rest 1.3 s later (past the drain's idle grace of 1 s from
+/// the accept); `drain_mid` drains the proxy just before it. Returns the
+/// upstream, the proxy and the session, handshaken.
+fn slow_handshake(tag: &str, drain_mid: bool) -> (Upstream, TlsProxy, TlsStream) {
     let up = Upstream::start(respond_forever(ok_response("x")));
-    let cert = TestCert::new("pp-tls-drain");
+    let cert = TestCert::new(tag);
     let proxy = start_tls_proxy(up.addr, &cert, |c| {
         c.accept_proxy_protocol = vec!["127.0.0.1/32".parse().unwrap()];
         c.drain_timeout = Duration::from_secs(20);
     });
-    let cfg = cert.client();
-    let (conn, hello) = session_and_hello(&cfg);
+    let (conn, hello) = session_and_hello(&cert.client());
     let (a, b) = hello.split_at(20);
     let mut sock = TcpStream::connect(proxy.tls).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut first = V1.to_vec();
     first.extend_from_slice(a);
     sock.write_all(&first).unwrap();
-    // Past the drain's idle grace (1 s from the accept) with the
-    // handshake under way: a slow client, not an idle one.
     thread::sleep(Duration::from_millis(1300));
-    proxy.handle.drain();
-    thread::sleep(Duration::from_millis(200));
+    if drain_mid {
+        proxy.handle.drain();
+        thread::sleep(Duration::from_millis(200));
+    }
     sock.write_all(b).unwrap();
     let mut s = rustls::StreamOwned::new(conn, sock);
     while s.conn.is_handshaking() {
         s.conn.complete_io(&mut s.sock).unwrap();
     }
+    (up, proxy, s)
+}
+
+#[test]
+fn a_drain_lets_a_handshake_under_way_end_and_its_request_be_served() {
+    // A slow client with its handshake under way, not an idle one.
+    let (up, _proxy, mut s) = slow_handshake("pp-tls-drain", true);
     // The request may take a moment after the handshake, too.
     thread::sleep(Duration::from_millis(300));
     assert_eq!(request(&mut s, "/late"), 200);
@@ -327,26 +337,7 @@ fn a_drain_lets_a_handshake_under_way_end_and_its_request_be_served() {
 
 #[test]
 fn a_drain_gives_a_slow_handshake_s_first_request_its_grace_when_parked() {
-    let up = Upstream::start(respond_forever(ok_response("x")));
-    let cert = TestCert::new("pp-tls-drain-parked");
-    let proxy = start_tls_proxy(up.addr, &cert, |c| {
-        c.accept_proxy_protocol = vec!["127.0.0.1/32".parse().unwrap()];
-        c.drain_timeout = Duration::from_secs(20);
-    });
-    let cfg = cert.client();
-    let (conn, hello) = session_and_hello(&cfg);
-    let (a, b) = hello.split_at(20);
-    let mut sock = TcpStream::connect(proxy.tls).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut first = V1.to_vec();
-    first.extend_from_slice(a);
-    sock.write_all(&first).unwrap();
-    thread::sleep(Duration::from_millis(1300));
-    sock.write_all(b).unwrap();
-    let mut s = rustls::StreamOwned::new(conn, sock);
-    while s.conn.is_handshaking() {
-        s.conn.complete_io(&mut s.sock).unwrap();
-    }
+    let (_up, proxy, mut s) = slow_handshake("pp-tls-drain-parked", false);
     // Idle past the park delay (50 ms), then a drain: the grace runs from
     // the handshake's end (1.3 s after the accept), not from the accept.
     thread::sleep(Duration::from_millis(300));
