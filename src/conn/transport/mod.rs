@@ -58,9 +58,6 @@ pub(crate) struct Transport {
     /// A plaintext request came to a TLS port: the transport turned plain
     /// so that the machine can answer it (400 naming HTTPS) and close.
     http_on_tls: bool,
-    /// What a PROXY header before the plaintext gave, kept when the
-    /// session was dropped for `http_on_tls` (for the 400's record).
-    plain_proxy_source: Option<Option<std::net::SocketAddr>>,
 }
 
 impl Transport {
@@ -70,7 +67,6 @@ impl Transport {
             stream,
             tls: None,
             http_on_tls: false,
-            plain_proxy_source: None,
         }
     }
 
@@ -80,7 +76,6 @@ impl Transport {
             stream,
             tls: Some(Box::new(tls)),
             http_on_tls: false,
-            plain_proxy_source: None,
         }
     }
 
@@ -215,11 +210,15 @@ impl Transport {
     /// What a PROXY header before the ClientHello gave, once, after the
     /// TLS session read it (`tls/proxy.rs`); `None` before, after, or on
     /// a plain transport. `Some(None)`: a header that gives no address.
+    /// A session kept only for this (plaintext came after the header:
+    /// `http_on_tls`) is dropped now.
     pub(crate) fn take_proxy_source(&mut self) -> Option<Option<std::net::SocketAddr>> {
-        match self.tls.as_mut() {
-            Some(t) => t.take_proxy_source(),
-            None => self.plain_proxy_source.take(),
+        let t = self.tls.as_mut()?;
+        let source = t.take_proxy_source();
+        if self.http_on_tls {
+            self.tls = None;
         }
+        source
     }
 
     /// One read into `buf`: at most `max` bytes, never past its room
@@ -238,8 +237,11 @@ impl Transport {
         };
         let r = t.read_into(&mut self.stream, io, buf, max, stats)?;
         if t.sniff == Sniff::PlainHttp {
-            self.plain_proxy_source = t.take_proxy_source();
-            self.tls = None;
+            // Kept until the machine takes the PROXY header's source, if
+            // one came (right after this read).
+            if !t.holds_proxy_source() {
+                self.tls = None;
+            }
             self.http_on_tls = true;
         }
         Ok(r)

@@ -32,6 +32,11 @@ impl Tls {
         self.await_proxy
     }
 
+    /// A PROXY header was read and its source not yet taken.
+    pub(crate) fn holds_proxy_source(&self) -> bool {
+        self.proxy_source.is_some()
+    }
+
     /// What the PROXY header gave, once, after it was read: `Some(None)`
     /// for a header that gives no address (v1 `UNKNOWN`, v2 `LOCAL`).
     pub(crate) fn take_proxy_source(&mut self) -> Option<Option<SocketAddr>> {
