@@ -57,8 +57,7 @@ fn connect_behind(
     cfg: &Arc<rustls::ClientConfig>,
     pieces: &[&[u8]],
 ) -> TlsStream {
-    let mut sock = TcpStream::connect(addr).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut sock = opened(addr);
     for (i, p) in pieces.iter().enumerate() {
         if i > 0 {
             thread::sleep(Duration::from_millis(3));
@@ -66,6 +65,23 @@ fn connect_behind(
         sock.write_all(p).unwrap();
     }
     tls_over(sock, cfg)
+}
+
+/// A connection to `addr` whose reads give up after 5 s.
+fn opened(addr: SocketAddr) -> TcpStream {
+    let sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    sock
+}
+
+/// Everything `addr` sends back until it closes, after `bytes` (a write
+/// the proxy may refuse half-way).
+fn answer_to(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
+    let mut sock = opened(addr);
+    let _ = sock.write_all(bytes);
+    let mut got = Vec::new();
+    let _ = sock.read_to_end(&mut got);
+    got
 }
 
 fn request(s: &mut TlsStream, target: &str) -> u16 {
@@ -113,8 +129,7 @@ fn v2_header_split_anywhere_or_sent_with_the_client_hello() {
     let (conn, hello) = session_and_hello(&cfg);
     let mut wire = header.clone();
     wire.extend_from_slice(&hello);
-    let mut sock = TcpStream::connect(proxy.tls).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut sock = opened(proxy.tls);
     sock.write_all(&wire).unwrap();
     let mut s = rustls::StreamOwned::new(conn, sock);
     assert_eq!(request(&mut s, "/together"), 200);
@@ -122,8 +137,7 @@ fn v2_header_split_anywhere_or_sent_with_the_client_hello() {
     let mut wire = header.clone();
     wire.extend_from_slice(&hello);
     let (a, b) = wire.split_at(header.len() + 3);
-    let mut sock = TcpStream::connect(proxy.tls).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut sock = opened(proxy.tls);
     sock.write_all(a).unwrap();
     thread::sleep(Duration::from_millis(3));
     sock.write_all(b).unwrap();
@@ -158,12 +172,8 @@ fn listed_source_without_a_valid_header_is_closed_before_tls() {
         (b"PROXY TCP4 300.0.0.1 10.0.0.1 1 2\r\n", "not an address"),
     ];
     for (bytes, why) in rows {
-        let mut sock = TcpStream::connect(proxy.tls).unwrap();
-        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let _ = sock.write_all(bytes);
         // Closed with nothing sent: no ServerHello, no alert, no 400.
-        let mut got = Vec::new();
-        let _ = sock.read_to_end(&mut got);
+        let got = answer_to(proxy.tls, bytes);
         assert!(got.is_empty(), "{why}: got {got:?}");
     }
     assert_eq!(up.accepted(), 0, "nothing may reach the upstream");
@@ -186,19 +196,11 @@ fn unlisted_source_gets_plain_tls_and_a_header_from_it_is_refused() {
         Some("127.0.0.1")
     );
     // A v2 header from it is never trusted: closed, counted as refused.
-    let mut sock = TcpStream::connect(proxy.tls).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    sock.write_all(&proxy_v2_with_tlvs(443)).unwrap();
-    let mut got = Vec::new();
-    let _ = sock.read_to_end(&mut got);
+    let got = answer_to(proxy.tls, &proxy_v2_with_tlvs(443));
     assert!(got.is_empty(), "{got:?}");
     assert_eq!(proxy.stats.snapshot().proxy_headers_refused, 1);
     // A v1 header from it is never trusted: a plaintext 400, close.
-    let mut sock = TcpStream::connect(proxy.tls).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    sock.write_all(V1).unwrap();
-    let mut got = Vec::new();
-    let _ = sock.read_to_end(&mut got);
+    let got = answer_to(proxy.tls, V1);
     assert!(
         got.starts_with(b"HTTP/1.1 400 "),
         "{:?}",
@@ -212,13 +214,9 @@ fn plaintext_behind_a_header_gets_the_https_400_under_the_header_address() {
     let up = Upstream::start(respond_forever(ok_response("x")));
     let cert = TestCert::new("pp-tls-plain");
     let (proxy, log) = pp_tls_proxy(up.addr, &cert, &["127.0.0.1/32"]);
-    let mut sock = TcpStream::connect(proxy.tls).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut wire = V1.to_vec();
     wire.extend_from_slice(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
-    sock.write_all(&wire).unwrap();
-    let mut got = Vec::new();
-    let _ = sock.read_to_end(&mut got);
+    let got = answer_to(proxy.tls, &wire);
     let text = String::from_utf8_lossy(&got);
     assert!(text.starts_with("HTTP/1.1 400 "), "{text}");
     assert!(text.contains("HTTPS"), "{text}");
@@ -251,8 +249,7 @@ fn connections_are_counted_per_client_by_the_header_address() {
     let mut together = V1.to_vec();
     together.extend_from_slice(&hello);
     for wire in [V1.to_vec(), together] {
-        let mut sock = TcpStream::connect(proxy.tls).unwrap();
-        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut sock = opened(proxy.tls);
         sock.write_all(&wire).unwrap();
         if wire.len() == V1.len() {
             thread::sleep(Duration::from_millis(20));
@@ -273,11 +270,7 @@ fn a_second_header_after_the_first_is_a_malformed_request() {
     let (proxy, _log) = pp_tls_proxy(up.addr, &cert, &["127.0.0.1/32"]);
     let mut wire = V1.to_vec();
     wire.extend_from_slice(V1);
-    let mut sock = TcpStream::connect(proxy.tls).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    sock.write_all(&wire).unwrap();
-    let mut got = Vec::new();
-    let _ = sock.read_to_end(&mut got);
+    let got = answer_to(proxy.tls, &wire);
     assert!(
         got.starts_with(b"HTTP/1.1 400 "),
         "{:?}",
@@ -304,8 +297,7 @@ fn slow_handshake(tag: &str, drain_mid: bool) -> (Upstream, TlsProxy, TlsStream)
     });
     let (conn, hello) = session_and_hello(&cert.client());
     let (a, b) = hello.split_at(20);
-    let mut sock = TcpStream::connect(proxy.tls).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut sock = opened(proxy.tls);
     let mut first = V1.to_vec();
     first.extend_from_slice(a);
     sock.write_all(&first).unwrap();
