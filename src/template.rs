@@ -4,7 +4,7 @@
 //! ([`expand`]) from the string, without a compiled form.
 //!
 //! Variables (nginx's names): `$host` (the `Host` field without its
-//! port), `$request_uri` (the request target, query included), `$scheme`
+//! port, lowercased, without a trailing dot, as nginx's), `$request_uri` (the request target, query included), `$scheme`
 //! (`http` or `https`), `$remote_addr` (the client address after the
 //! PROXY header and `trusted_proxies`), `$request_id` (the request's
 //! `X-Request-Id`, `request_id`; empty without one). A name is the longest
@@ -122,6 +122,10 @@ pub fn expand(template: &str, vars: &Vars<'_>, out: &mut Vec<u8>) {
         out.extend_from_slice(rest.get(..at).unwrap_or("").as_bytes());
         let after = rest.get(at + 1..).unwrap_or("");
         rest = match read_dollar(after) {
+            Dollar::Var("host", tail) => {
+                push_host(vars.host, out);
+                tail
+            }
             Dollar::Var(name, tail) => {
                 out.extend_from_slice(vars.get(name));
                 tail
@@ -137,6 +141,14 @@ pub fn expand(template: &str, vars: &Vars<'_>, out: &mut Vec<u8>) {
         };
     }
     out.extend_from_slice(rest.as_bytes());
+}
+
+/// `$host` as nginx writes it: ASCII lowercased and without one trailing
+/// dot (`Example.COM.` is `example.com`: DNS names are case-insensitive
+/// and a trailing dot names the same host, RFC 4343, RFC 1034 §3.1).
+fn push_host(host: &[u8], out: &mut Vec<u8>) {
+    let host = host.strip_suffix(b".").unwrap_or(host);
+    out.extend(host.iter().map(u8::to_ascii_lowercase));
 }
 
 #[cfg(test)]
@@ -168,6 +180,27 @@ mod tests {
         out.clear();
         expand("${host}name|$$5|${scheme}://$host:8443", &vars(), &mut out);
         assert_eq!(out, b"example.comname|$5|http://example.com:8443");
+    }
+
+    #[test]
+    fn host_is_lowercased_without_its_trailing_dot() {
+        let mut out = Vec::new();
+        let upper = Vars {
+            host: b"WWW.Example.COM.",
+            ..vars()
+        };
+        expand("https://$host/|${host}x|$host", &upper, &mut out);
+        assert_eq!(
+            out,
+            b"https://www.example.com/|www.example.comx|www.example.com"
+        );
+        out.clear();
+        let v6 = Vars {
+            host: b"[2001:DB8::1]",
+            ..vars()
+        };
+        expand("$host", &v6, &mut out);
+        assert_eq!(out, b"[2001:db8::1]");
     }
 
     #[test]
