@@ -112,7 +112,16 @@ fn check_config_refuses_bad_answers() {
     let ok = TempFile::new(
         "upstream = \"127.0.0.1:9\"\n[[route]]\nredirect = \"https://$host$request_uri\"\n",
     );
-    assert!(run_sluice(&["--check-config", ok.path()]).status.success());
+    let out = run_sluice(&["--check-config", ok.path()]);
+    assert!(out.status.success(), "{}", out.stderr);
+    // The effective configuration names no group for the route that
+    // answers by itself (it printed `upstream = ""`), and validates again.
+    let route = out.stdout.split("[[route]]").nth(1).unwrap_or_default();
+    assert!(route.contains("redirect = "), "{}", out.stdout);
+    assert!(!route.contains("upstream"), "{}", out.stdout);
+    let printed = TempFile::new(&out.stdout);
+    let again = run_sluice(&["--check-config", printed.path()]);
+    assert!(again.status.success(), "{}", again.stderr);
     // 303 See Other (a POST answered with a GET elsewhere), as nginx and
     // HAProxy allow.
     let see_other = TempFile::new(

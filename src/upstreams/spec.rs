@@ -342,7 +342,7 @@ pub struct RouteSpec {
     pub path_prefix: Option<String>,
     /// The group's name; may be left out when `redirect` or `respond`
     /// answers every request of the route.
-    #[serde(default = "no_group")]
+    #[serde(default = "no_group", skip_serializing_if = "names_no_group")]
     pub upstream: Spanned<String>,
     /// Matches only requests that came over this scheme (`http`: the
     /// plain listener, `https`: the TLS one); any when absent.
@@ -431,6 +431,12 @@ pub struct RateLimitSpec {
 /// An absent `upstream` of a route: the empty name, no span.
 fn no_group() -> Spanned<String> {
     Spanned::new(0..0, String::new())
+}
+
+/// A route that names no group (one that answers by itself) prints no
+/// `upstream` key in `--check-config`'s output.
+fn names_no_group(upstream: &Spanned<String>) -> bool {
+    upstream.get_ref().is_empty()
 }
 
 /// The scheme a route matches (`scheme = "http" | "https"`).
