@@ -130,13 +130,6 @@ fn main() -> ExitCode {
     for w in &warnings {
         log::warn!("{w}");
     }
-    let cpus = file::resolve_workers(0);
-    if workers > cpus {
-        log::warn!(
-            "--workers {workers} is more than the {cpus} CPUs of this machine: \
-             the workers will compete for them (one per core is the rule)"
-        );
-    }
     if supervise {
         // Handlers first: a signal that comes while we start is not lost.
         match signals::register() {

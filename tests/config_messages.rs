@@ -208,6 +208,17 @@ fn a_group_no_route_names_is_warned_about() {
 }
 
 #[test]
+fn more_workers_than_cpus_is_warned_about() {
+    // The most allowed; no machine this runs on has 1024 CPUs.
+    warned_at(
+        "listen = \"127.0.0.1:0\"\nworkers = 1024\n",
+        2,
+        "workers",
+        "1024 workers on the",
+    );
+}
+
+#[test]
 fn a_number_out_of_range_is_described_in_words() {
     // Was "expected usize" / "expected u32": Rust's type names.
     rejected_at(

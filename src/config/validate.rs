@@ -320,9 +320,25 @@ impl Config {
     /// - a server listed twice in one group (give it a `weight` instead);
     /// - a group no route names, when there are routes: it gets no request;
     /// - certificates without a TLS listener (`listen_tls`): nothing serves
-    ///   them, and whoever forgot `--listen-tls` believes HTTPS is on.
+    ///   them, and whoever forgot `--listen-tls` believes HTTPS is on;
+    /// - more `workers` than the CPUs this process may run on
+    ///   (`std::thread::available_parallelism`: affinity and cgroup quota
+    ///   included): each worker is one busy thread, the extra ones only
+    ///   share cores.
     pub fn warnings(&self) -> Vec<ConfigWarning> {
         let mut out = Vec::new();
+        let cpus = std::thread::available_parallelism().map_or(1, |p| p.get());
+        if self.workers > cpus {
+            out.push(ConfigWarning::new(
+                "workers".to_string(),
+                format!(
+                    "{} workers on the {cpus} CPU(s) this process may use: each worker is one \
+                     busy thread, so the extra ones only share cores (more context switches, no \
+                     more throughput); workers = \"auto\" starts one per CPU",
+                    self.workers
+                ),
+            ));
+        }
         if !self.certificate.is_empty() && self.listen_tls.is_empty() {
             out.push(ConfigWarning::new(
                 "certificate[0]".to_string(),
