@@ -1,8 +1,8 @@
-//! A counting allocator for the crate's tests: heap bytes allocated and
-//! not yet freed on the calling thread, and their peak, so that a test
-//! can bound what one piece of work holds (the TLS transport's sessions
-//! through the feed harness, `transport_feed.rs`) while other tests run
-//! on other threads. Requested sizes, not the allocator's rounding; a
+//! A counting allocator for the crate's tests: heap bytes allocated and not
+//! yet freed on the calling thread, and their peak, so that a test can
+//! bound what one piece of work holds (the TLS transport's sessions through
+//! the feed harness, `transport_feed_refused.rs`) while other tests run on
+//! other threads. Requested sizes, not the allocator's rounding; a
 //! reallocation counts the old and the new block at its peak (as if it
 //! moved), as the `tls_server` fuzz target's allocator does.
 

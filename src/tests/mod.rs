@@ -4,6 +4,7 @@ mod buffer;
 mod buffer_sizing;
 mod error;
 mod exchange;
+mod feed_helpers;
 mod heap;
 mod listen;
 mod pool;
@@ -12,6 +13,8 @@ mod stamp;
 mod tls_transport;
 mod token;
 mod transport_feed;
+mod transport_feed_clients;
+mod transport_feed_refused;
 
 /// A 64-bit linear congruential generator (Knuth's MMIX constants): a
 /// repeatable sequence for tests that try many operation orders.

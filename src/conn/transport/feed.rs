@@ -1,12 +1,13 @@
 //! Bytes fed to the server side of the transport as a client's socket
 //! brings them, chunk by chunk, for the tests that split a handshake at
-//! every byte (`src/tests/transport_feed.rs`) and the fuzz target
-//! `fuzz/fuzz_targets/tls_server.rs`. Each [`FeedSession`] is a real
-//! loopback TCP connection whose accepted end is a TLS listener's
+//! every byte (`src/tests/transport_feed.rs`; the bound's and real clients'
+//! in `transport_feed_refused.rs`, `transport_feed_clients.rs`) and the
+//! fuzz target `fuzz/fuzz_targets/tls_server.rs`. Each [`FeedSession`] is a
+//! real loopback TCP connection whose accepted end is a TLS listener's
 //! transport (the SNI look included under `tls_unknown_sni = "reject"`);
 //! each chunk is read as the loop reads a readable socket (until nothing
-//! more, as edge-triggered readiness requires), and what the server
-//! writes back is collected.
+//! more, as edge-triggered readiness requires), and what the server writes
+//! back is collected.
 //!
 //! Built for tests and with the cargo feature `fuzzing` only: not part of
 //! the proxy.
