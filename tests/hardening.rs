@@ -1,7 +1,8 @@
 //! Issue 10's seven kinds of RFC gaps on real sockets: each example input
 //! and what the client and the upstream observe (ARCHITECTURE.md §5, §6,
 //! §8). The decisions themselves are unit-tested in
-//! `src/http/tests/hardening.rs`, `chunked.rs` and `response_interim.rs`.
+//! `src/http/tests/hardening.rs`, `chunked.rs`, `chunked_rejects.rs`,
+//! `chunked_zeros.rs` and `response_interim.rs`.
 
 mod util;
 

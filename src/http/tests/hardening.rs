@@ -1,8 +1,9 @@
 //! Unit tests of issue 10's seven kinds of RFC gaps, at the sans-IO code
 //! that decides each: target and authority syntax, Max-Forwards and the
 //! Via loop, response framing normalisation, `Date`, and bytes that are
-//! not HTTP/1.x at all. (Chunk sizes: `chunked.rs`; 101 and 1xx:
-//! `response_interim.rs`; Content-Length cap: `framing.rs`.)
+//! not HTTP/1.x at all. (Chunk sizes: `chunked.rs`, `chunked_rejects.rs`,
+//! `chunked_zeros.rs`; 101 and 1xx: `response_interim.rs`; Content-Length
+//! cap: `framing.rs`.)
 
 use super::plan_helpers::{NO_FWD, cx, encoded, final_plan, plan_with, planned, refused};
 use crate::http::date::{HttpDate, add_date_if_missing, imf_fixdate};

@@ -4,6 +4,9 @@
 //! bytes after the end; all answers must agree (ARCHITECTURE.md §2).
 
 mod chunked;
+mod chunked_data;
+mod chunked_rejects;
+mod chunked_zeros;
 mod decoder;
 mod framing;
 mod hardening;
