@@ -531,7 +531,10 @@ fn more_workers_than_cpus_is_warned() {
         &n,
         &[],
     );
-    let line = p.wait_line(WAIT, |l| l.contains("more than the"));
-    assert!(line.contains(&format!("--workers {n}")), "{line}");
+    let line = p.wait_line(WAIT, |l| l.contains("workers on the"));
+    assert!(
+        line.contains(&format!("workers: {n} workers on the {cpus} CPU")),
+        "{line}"
+    );
     stop_cleanly(p);
 }
