@@ -33,8 +33,8 @@
 #        --scenarios S1,S3,S5 --peers sluice,sluice-old
 # Syscalls only (under a minute): scripts/syscalls.sh (see its header).
 # A full run takes about 40 minutes on 2 cores (S1 alone about 30); --quick
-# about 2. The logic is in scripts/bench.py (see its --help); templates in
-# scripts/bench/.
+# about 2. The logic is in scripts/bench.py (see its --help) and the package
+# scripts/sluicebench/ (runs.py is its main); templates in scripts/bench/.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 command -v python3 >/dev/null 2>&1 || { echo "bench: python3 not found in PATH" >&2; exit 1; }

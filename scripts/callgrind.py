@@ -20,9 +20,13 @@ import shutil
 import subprocess
 import sys
 
-import bench
+from sluicebench import runstate
 from sluicebench.net import free_port
+from sluicebench.origins import NginxUpstream
+from sluicebench.plan import PROXY_CPU
 from sluicebench.procs import Fail, Proc, main_guard
+from sluicebench.ready import wait_ready
+from sluicebench.wrk import run_wrk
 
 
 def instructions(profile):
@@ -41,16 +45,16 @@ def measure(args, binary, n, up_port):
     profile = os.path.join(args.profiles or args.tmp, "callgrind-%d.out" % n)
     log = ["--access-log", os.path.join(args.tmp, "access-%d.log" % n), "--access-log-format", "text"] \
         if args.access_log else ["--access-log", "off"]
-    argv = bench.pinned(bench.PROXY_CPU, [
+    argv = runstate.pinned(PROXY_CPU, [
         "valgrind", "--tool=callgrind", "--callgrind-out-file=" + profile, binary,
         "--listen", "127.0.0.1:%d" % port, "--upstream", "127.0.0.1:%d" % up_port] + log)
     proc = Proc("sluice %d" % n, argv, os.path.join(args.tmp, "sluice-%d.log" % n),
                 env=dict(os.environ, RUST_LOG="warn"))
     try:
-        bench.wait_ready(proc, port, timeout=60.0)
+        wait_ready(proc, port, timeout=60.0)
         requests = 0
         for secs in (args.warm, args.secs):
-            requests += bench.run_wrk("callgrind %s" % binary, port, args.conns, secs)["requests"]
+            requests += run_wrk("callgrind %s" % binary, port, args.conns, secs)["requests"]
     finally:
         proc.stop(timeout=30.0)
     return requests, instructions(profile)
@@ -61,20 +65,20 @@ def run(args):
         if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
             raise Fail("--bin %s: not an executable file" % binary)
     if (os.cpu_count() or 1) < 2 or not shutil.which("taskset"):
-        bench.PIN = False
+        runstate.PIN = False
     if args.profiles:
         try:
             os.makedirs(args.profiles, exist_ok=True)
         except OSError as e:
             raise Fail("--profiles %s: %s" % (args.profiles, e)) from e
     os.makedirs(os.path.join(args.tmp, "www"), exist_ok=True)
-    up = bench.NginxUpstream(args.tmp, os.path.join(args.tmp, "www"), 4096)
+    up = NginxUpstream(args.tmp, os.path.join(args.tmp, "www"), 4096)
     rows = []
     try:
         for n, binary in enumerate(args.bin):
             requests, instr = measure(args, binary, n, up.port)
             rows.append((binary, requests, instr))
-    except RuntimeError as e:  # bench.wait_ready: the proxy did not come up
+    except RuntimeError as e:  # wait_ready: the proxy did not come up
         raise Fail(str(e)) from e
     finally:
         up.proc.stop()
@@ -83,8 +87,8 @@ def run(args):
     for binary, requests, instr in rows:
         print("| %s | %s | %d | %d | %.1fk |" % (
             binary, "text" if args.access_log else "off", requests, instr, instr / max(requests, 1) / 1000))
-    if bench.PROBLEMS:
-        for where, cmd, output in bench.PROBLEMS:
+    if runstate.PROBLEMS:
+        for where, cmd, output in runstate.PROBLEMS:
             print("callgrind: %s: %s\n%s" % (where, cmd, output), file=sys.stderr)
         return 1
     return 0

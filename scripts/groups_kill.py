@@ -47,9 +47,12 @@ import sys
 import threading
 import time
 
-import bench
 from sluicebench import net, upstream
+from sluicebench.origins import nginx_user_line
 from sluicebench.procs import Proc, run_cmd, wait_for
+from sluicebench.ready import wait_ready
+from sluicebench.tools import find_tool, tool_path
+from sluicebench.wrk import parse_wrk
 
 HERE = os.path.abspath(__file__)
 KILLED = 1  # index of the upstream that is killed and restarted
@@ -134,7 +137,7 @@ def nginx_config(port, ups, d):
     servers = "".join("        server 127.0.0.1:%d max_fails=3 fail_timeout=5s;\n" % p for p in ups)
     temps = "".join("    %s_temp_path %s/%s_temp;\n" % (t, d, t)
                     for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    return f"""{bench.nginx_user_line()}
+    return f"""{nginx_user_line()}
 worker_processes 1;
 error_log {d}/error.log warn;
 pid {d}/nginx.pid;
@@ -176,9 +179,9 @@ def start_proxy(kind, args, ups):
         conf = os.path.join(d, "nginx.conf")
         with open(conf, "w") as f:
             f.write(nginx_config(port, ups, d))
-        p = Proc("nginx", [bench.tool_path("nginx"), "-p", d, "-c", conf, "-g", "daemon off;"], log)
+        p = Proc("nginx", [tool_path("nginx"), "-p", d, "-c", conf, "-g", "daemon off;"], log)
         log = os.path.join(d, "error.log")
-    bench.wait_ready(p, port, "/100")
+    wait_ready(p, port, "/100")
     return p, port, log
 
 
@@ -210,7 +213,7 @@ def job(kind, args, ups, ports):
     secs = args.seconds
     proxy, port, log = start_proxy(kind, args, ports)
     before = [count(p) for p in ports]
-    wrk = [bench.tool_path("wrk"), "-t%d" % args.threads, "-c%d" % args.connections, "-d%ds" % secs,
+    wrk = [tool_path("wrk"), "-t%d" % args.threads, "-c%d" % args.connections, "-d%ds" % secs,
            "http://127.0.0.1:%d/100" % port]
     say("%s: %s; kill upstream %d at %d s, restart at %d s" % (kind, " ".join(wrk), KILLED, secs // 3,
                                                                  2 * secs // 3))
@@ -231,7 +234,7 @@ def job(kind, args, ups, ports):
     rc = proxy.stop(say=say)
     with open(log, errors="replace") as f:
         text = f.read()
-    w = bench.parse_wrk(out.get("text", ""))
+    w = parse_wrk(out.get("text", ""))
     r = {
         "kind": kind,
         "wrk_rc": out.get("rc"),
@@ -307,7 +310,7 @@ def hang_job(kind, binary, args, ports):
         conf = os.path.join(d, "nginx.conf")
         with open(conf, "w") as f:
             f.write(nginx_config(port, ports, d))
-        p = Proc("nginx", [bench.tool_path("nginx"), "-p", d, "-c", conf, "-g", "daemon off;"], log)
+        p = Proc("nginx", [tool_path("nginx"), "-p", d, "-c", conf, "-g", "daemon off;"], log)
     else:
         conf = os.path.join(d, "sluice.toml")
         with open(conf, "w") as f:
@@ -333,7 +336,7 @@ def hang_main(args):
     ports = [h[2] for h in holes]
     runs = [("sluice", args.bin)]
     runs += [("sluice-old", b) for b in args.old_bin]
-    if not args.no_nginx and bench.find_tool("nginx"):
+    if not args.no_nginx and find_tool("nginx"):
         runs.append(("nginx", None))
     results = []
     try:
@@ -406,13 +409,13 @@ def main():
         args.seconds = 10
     if args.seconds < 6:
         ap.error("--seconds must be at least 6")
-    if not bench.find_tool("wrk"):
+    if not find_tool("wrk"):
         say("wrk not found (scripts/groups_kill.sh installs it when run as root)")
         return 1
     kinds = ["sluice"]
     if args.no_nginx:
         pass
-    elif bench.find_tool("nginx"):
+    elif find_tool("nginx"):
         kinds.append("nginx")
     else:
         say("nginx not installed: no comparison")

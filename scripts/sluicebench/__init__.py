@@ -21,6 +21,25 @@
   haproxy   HAProxy as a reverse-proxy peer (scripts/bench/haproxy.cfg.in)
   templates fill the @NAME@ fields of the config templates in scripts/bench/
 
+bench.py's parts (scripts/bench.py is the entry point and --help text):
+  runs      main: the command line, the preparations, the run loop, report
+  cli       the flags and what they select (scenarios, S1 sizes, peers)
+  prepare   tools (apt-get), CPU pinning, binaries, temp dir, files,
+            upstreams, versions
+  plan      peers, scenarios, sizes, CPUs, limits; run keys
+  runstate  the run's shared state: progress, problems, pinning, NOFILE,
+            what each sluice binary supports
+  tools     find / install tools, their versions, build and copy sluice
+  ready     wait until a started server answers (HTTP or TLS)
+  origins   the upstreams: nginx static origin, scripts/bench/upstream.py
+  peers     a proxy under test started fresh for a run (Peer, measure)
+  wrk       wrk runs and their parsed summary, the warm-up run
+  scenario_s1, scenario_s2_s6, scenario_tls, scenario_h2
+            the scenarios S1 (+ syscalls), S2-S6, T2/T3/T5/T6, H1-H3
+  tables    the report's markdown tables (main, syscalls by call, new/old)
+  targets   paired per-repetition ratios, issues 22-24's targets
+  report    the report on stdout and the --json file
+
 The scripts import it from their own folder (scripts/ is sys.path[0] when a
 script there runs); scripts/lib.sh runs `python3 -m sluicebench...` with
 PYTHONPATH set to scripts/.
