@@ -32,7 +32,8 @@ use super::known::Known;
 /// `host [ ":" port ]` ([`check_authority`]), a path and query that are
 /// not RFC 3986's (a fragment included, [`check_origin_form`]), or a
 /// `Host` field that is not the same authority ([`same_authority`]: host
-/// ignoring case, the scheme's default port as good as none). Nothing is
+/// ignoring case and one trailing dot, the scheme's default port as good
+/// as none). Nothing is
 /// changed before these checks pass.
 pub fn normalize_absolute_form(req: &mut RequestHead) -> Result<(), ParseError> {
     let Some(rest) = strip_scheme(&req.target) else {
@@ -84,10 +85,15 @@ pub fn normalize_absolute_form(req: &mut RequestHead) -> Result<(), ParseError> 
 }
 
 /// Whether two authorities (`host [ ":" port ]`) name the same host and
-/// port (RFC 3986 §6.2.2, §6.2.3): the host compared ignoring ASCII case,
-/// an absent or empty port read as `default_port`.
+/// port (RFC 3986 §6.2.2, §6.2.3): the host compared ignoring ASCII case
+/// and one trailing dot (`example.com.` is the same name, RFC 1034 §3.1,
+/// as routes match it), an absent or empty port read as `default_port`.
 fn same_authority(a: &[u8], b: &[u8], default_port: &[u8]) -> bool {
     let ((ha, pa), (hb, pb)) = (host_port(a), host_port(b));
+    let (ha, hb) = (
+        ha.strip_suffix(b".").unwrap_or(ha),
+        hb.strip_suffix(b".").unwrap_or(hb),
+    );
     let port = |p: &'_ [u8]| -> bool {
         let p = if p.is_empty() { default_port } else { p };
         p == if pb.is_empty() { default_port } else { pb }

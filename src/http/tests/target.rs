@@ -54,6 +54,20 @@ fn absolute_form_becomes_origin_form_with_host_from_target() {
             "https's default port",
         ),
         (
+            "http://ex.com./p",
+            Some("EX.com"),
+            "/p",
+            Some("ex.com."),
+            "a trailing dot names the same host (RFC 1034 §3.1)",
+        ),
+        (
+            "http://ex.com/p",
+            Some("ex.com.:80"),
+            "/p",
+            Some("ex.com"),
+            "the trailing dot on the Host side",
+        ),
+        (
             "http://[::1]:8080/",
             Some("[::1]:8080"),
             "/",
@@ -121,6 +135,11 @@ fn absolute_form_whose_host_is_another_authority_is_malformed() {
             "http's port for https",
         ),
         ("http://[::1]/", "[::2]", "another IPv6 literal"),
+        (
+            "http://a.example./",
+            "b.example.",
+            "another host, both dotted",
+        ),
     ] {
         let mut r = req(target, Some(host));
         assert_eq!(
