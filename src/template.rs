@@ -113,6 +113,21 @@ pub fn check(template: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `template` uses the variable `name` (`"host"` for `$host` or
+/// `${host}`); `$$host` is a literal, not a use.
+pub fn uses(template: &str, name: &str) -> bool {
+    let mut rest = template;
+    while let Some(at) = rest.find('$') {
+        let after = rest.get(at + 1..).unwrap_or("");
+        rest = match read_dollar(after) {
+            Dollar::Var(found, _) if found == name => return true,
+            Dollar::Var(_, tail) | Dollar::Literal(tail) => tail,
+            Dollar::Unknown(_) => after,
+        };
+    }
+    false
+}
+
 /// `template` with each variable replaced by its value from `vars` and
 /// each `$$` by `$`, appended to `out`. A `$` that starts no known
 /// variable ([`check`] refuses it) is copied as it is.
@@ -201,6 +216,17 @@ mod tests {
         };
         expand("$host", &v6, &mut out);
         assert_eq!(out, b"[2001:db8::1]");
+    }
+
+    #[test]
+    fn uses_finds_a_variable_not_a_literal_nor_a_longer_name() {
+        assert!(uses("https://$host$request_uri", "host"));
+        assert!(uses("https://${host}x", "host"));
+        assert!(uses("https://$host$request_uri", "request_uri"));
+        assert!(!uses("https://$$host/", "host"));
+        assert!(!uses("https://$hostname/", "host"));
+        assert!(!uses("https://example.com/", "host"));
+        assert!(!uses("$", "host"));
     }
 
     #[test]

@@ -78,6 +78,27 @@ fn plain_requests_are_redirected_with_their_query() {
 }
 
 #[test]
+fn a_redirect_that_cannot_be_a_url_is_a_400() {
+    let up = Upstream::start(respond_forever(ok_response("x")));
+    let (proxy, _log) = start_routed_proxy(up.addr, routes(), |_| {});
+    // HTTP/1.0 without Host: `https:///p` sends a browser to the host `p`.
+    let resp = proxy.client().round_trip(b"GET /p HTTP/1.0\r\n\r\n");
+    assert_eq!(resp.status, 400);
+    assert_eq!(resp.header("location"), None);
+    // `OPTIONS *` is about the server, and `https://a*` is no URL.
+    let resp = proxy
+        .client()
+        .round_trip(b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(resp.status, 400);
+    assert_eq!(resp.header("location"), None);
+    // A template that does not use them still answers: `/who` names its
+    // own host.
+    let resp = proxy.client().round_trip(b"GET /who HTTP/1.0\r\n\r\n");
+    assert_eq!(resp.status, 301);
+    assert_eq!(up.accepted(), 0, "no upstream is contacted");
+}
+
+#[test]
 fn fixed_answer_to_a_request_with_a_body_never_reads_the_body_as_a_request() {
     let up = Upstream::start(respond_forever(ok_response("x")));
     let (proxy, log) = start_routed_proxy(up.addr, routes(), |_| {});

@@ -39,6 +39,11 @@ fn own_answer(
     client: IpAddr,
 ) -> Option<(Reply, Termination)> {
     if let Some(to) = &r.redirect {
+        if let Some(missing) = unbuildable(to, req) {
+            log::debug!("redirect refused: {missing}");
+            let reply = Reply::new(400, format!("400 Bad Request: {missing}\n"));
+            return Some((reply, Termination::ProxyError));
+        }
         let mut addr = [0u8; 64];
         let vars = crate::header_rules::request_vars(req, tls, client, &mut addr);
         let mut location = Vec::with_capacity(to.len() + 64);
@@ -58,6 +63,22 @@ fn own_answer(
         reply.headers.append("Content-Type", t.as_bytes());
     }
     Some((reply, Termination::FixedAnswer))
+}
+
+/// Why the redirect `to` cannot be a URL for `req`, if it cannot: it
+/// uses `$host` and the request names no host (HTTP/1.0 without `Host`:
+/// `https:///p` would be read by browsers as the host `p`), or it uses
+/// `$request_uri` and the target is `*` (`OPTIONS *` is about the server,
+/// not a resource; RFC 9112 §3.2.4). Either is a 400: the target URI
+/// cannot be reconstructed (RFC 9112 §3.3).
+fn unbuildable(to: &str, req: &RequestHead) -> Option<&'static str> {
+    if crate::template::uses(to, "host") && crate::upstreams::route::request_host(req).is_empty() {
+        return Some("no Host to redirect to");
+    }
+    if req.target == "*" && crate::template::uses(to, "request_uri") {
+        return Some("the target * cannot be redirected");
+    }
+    None
 }
 
 /// What the edge rules make of a request.
