@@ -469,7 +469,12 @@ impl Supervisor {
                 slot.retire();
             }
         }
-        info!("SIGHUP: reloaded; the previous workers drain");
+        // 1.5 s: `DEFERRED_GRACE` in the library's event_loop/drain.rs.
+        info!(
+            "SIGHUP: reloaded; the previous workers drain (their listeners stay open 1.5 s for \
+             the connections the kernel holds, so a new connection may reach the previous \
+             configuration until then)"
+        );
         self.config = p.config;
         notify::reloaded("reloaded");
     }
