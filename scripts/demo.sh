@@ -21,7 +21,10 @@ case "${1:-}" in
 esac
 
 need python3 curl sha256sum
-trap 'echo; echo "demo: stopping"; exit 0' INT
+# Ctrl-C reaches sluice too (the terminal signals the whole group) and it
+# begins its own stop: let it finish before the EXIT trap's TERM, which
+# would be a second stop signal ("stopping now").
+trap 'echo; echo "demo: stopping"; [[ -n "${SLUICE_PID:-}" ]] && wait_gone "$SLUICE_PID" 3; exit 0' INT
 
 lib_tmp
 lib_sluice_bin
