@@ -112,6 +112,8 @@ fn check_config_refuses_framing_and_hop_by_hop_names() {
         // file's), and a request without Host (RFC 9112 §3.2).
         "set_request_headers = { \"X-A\" = \"1\", \"x-a\" = \"2\" }",
         "remove_request_headers = [\"host\"]",
+        // A control character other than a tab (RFC 9110 §5.5).
+        "set_response_headers = { \"X-A\" = \"a\\u0001b\" }",
     ];
     for keys in rows {
         let f = TempFile::new(&format!(
@@ -127,6 +129,13 @@ fn check_config_refuses_framing_and_hop_by_hop_names() {
     }
     let f = TempFile::new(
         "upstream = \"127.0.0.1:9\"\n[[route]]\nupstream = \"default\"\nset_response_headers = { \"Strict-Transport-Security\" = \"max-age=1\" }\nremove_response_headers = [\"Server\"]\n",
+    );
+    let out = run_sluice(&["--check-config", f.path()]);
+    assert!(out.status.success(), "{}", out.stderr);
+    // A tab inside a value is a field value's own whitespace (RFC 9110
+    // §5.5); it was refused as a control character.
+    let f = TempFile::new(
+        "upstream = \"127.0.0.1:9\"\n[[route]]\nupstream = \"default\"\nadd_response_headers = { \"X-Tab\" = \"a\\tb\" }\n",
     );
     let out = run_sluice(&["--check-config", f.path()]);
     assert!(out.status.success(), "{}", out.stderr);

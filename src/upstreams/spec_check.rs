@@ -111,7 +111,9 @@ fn check_answer(r: &RouteSpec) -> Result<(), (&'static str, String)> {
         }
         for (key, map) in [(set, rules.set), (add, rules.add)] {
             for value in map.values() {
-                crate::template::check(value)
+                // A tab is a field value's own whitespace (RFC 9110 §5.5),
+                // not a control character here; a redirect's URL has none.
+                crate::template::check(&value.replace('\t', " "))
                     .map_err(|e| (key, format!("header rule value {e}")))?;
             }
         }
