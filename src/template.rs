@@ -1,13 +1,14 @@
-//! Values with variables, as a route's `redirect` (and later its header
-//! rules) writes them: `https://$host$request_uri`. Checked once when the
+//! Values with variables, as a route's `redirect` and its header rules
+//! write them: `https://$host$request_uri`. Checked once when the
 //! configuration is validated ([`check`]), expanded per request
 //! ([`expand`]) from the string, without a compiled form.
 //!
 //! Variables (nginx's names): `$host` (the `Host` field without its
-//! port, lowercased, without a trailing dot, as nginx's), `$request_uri` (the request target, query included), `$scheme`
-//! (`http` or `https`), `$remote_addr` (the client address after the
-//! PROXY header and `trusted_proxies`), `$request_id` (the request's
-//! `X-Request-Id`, `request_id`; empty without one). A name is the longest
+//! port, lowercased, without a trailing dot, as nginx's), `$request_uri`
+//! (the request target, query included), `$scheme` (`http` or `https`),
+//! `$remote_addr` (the client address after the PROXY header and
+//! `trusted_proxies`), `$request_id` (the request's `X-Request-Id`,
+//! `request_id`; empty without one). A name is the longest
 //! run of letters, digits and `_` after the `$`, as in nginx (`$hostname`
 //! is not `$host` and `name`); `${host}` ends it at the brace; `$$` is a
 //! literal `$`. Any other `$` is refused by [`check`]; [`expand`] copies
@@ -17,7 +18,8 @@
 
 /// The values of a request's variables, as bytes.
 pub struct Vars<'a> {
-    /// `$host`.
+    /// `$host`: the host as the request wrote it, without its port;
+    /// [`expand`] writes it lowercased and without a trailing dot.
     pub host: &'a [u8],
     /// `$request_uri`.
     pub request_uri: &'a [u8],

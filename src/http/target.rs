@@ -33,8 +33,7 @@ use super::known::Known;
 /// not RFC 3986's (a fragment included, [`check_origin_form`]), or a
 /// `Host` field that is not the same authority ([`same_authority`]: host
 /// ignoring case and one trailing dot, the scheme's default port as good
-/// as none). Nothing is
-/// changed before these checks pass.
+/// as none). Nothing is changed before these checks pass.
 pub fn normalize_absolute_form(req: &mut RequestHead) -> Result<(), ParseError> {
     let Some(rest) = strip_scheme(&req.target) else {
         return Ok(());
