@@ -69,10 +69,7 @@ pub(crate) fn request_vars<'a>(
         request_uri: req.target.as_bytes(),
         scheme: if tls { b"https" } else { b"http" },
         remote_addr: crate::text::ip_text(client.to_canonical(), addr).as_bytes(),
-        request_id: req
-            .headers
-            .get_known(crate::http::known::Known::XRequestId)
-            .unwrap_or(b""),
+        request_id: crate::request_id::of(&req.headers).unwrap_or(b""),
     }
 }
 
@@ -98,9 +95,7 @@ impl Rules<'_> {
         }
         let host = crate::upstreams::route::request_host(req).to_vec();
         let uri = req.target.clone().into_bytes();
-        let id = req
-            .headers
-            .get_known(crate::http::known::Known::XRequestId)
+        let id = crate::request_id::of(&req.headers)
             .map(<[u8]>::to_vec)
             .unwrap_or_default();
         let mut addr = [0u8; 64];

@@ -86,6 +86,17 @@ pub fn keepable(value: &[u8]) -> bool {
     (1..=MAX_KEPT).contains(&value.len()) && crate::http::syntax::is_token(value)
 }
 
+/// The request id of `headers` as the access record and `$request_id`
+/// see it: its `X-Request-Id` if [`keepable`], else none. With
+/// `request_id = true` the proxy has made it so; with `false` the field
+/// is the client's, and a value with spaces or other bytes would forge
+/// fields of a text record or reach a `Location` as it is.
+pub fn of(headers: &crate::http::Headers) -> Option<&[u8]> {
+    headers
+        .get_known(crate::http::known::Known::XRequestId)
+        .filter(|v| keepable(v))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -127,6 +127,36 @@ fn a_trusted_peer_keeps_its_id_and_the_variable_carries_it() {
 }
 
 #[test]
+fn with_ids_off_a_client_id_that_is_not_a_token_is_no_request_id() {
+    // Ids off: the client's field passes upstream as it came, but only a
+    // token is `$request_id` and the record's id; "x status=200
+    // upstream=evil" forged fields of a text record and reached a
+    // `Location` as it was.
+    let up = Upstream::start(respond_forever(ok_response("x")));
+    let routes = vec![RouteSpec {
+        set_response_headers: BTreeMap::from([(
+            "X-Trace".to_string(),
+            "id=$request_id".to_string(),
+        )]),
+        ..RouteSpec::to("app")
+    }];
+    let (proxy, log) = start_routed_proxy(up.addr, routes, |c| c.request_id = false);
+    let mut c = proxy.client();
+    let forged = "x status=200 upstream=evil";
+    assert_eq!(
+        c.round_trip(with_id("/", forged)).header("X-Trace"),
+        Some("id=")
+    );
+    assert_eq!(
+        c.round_trip(with_id("/", "edge-1")).header("X-Trace"),
+        Some("id=edge-1")
+    );
+    let got = up.wait_requests(2);
+    assert_eq!(got[0].header("x-request-id"), Some(forged));
+    assert_eq!(ids_in_log(&log, 2), ["", "edge-1"]);
+}
+
+#[test]
 fn request_id_off_adds_nothing() {
     let up = Upstream::start(respond_forever(ok_response("x")));
     let (proxy, _log) = start_routed_proxy(up.addr, vec![RouteSpec::to("app")], |c| {

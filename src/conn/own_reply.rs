@@ -44,7 +44,7 @@ impl OwnReply {
             target: req.target.clone().into_bytes(),
             version: Some(req.version),
             host: req.headers.get_known(Known::Host).map(<[u8]>::to_vec),
-            request_id: req.headers.get_known(Known::XRequestId).map(<[u8]>::to_vec),
+            request_id: crate::request_id::of(&req.headers).map(<[u8]>::to_vec),
             status,
             bytes: 0,
             started: now,

@@ -92,7 +92,7 @@ impl Exchange {
             request_id: sh
                 .access
                 .is_on()
-                .then(|| self.req.headers.get_known(Known::XRequestId))
+                .then(|| crate::request_id::of(&self.req.headers))
                 .flatten(),
             status,
             bytes_in: self.req_body_bytes,
