@@ -99,6 +99,26 @@ fn response_rules_apply_to_the_routes_own_answers() {
 }
 
 #[test]
+fn host_of_a_request_without_one_is_empty_not_the_server_address() {
+    // HTTP/1.0 without Host goes upstream with the server's address as
+    // its Host; `$host` in the rules stayed that address, and a response
+    // rule showed the client an internal address.
+    let up = Upstream::start(respond_forever(ok_response("ok")));
+    let routes = vec![RouteSpec {
+        set_request_headers: map(&[("X-Seen-Host", "[$host]")]),
+        add_response_headers: map(&[("X-Rh", "[$host]")]),
+        ..RouteSpec::to("app")
+    }];
+    let (proxy, _log) = start_routed_proxy(up.addr, routes, |_| {});
+    let r = proxy.client().round_trip(b"GET /p HTTP/1.0\r\n\r\n");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-rh"), Some("[]"));
+    let got = up.single_request();
+    assert_eq!(got.header("x-seen-host"), Some("[]"));
+    assert_eq!(got.header("host"), Some(up.addr.to_string().as_str()));
+}
+
+#[test]
 fn check_config_refuses_framing_and_hop_by_hop_names() {
     let rows = [
         "set_request_headers = { \"Content-Length\" = \"0\" }",

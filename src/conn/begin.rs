@@ -252,16 +252,18 @@ pub(crate) fn begin(sh: &mut Shared, mut ex: Box<Exchange>, o: &Origin<'_>) -> B
             return done(refused(sh, ex, err), keep_alive);
         }
     };
-    let req = &mut ex.req;
-    // An HTTP/1.0 request without Host gets the first server's
-    // address; a retry on another server keeps it (ARCHITECTURE.md §6).
-    ensure_host(req, peer.addr);
     let spec = route.and_then(|i| sh.cfg.route.get(i).map(|r| (i, r)));
     if let Some((_, r)) = spec {
         r.request_rules()
             .apply_to_request(&mut ex.req, o.tls, client_ip);
     }
+    // An HTTP/1.0 request without Host gets the first server's
+    // address; a retry on another server keeps it (ARCHITECTURE.md §6).
+    // After the rules: their `$host` is the client's (none), and a rule
+    // that sets Host wins.
+    let host_added = ensure_host(&mut ex.req, peer.addr);
     ex.start(peer, plan.framing, plan.upgrade, plan.idempotent, sh.now);
+    ex.host_added = host_added;
     ex.max_body = verdict.max_body;
     ex.timeouts = crate::conn::exchange::Timeouts::of_route(&sh.cfg, route);
     ex.resp_rules = spec

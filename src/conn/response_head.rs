@@ -155,8 +155,12 @@ pub(crate) fn take_head(
             if let Some((i, tls, client)) = ex.resp_rules
                 && let Some(r) = env.cfg.route.get(i)
             {
-                r.response_rules()
-                    .apply_for(&mut head.headers, &ex.req, tls, client);
+                let mut addr = [0u8; 64];
+                let mut vars = crate::header_rules::request_vars(&ex.req, tls, client, &mut addr);
+                if ex.host_added {
+                    vars.host = b"";
+                }
+                r.response_rules().apply(&mut head.headers, &vars);
             }
             ex.status = head.status;
             ex.resp_head_sent = true;

@@ -295,13 +295,16 @@ fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
 /// Gives an HTTP/1.0 request without `Host` one naming `authority` (the
 /// upstream peer): the request goes upstream as HTTP/1.1, which requires
 /// it (RFC 9112 §3.2). A request that has `Host` is left alone, and
-/// nothing is formatted for it (this runs for every request).
-pub fn ensure_host(req: &mut RequestHead, authority: SocketAddr) {
-    if !req.headers.has_known(Known::Host) {
-        let mut text = Vec::with_capacity(48);
-        crate::text::push_socket_addr(&mut text, authority);
-        req.headers.append_known(Known::Host, &text);
+/// nothing is formatted for it (this runs for every request). Returns
+/// true if it added the field.
+pub fn ensure_host(req: &mut RequestHead, authority: SocketAddr) -> bool {
+    if req.headers.has_known(Known::Host) {
+        return false;
     }
+    let mut text = Vec::with_capacity(48);
+    crate::text::push_socket_addr(&mut text, authority);
+    req.headers.append_known(Known::Host, &text);
+    true
 }
 
 /// RFC 9110 §7.6.2 for `OPTIONS` and `TRACE`: a `Max-Forwards` of 0

@@ -81,6 +81,10 @@ pub(crate) struct Exchange {
     /// The route whose response header rules apply, with the request's
     /// TLS flag and client address (their variables); `None`: no rules.
     pub resp_rules: Option<(usize, bool, std::net::IpAddr)>,
+    /// The request came without `Host` (HTTP/1.0) and goes upstream with
+    /// the server's address in one (`ensure_host`): `$host` is still
+    /// empty for the response rules, not the server's address.
+    pub host_added: bool,
     /// The encoded request head, kept for a retry.
     pub head_bytes: Vec<u8>,
     /// Bytes read from the client, not yet written upstream.
@@ -213,6 +217,7 @@ impl Exchange {
             retries: 0,
             write_failed: None,
             expect_continue: false,
+            host_added: false,
             upgrade: false,
             tunnel: false,
             dechunk: false,
