@@ -87,7 +87,7 @@ pub fn normalize_absolute_form(req: &mut RequestHead) -> Result<(), ParseError> 
 /// port (RFC 3986 §6.2.2, §6.2.3): the host compared ignoring ASCII case
 /// and one trailing dot (`example.com.` is the same name, RFC 1034 §3.1,
 /// as routes match it), an absent or empty port read as `default_port`.
-fn same_authority(a: &[u8], b: &[u8], default_port: &[u8]) -> bool {
+pub(crate) fn same_authority(a: &[u8], b: &[u8], default_port: &[u8]) -> bool {
     let ((ha, pa), (hb, pb)) = (host_port(a), host_port(b));
     let (ha, hb) = (
         ha.strip_suffix(b".").unwrap_or(ha),

@@ -348,35 +348,18 @@ fn check_control_data<'f>(p: &Pseudo<'f>) -> Result<&'f str, Refusal> {
 }
 
 /// Whether `:authority` and `Host` name the same authority after
-/// scheme-based normalisation (RFC 9113 §8.3.1, RFC 3986 §6.2.3): host
-/// compared ignoring ASCII case, the scheme's default port (80 for http,
-/// 443 for https) equal to no port.
+/// scheme-based normalisation (RFC 9113 §8.3.1, RFC 3986 §6.2.3), by the
+/// HTTP/1 rule for an absolute-form target and its `Host`
+/// (`http::target::same_authority`): host compared ignoring ASCII case
+/// and one trailing dot, the scheme's default port (80 for http, 443 for
+/// https) equal to no port.
 fn same_authority(authority: &[u8], host: &[u8], scheme: &[u8]) -> bool {
     let default_port: &[u8] = if scheme.eq_ignore_ascii_case(b"https") {
         b"443"
     } else {
         b"80"
     };
-    let normal = |a: &[u8]| -> (Vec<u8>, Vec<u8>) {
-        // The port follows the last colon after any IP-literal.
-        let after_literal = a.iter().rposition(|&b| b == b']').map_or(0, |i| i + 1);
-        let colon = a
-            .get(after_literal..)
-            .unwrap_or_default()
-            .iter()
-            .position(|&b| b == b':')
-            .map(|i| i + after_literal);
-        let (h, port) = match colon {
-            Some(c) => (
-                a.get(..c).unwrap_or_default(),
-                a.get(c + 1..).unwrap_or_default(),
-            ),
-            None => (a, &b""[..]),
-        };
-        let port = if port == default_port { &b""[..] } else { port };
-        (h.to_ascii_lowercase(), port.to_vec())
-    };
-    normal(authority) == normal(host)
+    crate::http::target::same_authority(authority, host, default_port)
 }
 
 /// A `content-length` value: one number, or a list of the same number

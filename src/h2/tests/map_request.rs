@@ -176,12 +176,17 @@ fn rfc9113_8_3_1_authority_wins_and_an_equal_host_is_accepted() {
     let m = map_request(fields(&list), true).unwrap();
     assert_eq!(m.head.headers.get_all("host").count(), 1);
     assert_eq!(m.head.headers.get("host"), Some(&b"example.com"[..]));
+    // One trailing dot names the same host (RFC 1034 §3.1), as for an
+    // HTTP/1 absolute-form target and its Host.
+    let list = with(&[("host", "example.com.")]);
+    assert!(map_request(fields(&list), true).is_ok());
 }
 
 #[test]
 fn rfc9113_8_3_1_host_differing_from_authority_is_a_400() {
     assert_eq!(status(&with(&[("host", "other.example")])), 400);
     assert_eq!(status(&with(&[("host", "example.com:8443")])), 400);
+    assert_eq!(status(&with(&[("host", "other.example.")])), 400);
 }
 
 #[test]
