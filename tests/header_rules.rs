@@ -132,8 +132,12 @@ fn check_config_refuses_framing_and_hop_by_hop_names() {
         // file's), and a request without Host (RFC 9112 §3.2).
         "set_request_headers = { \"X-A\" = \"1\", \"x-a\" = \"2\" }",
         "remove_request_headers = [\"host\"]",
-        // A control character other than a tab (RFC 9110 §5.5).
+        // A control character other than a tab (RFC 9110 §5.5), a tab
+        // at either end of a value or in a Host.
         "set_response_headers = { \"X-A\" = \"a\\u0001b\" }",
+        "set_response_headers = { \"X-A\" = \"\\tb\" }",
+        "add_request_headers = { \"X-A\" = \"a\\t\" }",
+        "set_request_headers = { \"Host\" = \"a\\tb\" }",
     ];
     for keys in rows {
         let f = TempFile::new(&format!(

@@ -110,9 +110,20 @@ fn check_answer(r: &RouteSpec) -> Result<(), (&'static str, String)> {
             ));
         }
         for (key, map) in [(set, rules.set), (add, rules.add)] {
-            for value in map.values() {
-                // A tab is a field value's own whitespace (RFC 9110 §5.5),
-                // not a control character here; a redirect's URL has none.
+            for (name, value) in map {
+                // A tab inside a field value is its own whitespace (RFC
+                // 9110 §5.5), not a control character; a redirect's URL
+                // has none, and neither has a Host.
+                let inside = !value.starts_with('\t') && !value.ends_with('\t');
+                if value.contains('\t') && (!inside || name.eq_ignore_ascii_case("host")) {
+                    return Err((
+                        key,
+                        format!(
+                            "header rule value {value:?} of {name:?}: a tab may only stand \
+                             between other characters, and not in Host"
+                        ),
+                    ));
+                }
                 crate::template::check(&value.replace('\t', " "))
                     .map_err(|e| (key, format!("header rule value {e}")))?;
             }
