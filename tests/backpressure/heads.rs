@@ -22,6 +22,31 @@ fn get_with_fields(fields: usize) -> Vec<u8> {
     head.into_bytes()
 }
 
+/// Sends each row's request (`request(n)`) on a new connection: a 200
+/// with the upstream's `fits`, or the proxy's own `status` and a close.
+/// A row is (n, status, why); `unit` names n in a failure.
+fn answers_by_row(
+    proxy: &Proxy,
+    rows: &[(usize, u16, &str)],
+    unit: &str,
+    request: fn(usize) -> Vec<u8>,
+) {
+    for &(n, status, why) in rows {
+        let mut client = proxy.client();
+        client.send_lossy(request(n));
+        let resp = client
+            .try_read_response(false)
+            .unwrap_or_else(|e| panic!("{why} ({n} {unit}): {e}"));
+        if status == 200 {
+            assert_eq!(resp.status, 200, "{why}: {}", preview(&resp.raw()));
+            assert_eq!(resp.body, b"fits", "{why}");
+        } else {
+            assert_proxy_error(&resp, status);
+            client.assert_closed();
+        }
+    }
+}
+
 #[test]
 fn slow_loris_trickling_a_head_gets_408_at_the_head_timeout() {
     const HEAD_TIMEOUT: Duration = Duration::from_millis(500);
@@ -98,20 +123,7 @@ fn head_larger_than_max_head_size_gets_431() {
         (LIMIT + 1, 431, "one byte over the limit"),
         (2 * LIMIT, 431, "twice the limit"),
     ];
-    for (size, status, why) in rows {
-        let mut client = proxy.client();
-        client.send_lossy(get_of_size(size));
-        let resp = client
-            .try_read_response(false)
-            .unwrap_or_else(|e| panic!("{why} ({size} bytes): {e}"));
-        if status == 200 {
-            assert_eq!(resp.status, 200, "{why}: {}", preview(&resp.raw()));
-            assert_eq!(resp.body, b"fits", "{why}");
-        } else {
-            assert_proxy_error(&resp, status);
-            client.assert_closed();
-        }
-    }
+    answers_by_row(&proxy, &rows, "bytes", get_of_size);
     let s = proxy.stats.snapshot();
     assert_eq!(s.status_431, 2, "{s:?}");
     assert_eq!(
@@ -132,20 +144,7 @@ fn head_with_more_fields_than_max_header_count_gets_431() {
         (LIMIT + 1, 431, "one field over the limit"),
         (10 * LIMIT, 431, "ten times the limit"),
     ];
-    for (fields, status, why) in rows {
-        let mut client = proxy.client();
-        client.send_lossy(get_with_fields(fields));
-        let resp = client
-            .try_read_response(false)
-            .unwrap_or_else(|e| panic!("{why} ({fields} fields): {e}"));
-        if status == 200 {
-            assert_eq!(resp.status, 200, "{why}: {}", preview(&resp.raw()));
-            assert_eq!(resp.body, b"fits", "{why}");
-        } else {
-            assert_proxy_error(&resp, status);
-            client.assert_closed();
-        }
-    }
+    answers_by_row(&proxy, &rows, "fields", get_with_fields);
     let s = proxy.stats.snapshot();
     assert_eq!(s.status_431, 2, "{s:?}");
     assert_eq!(
