@@ -236,6 +236,25 @@ fn a_number_out_of_range_is_described_in_words() {
 }
 
 #[test]
+fn a_word_written_without_quotes_names_the_words() {
+    // Was "wanted string or table": toml's words, naming neither what
+    // was written nor what the key takes.
+    rejected_at(
+        "listen = \"127.0.0.1:0\"\ntls_min_version = 1.3\n",
+        2,
+        "tls_min_version",
+        &["invalid type: 1.3, expected a string in quotes: `1.2` or `1.3`"],
+    );
+    let text = format!("{GROUP}balance = true\n");
+    rejected_at(
+        &text,
+        4,
+        "upstream[0].balance",
+        &["invalid type: true, expected a string in quotes: one of `round_robin`"],
+    );
+}
+
+#[test]
 fn a_bad_value_in_a_table_names_its_own_line() {
     // The group starts on line 1; `rise = 0` is on line 14.
     let text = format!(

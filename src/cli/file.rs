@@ -52,8 +52,8 @@ pub fn parse(text: &str) -> Result<Config, String> {
     if let Some(u) = keys::first_unknown(&doc) {
         return Err(format!(":{}: {}: {}", doc.line_at(u.at), u.path, u.reason));
     }
-    let mut config: Config =
-        toml::from_str(text).map_err(|e| single_table_hint(text, describe_value(&doc, &e)))?;
+    let mut config: Config = toml::from_str(text)
+        .map_err(|e| single_table_hint(text, describe_value(text, &doc, &e)))?;
     if gives_key(text, "listen_tls") && !gives_key(text, "listen") {
         config.listen.clear();
     }
@@ -117,16 +117,44 @@ fn describe_syntax(text: &str, e: &toml::de::Error) -> String {
 
 /// One line for a value serde refused (type, syntax, a missing key):
 /// the line and key path where it points.
-fn describe_value(doc: &Doc<'_>, e: &toml::de::Error) -> String {
+fn describe_value(text: &str, doc: &Doc<'_>, e: &toml::de::Error) -> String {
     let msg = e.message().trim();
     let Some(span) = e.span() else {
         return format!(": {msg}");
     };
-    let msg = &plain_type_names(msg);
+    let msg = &match msg {
+        // toml's words for a number, a boolean or an array where a key
+        // takes one of a few words (`tls_min_version = 1.3`).
+        "wanted string or table" => not_a_word(text, span.clone()),
+        _ => plain_type_names(msg),
+    };
     let line = doc.line_at(span.start);
     match doc.path_at(span.start) {
         Some(path) => format!(":{line}: {path}: {msg}"),
         None => format!(":{line}: {msg}"),
+    }
+}
+
+/// The message for a value at `span` of `text` that is not a string where
+/// the key takes one of a few words: the value as written, and the words
+/// (found by reading the file again with an empty string in its place,
+/// which serde answers with the list).
+fn not_a_word(text: &str, span: std::ops::Range<usize>) -> String {
+    let written = text.get(span.clone()).unwrap_or("").trim();
+    let words = text
+        .get(..span.start)
+        .zip(text.get(span.end..))
+        .and_then(|(before, after)| {
+            let e = toml::from_str::<Config>(&format!("{before}\"\"{after}")).err()?;
+            let (variant, words) = e.message().split_once("expected ")?;
+            if !variant.starts_with("unknown variant") {
+                return None;
+            }
+            Some(words.trim().to_string())
+        });
+    match words {
+        Some(w) => format!("invalid type: {written}, expected a string in quotes: {w}"),
+        None => format!("invalid type: {written}, expected a string in quotes"),
     }
 }
 
