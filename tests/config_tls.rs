@@ -214,6 +214,35 @@ fn tls_keys_in_the_file_are_refused_with_file_and_line() {
     }
 }
 
+#[test]
+fn a_key_file_named_by_two_certificates_is_blamed_on_the_one_it_does_not_match() {
+    // A second [[certificate]] copied from the first with only `cert`
+    // changed: its key is the first one's. The error named
+    // `certificate[0].key` and the first entry's line (the first entry
+    // naming the file), though that pair is sound.
+    let f = Files::new("twokeys");
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["b.example.com".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(f.dir.join("b.pem"), cert.pem()).unwrap();
+    let text = format!(
+        "listen_tls = \"127.0.0.1:8443\"\n\n[[certificate]]\ncert = {:?}\nkey = {:?}\n\
+         [[certificate]]\ncert = {:?}\nkey = {:?}\n",
+        f.path("cert.pem"),
+        f.path("key.pem"),
+        f.path("b.pem"),
+        f.path("key.pem"),
+    );
+    refused_at(
+        &text,
+        8,
+        "certificate[1].key",
+        &["--check-config", "--config"],
+    );
+}
+
 /// `text` as the config file is refused (exit 2) by each of `flags`,
 /// naming the file and `line`, and saying `needle`.
 #[track_caller]

@@ -38,7 +38,7 @@ pub mod tickets;
 pub use error::TlsError;
 pub use server::{ServerTls, server_config};
 
-use crate::config::{Config, ConfigError, ConfigWarning};
+use crate::config::{CertificateSpec, Config, ConfigError, ConfigWarning};
 
 /// The crypto provider every configuration is built with: ring's, made
 /// once per process.
@@ -79,19 +79,34 @@ pub fn check(config: &Config) -> Result<Vec<ConfigWarning>, ConfigError> {
         let secret = tickets::TicketSecret::generate().map_err(|e| err("listen-tls", None, e))?;
         let built = ServerTls::build(config, &secret, server::SERVER_ALPN).map_err(|e| {
             let file = e.file.as_deref();
-            let cert = config
+            // The entry that names the file; when several name it (one key
+            // file written in two entries), the first of them that fails
+            // to load alone, not merely the first.
+            let names = |c: &CertificateSpec| {
+                file.is_some_and(|f| {
+                    f == c.key.get_ref().as_path() || f == c.cert.get_ref().as_path()
+                })
+            };
+            let naming: Vec<(usize, &CertificateSpec)> = config
                 .certificate
                 .iter()
                 .enumerate()
-                .find_map(|(i, c)| match file {
-                    Some(f) if f == c.key.get_ref().as_path() => {
-                        Some(format!("certificate[{i}].key"))
-                    }
-                    Some(f) if f == c.cert.get_ref().as_path() => {
-                        Some(format!("certificate[{i}].cert"))
-                    }
-                    _ => None,
-                });
+                .filter(|(_, c)| names(c))
+                .collect();
+            let at_fault = if naming.len() > 1 {
+                naming.iter().find(|(_, c)| {
+                    certs::LoadedCert::load(c.cert.get_ref(), c.key.get_ref()).is_err()
+                })
+            } else {
+                naming.first()
+            };
+            let cert = at_fault.map(|(i, c)| {
+                if file == Some(c.key.get_ref().as_path()) {
+                    format!("certificate[{i}].key")
+                } else {
+                    format!("certificate[{i}].cert")
+                }
+            });
             match cert {
                 Some(path) => err("certificate", Some(path), e),
                 None if file.is_some() && file == config.tls_client_ca.as_deref() => {
