@@ -56,9 +56,16 @@ impl LoadedCert {
     pub fn load(cert_file: &Path, key_file: &Path) -> Result<LoadedCert, TlsError> {
         let chain = read_chain(cert_file)?;
         let key = PrivateKeyDer::from_pem_file(key_file).map_err(|e| {
+            let why = match &e {
+                rustls::pki_types::pem::Error::Io(_) => None,
+                _ => not_a_plain_key(key_file),
+            };
             TlsError::in_file(
                 key_file,
-                format!("no usable private key: {}", pem_reason(&e)),
+                format!(
+                    "no usable private key: {}",
+                    why.unwrap_or_else(|| pem_reason(&e))
+                ),
             )
         })?;
         let provider = super::provider();
@@ -157,6 +164,31 @@ pub(crate) fn roots_of(
             .map_err(|e| TlsError::in_file(file, format!("unusable CA certificate: {e}")))?;
     }
     Ok(roots)
+}
+
+/// Why a key file that holds no key rustls reads is not one, when its
+/// PEM labels tell: a key encrypted with a passphrase (PKCS#8 `ENCRYPTED
+/// PRIVATE KEY`, or OpenSSL's legacy `Proc-Type: 4,ENCRYPTED`), which
+/// nothing here can decrypt, or a certificate where the key should be.
+/// `None` when the file cannot be read as text or says neither.
+fn not_a_plain_key(file: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(file).ok()?;
+    if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----")
+        || text.contains("Proc-Type: 4,ENCRYPTED")
+    {
+        return Some(
+            "the key is encrypted with a passphrase, which sluice does not read: \
+             write it out unencrypted once (`openssl pkey -in KEY -out NEW_KEY`) and \
+             make that file readable only by the user sluice runs as"
+                .to_string(),
+        );
+    }
+    if text.contains("-----BEGIN CERTIFICATE-----") && !text.contains("PRIVATE KEY-----") {
+        return Some(
+            "it holds a certificate, not a private key (are `cert` and `key` swapped?)".to_string(),
+        );
+    }
+    None
 }
 
 /// A PEM error in words (the file is named by the caller).

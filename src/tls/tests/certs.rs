@@ -57,6 +57,35 @@ fn unreadable_empty_and_garbage_files_are_refused_naming_the_file() {
     let e = LoadedCert::load(&cert, &cert).unwrap_err();
     assert_eq!(e.file.as_deref(), Some(cert.as_path()));
     assert!(e.reason.contains("private key"), "{e}");
+    assert!(
+        e.reason
+            .contains("it holds a certificate, not a private key"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_encrypted_key_is_refused_saying_it_is_encrypted() {
+    // Was "no PEM block of the expected kind in it": `openssl genrsa
+    // -aes128` (PKCS#8) and `-traditional` keys both have PEM blocks.
+    let pki = Pki::new("encrypted");
+    let (cert, _) = pki.leaf(&["a.example.com"]);
+    let pkcs8 = pki.file(
+        "enc8.pem",
+        "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIBvTBXBgkqhkiG9w0BBQ0wSjApBgkqhkiG9w0BBQwwHAQI\n\
+         -----END ENCRYPTED PRIVATE KEY-----\n",
+    );
+    let legacy = pki.file(
+        "enc1.pem",
+        "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n\
+         DEK-Info: AES-128-CBC,0123456789ABCDEF0123456789ABCDEF\n\nAAAA\n\
+         -----END RSA PRIVATE KEY-----\n",
+    );
+    for key in [pkcs8, legacy] {
+        let e = LoadedCert::load(&cert, &key).unwrap_err();
+        assert_eq!(e.file.as_deref(), Some(key.as_path()));
+        assert!(e.reason.contains("encrypted with a passphrase"), "{e}");
+    }
 }
 
 #[test]
