@@ -255,6 +255,26 @@ fn a_word_written_without_quotes_names_the_words() {
 }
 
 #[test]
+fn a_table_given_as_a_value_says_what_the_table_holds() {
+    // Was "expected struct RateLimitSpec": a Rust type name.
+    let text = format!("{GROUP}\n[[route]]\nupstream = \"app\"\nrate_limit = \"10r/s\"\n");
+    rejected_at(
+        &text,
+        7,
+        "route[0].rate_limit",
+        &["invalid type: string \"10r/s\", expected a table like \
+             { requests_per_second = 10, burst = 20 }"],
+    );
+    let text = format!("{GROUP}health_check = \"/healthz\"\n");
+    rejected_at(
+        &text,
+        4,
+        "upstream[0].health_check",
+        &["expected a table: [upstream.health_check] with path"],
+    );
+}
+
+#[test]
 fn a_bad_value_in_a_table_names_its_own_line() {
     // The group starts on line 1; `rise = 0` is on line 14.
     let text = format!(

@@ -158,6 +158,44 @@ fn not_a_word(text: &str, span: std::ops::Range<usize>) -> String {
     }
 }
 
+/// serde's message with the Rust type of a table (`expected struct
+/// RateLimitSpec`) in words, with what such a table holds.
+fn tables_in_words(msg: &str) -> String {
+    const TABLES: [(&str, &str); 7] = [
+        (
+            "RateLimitSpec",
+            "a table like { requests_per_second = 10, burst = 20 }",
+        ),
+        (
+            "RespondSpec",
+            "a table like { status = 503, body = \"maintenance\\n\" }",
+        ),
+        (
+            "HealthCheck",
+            "a table: [upstream.health_check] with path = \"/healthz\" and the rest below it",
+        ),
+        ("RouteSpec", "a [[route]] table"),
+        ("GroupSpec", "an [[upstream]] table"),
+        (
+            "CertificateSpec",
+            "a [[certificate]] table with cert and key",
+        ),
+        ("StatusRange", "a status range like \"200-399\""),
+    ];
+    let Some((before, after)) = msg.split_once("expected struct ") else {
+        return msg.to_string();
+    };
+    let name_len = after
+        .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .unwrap_or(after.len());
+    let (name, rest) = after.split_at(name_len);
+    let words = TABLES
+        .iter()
+        .find(|(rust, _)| *rust == name)
+        .map_or("a table", |(_, words)| words);
+    format!("{before}expected {words}{rest}")
+}
+
 /// serde's message with Rust's number type names (`expected u32`) in
 /// words a user reads (`expected a whole number from 0 to 4294967295`).
 fn plain_type_names(msg: &str) -> String {
@@ -174,7 +212,7 @@ fn plain_type_names(msg: &str) -> String {
         ("expected i32", "expected a whole number"),
         ("expected f64", "expected a number"),
     ];
-    let mut out = msg.to_string();
+    let mut out = tables_in_words(msg);
     for (rust, words) in NAMES {
         let ends_word = |at: usize| {
             !out.as_bytes()
