@@ -265,6 +265,12 @@ fn a_table_given_as_a_value_says_what_the_table_holds() {
         &["invalid type: string \"10r/s\", expected a table like \
              { requests_per_second = 10, burst = 20 }"],
     );
+    rejected_at(
+        "[[upstream]]\nname = \"app\"\nservers = \"127.0.0.1:8001\"\n",
+        3,
+        "upstream[0].servers",
+        &["expected an array: [\"127.0.0.1:8001\"]"],
+    );
     let text = format!("{GROUP}health_check = \"/healthz\"\n");
     rejected_at(
         &text,

@@ -159,7 +159,8 @@ fn not_a_word(text: &str, span: std::ops::Range<usize>) -> String {
 }
 
 /// serde's message with the Rust type of a table (`expected struct
-/// RateLimitSpec`) in words, with what such a table holds.
+/// RateLimitSpec`) in words, with what such a table holds; a string
+/// where an array goes, with the array.
 fn tables_in_words(msg: &str) -> String {
     const TABLES: [(&str, &str); 7] = [
         (
@@ -182,6 +183,14 @@ fn tables_in_words(msg: &str) -> String {
         ),
         ("StatusRange", "a status range like \"200-399\""),
     ];
+    // One string where a list goes (`servers = "127.0.0.1:8001"`): the
+    // list it should have been.
+    if let Some(one) = msg
+        .strip_prefix("invalid type: string ")
+        .and_then(|m| m.strip_suffix(", expected a sequence"))
+    {
+        return format!("invalid type: string {one}, expected an array: [{one}]");
+    }
     let Some((before, after)) = msg.split_once("expected struct ") else {
         return msg.to_string();
     };
