@@ -107,6 +107,23 @@ fn a_repeated_table_written_with_single_brackets_gets_the_double_bracket_hint() 
 }
 
 #[test]
+fn an_nginx_directive_written_as_a_key_names_the_key_it_is_here() {
+    rejected_at(
+        "listen = \"127.0.0.1:1\"\nclient_max_body_size = 1048576\n",
+        2,
+        "client_max_body_size",
+        &["nginx's `client_max_body_size` is `max_body_size` (bytes"],
+    );
+    let text = format!("{GROUP}\n[[route]]\nserver_name = \"a.example\"\nupstream = \"app\"\n");
+    rejected_at(
+        &text,
+        6,
+        "route[0].server_name",
+        &["nginx's `server_name` is `host` in a [[route]] table"],
+    );
+}
+
+#[test]
 fn a_key_of_another_table_names_that_table() {
     let text = format!("{GROUP}rise = 2\n");
     rejected_at(

@@ -233,6 +233,46 @@ fn path_of(steps: &[Step<'_>], key: &str) -> String {
     p
 }
 
+/// nginx directives written as keys, and what sluice calls them
+/// (docs/configuration.md's nginx column), for a file written by someone
+/// who knows nginx's names.
+const NGINX: [(&str, &str); 22] = [
+    (
+        "client_max_body_size",
+        "`max_body_size` (bytes: 1m is 1048576)",
+    ),
+    ("worker_processes", "`workers`"),
+    ("worker_connections", "`max_connections`"),
+    ("ssl_certificate", "`cert` in a [[certificate]] table"),
+    ("ssl_certificate_key", "`key` in a [[certificate]] table"),
+    ("ssl_protocols", "`tls_min_version` (\"1.2\" or \"1.3\")"),
+    ("proxy_connect_timeout", "`upstream_connect_timeout`"),
+    ("proxy_read_timeout", "`upstream_read_timeout`"),
+    ("proxy_send_timeout", "`upstream_write_timeout`"),
+    ("client_header_timeout", "`request_head_timeout`"),
+    ("send_timeout", "`client_send_timeout`"),
+    ("keepalive_requests", "`max_requests_per_connection`"),
+    ("large_client_header_buffers", "`max_head_size`"),
+    ("proxy_next_upstream_tries", "`max_retries`"),
+    ("set_real_ip_from", "`trusted_proxies`"),
+    ("pid", "`pid_file`"),
+    (
+        "error_log",
+        "standard error, at the level of RUST_LOG (not a key)",
+    ),
+    ("server_name", "`host` in a [[route]] table"),
+    (
+        "proxy_pass",
+        "`upstream` in a [[route]] table (a group's name)",
+    ),
+    ("limit_req", "`rate_limit` in a [[route]] table"),
+    (
+        "proxy_set_header",
+        "`set_request_headers` in a [[route]] table",
+    ),
+    ("add_header", "`add_response_headers` in a [[route]] table"),
+];
+
 /// The reason for an unknown key, with the most useful hint.
 fn hint(f: &Found, doc: &Doc<'_>) -> String {
     let key = f.key.as_str();
@@ -259,6 +299,9 @@ fn hint(f: &Found, doc: &Doc<'_>) -> String {
     }
     if let Some(near) = nearest(key, f.table.keys()) {
         return format!("unknown key `{key}` in {table}; did you mean `{near}`?");
+    }
+    if let Some((_, here)) = NGINX.iter().find(|(nginx, _)| *nginx == key) {
+        return format!("unknown key `{key}` in {table}: nginx's `{key}` is {here} here");
     }
     if let Some(other) = Table::ALL
         .into_iter()
