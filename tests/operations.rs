@@ -176,6 +176,32 @@ fn usr1_and_other_signals_are_logged_and_never_fatal() {
     }
 }
 
+/// A loop that a reload drained and that ended is not asked to reopen the
+/// logs: SIGUSR1 after a reload logged "reopening logs" once for the
+/// running loop and once for the ended one (its handle was kept until the
+/// next reload). Seen by a new-user pass reading the log after logrotate.
+#[test]
+fn usr1_after_a_reload_reaches_only_the_running_loop() {
+    let up = answering("a");
+    let port = free_port();
+    let path = temp_path("usr1-after-reload.toml");
+    std::fs::write(&path, config_text(port, &up)).unwrap();
+    let p = start_ready(&["--config", path.to_str().unwrap()], "1", &[]);
+    p.signal(libc::SIGHUP);
+    p.wait_line(STARTUP, |l| l.contains("SIGHUP: reloaded"));
+    // The old loop's last line, written as its `run` returns.
+    p.wait_line(STARTUP, |l| l.contains("stopped: requests="));
+    std::thread::sleep(Duration::from_millis(200));
+    p.signal(libc::SIGUSR1);
+    p.wait_line(WAIT, |l| l.contains("SIGUSR1: reopening logs"));
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = p.count(|l| l.ends_with("] reopening logs"));
+    assert_eq!(asked, 1, "{}", p.log());
+    assert_eq!(body_via(port), "a");
+    stop_cleanly(p);
+    let _ = std::fs::remove_file(&path);
+}
+
 /// SIGUSR2 (the Kubernetes `preStop`'s first step, docs/edge.md): `/readyz`
 /// turns 503 while the proxy goes on serving, new connections included;
 /// a SIGTERM then drains as usual.

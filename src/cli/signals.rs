@@ -195,6 +195,10 @@ pub fn spawn(
             for origin in signals.forever() {
                 let sig = origin.signal;
                 let name = signal_name(sig);
+                // A loop a reload drained may have ended since: its handle
+                // is not asked anything (SIGUSR1 logged "reopening logs"
+                // for it too).
+                loops.handles.retain(ServerHandle::is_running);
                 match action(sig) {
                     Action::Stop => match stops.count(origin.process.map(|p| p.pid)) {
                         None => log::info!(
