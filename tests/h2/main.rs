@@ -8,6 +8,7 @@
 #[path = "../util/mod.rs"]
 mod util;
 
+mod answered;
 mod attacks;
 mod cut;
 mod streams;

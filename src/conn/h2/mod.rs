@@ -35,6 +35,7 @@
 //! frame and HPACK syntax (`crate::h2`), how a request is planned or
 //! routed (`begin`).
 
+mod answered;
 mod limits;
 mod recv;
 mod send;
@@ -181,6 +182,9 @@ pub(crate) struct H2Conn {
     /// Streams reset by us recently: frames on them are ignored (RFC
     /// 9113 §5.1 "closed"), at most `RECENT_RESETS`.
     reset_by_us: std::collections::VecDeque<u32>,
+    /// Streams answered in full whose request body still arrives, at
+    /// most `max_concurrent_streams` (`answered.rs`).
+    answered: std::collections::VecDeque<answered::Answered>,
     /// The round robin's next stream (an index into `streams`).
     next_send: usize,
     goaway: Goaway,
@@ -246,6 +250,7 @@ impl H2Conn {
             streams: Vec::new(),
             highest: 0,
             reset_by_us: std::collections::VecDeque::new(),
+            answered: std::collections::VecDeque::new(),
             next_send: 0,
             goaway: Goaway::None,
             peer_goaway: false,

@@ -181,6 +181,9 @@ impl H2Conn {
         if let Some(i) = self.find(id) {
             return self.streams.get(i).map_or(StreamState::Idle, |s| s.state);
         }
+        if self.is_answered(id) {
+            return StreamState::HalfClosedLocal;
+        }
         if self.reset_by_us.contains(&id) {
             return StreamState::Closed(Closure::ResetByUs);
         }
@@ -268,6 +271,8 @@ impl H2Conn {
                     );
                     self.client_reset(i, sh);
                     self.count_reset(sh);
+                } else {
+                    self.answered_gone(stream_id);
                 }
                 Ok(())
             }
@@ -368,6 +373,15 @@ impl H2Conn {
             s.body_len.end(id)?;
             if let Err(e) = s.take_body(&[], true, Some(&trailers)) {
                 self.body_refused(i, e, sh);
+            }
+            return Ok(());
+        }
+        if self.is_answered(id) {
+            // Its trailer section, dropped with the body it ends (a HEADERS
+            // frame without END_STREAM here is malformed, RFC 9113 §8.1).
+            self.answered_gone(id);
+            if !b.end_stream {
+                self.reset_stream(id, ErrorCode::ProtocolError, sh);
             }
             return Ok(());
         }
@@ -486,6 +500,7 @@ impl H2Conn {
             .iter()
             .filter(|s| !matches!(s.state, StreamState::Closed(_)))
             .count()
+            + self.answered.len()
     }
 
     /// A DATA frame: counted against both receive windows, then given to
@@ -506,6 +521,8 @@ impl H2Conn {
             Verdict::Go(next) => next,
         };
         let Some(i) = self.find(id) else {
+            // Answered already: the rest of its body is dropped.
+            self.answered_data(id, flow_len, end_stream, sh);
             return Ok(());
         };
         let Some(s) = self.streams.get_mut(i) else {

@@ -517,8 +517,8 @@ impl H2Conn {
 
     /// Removes the streams that are done both ways: END_STREAM sent (or a
     /// reset) and the exchange's upstream released. One still receiving a
-    /// body it will not use is told to stop (RST_STREAM NO_ERROR, RFC
-    /// 9113 §8.1).
+    /// body it will not use has the rest dropped, or is told to stop
+    /// (RST_STREAM NO_ERROR, RFC 9113 §8.1; `answered.rs`).
     pub(super) fn finish_streams(&mut self, sh: &mut Shared) -> bool {
         let mut progress = false;
         let mut i = 0;
@@ -544,12 +544,8 @@ impl H2Conn {
             progress = true;
             if !s.request_ended && !matches!(s.state, StreamState::Closed(_)) {
                 // Our answer is complete; the client still sends.
-                let id = s.id;
-                let mut bytes = Vec::with_capacity(13);
-                frame::encode_rst_stream(&mut bytes, id, ErrorCode::NoError);
-                self.queue(sh, &bytes);
-                super::limits::count_reset_sent(&sh.stats, ErrorCode::NoError);
-                self.note_reset(id);
+                let (id, window, left) = (s.id, s.recv_window.size(), s.body_len.left());
+                self.answered_early(id, window, left, sh);
             }
             self.end_stream(i, Termination::Complete, sh);
         }

@@ -28,6 +28,13 @@ impl H2Conn {
     /// The earliest deadline that applies now and what it guards.
     pub(crate) fn deadline(&self, sh: &Shared) -> Option<(Instant, Timeout)> {
         let mut best = self.conn_deadline(sh);
+        if let Some(at) = self
+            .answered_deadline()
+            .filter(|_| self.state == State::Open)
+            && best.is_none_or(|b| at < b.0)
+        {
+            best = Some((at, Timeout::ClientBody));
+        }
         if self.state == State::Open {
             for d in self
                 .streams
@@ -102,6 +109,7 @@ impl H2Conn {
             };
             self.fail_stream(i, err, sh);
         }
+        self.expire_answered(sh);
         if let Some((at, which)) = self.conn_deadline(sh)
             && at <= now
         {

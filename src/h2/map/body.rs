@@ -32,6 +32,12 @@ impl BodyLength {
         self.received
     }
 
+    /// Data bytes the request still declares it will send (`None`: no
+    /// `content-length`).
+    pub fn left(&self) -> Option<u64> {
+        self.declared.map(|d| d.saturating_sub(self.received))
+    }
+
     /// A DATA frame of `len` data bytes (padding not counted) arrived on
     /// `stream_id`; `end_stream`: it ends the request.
     ///
