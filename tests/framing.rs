@@ -391,6 +391,25 @@ fn response_with_transfer_encoding_and_content_length_never_reaches_client_with_
 }
 
 #[test]
+fn response_with_chunked_applied_twice_gets_502() {
+    // RFC 9112 §6.1: chunked must not be applied more than once. The head
+    // went on as it came ("chunked" twice, in two fields or one) while the
+    // proxy decoded it once; a downstream parser may frame it otherwise.
+    for fields in [
+        "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: chunked, chunked\r\n",
+    ] {
+        let upstream = Upstream::start(respond_forever(
+            format!("HTTP/1.1 200 OK\r\n{fields}\r\n5\r\nhello\r\n0\r\n\r\n").into_bytes(),
+        ));
+        let proxy = start_forward_proxy(upstream.addr, |_| {});
+        let mut client = proxy.client();
+        let resp = client.round_trip(get("/"));
+        assert_proxy_error(&resp, 502);
+    }
+}
+
+#[test]
 fn invalid_host_and_target_forms_get_400_and_reach_no_upstream() {
     // (request, status, why)
     let rows: &[(&[u8], u16, &str)] = &[

@@ -110,7 +110,9 @@ pub fn request_framing(headers: &Headers) -> Result<BodyKind, ParseError> {
 ///    nginx from 1.23 on, for any method; the proxy answers 502 and closes
 ///    the upstream connection).
 /// 4. `Transfer-Encoding` whose final coding is `chunked` (no parameters) →
-///    `Chunked`; any other list → `UntilClose`.
+///    `Chunked`; `chunked` more than once (in one field or across fields) →
+///    `Err(Framing)` (502, RFC 9112 §6.1; nginx and HAProxy refuse it too);
+///    any other list → `UntilClose`.
 /// 5. `Content-Length` that is not 1*DIGIT, overflows u64, or has differing
 ///    values → `Err(Framing)` (502 and close, RFC 9112 §6.3 step 5).
 /// 6. `Content-Length` → `Length(n)`, or `Empty` for 0.
@@ -132,12 +134,23 @@ pub fn response_framing(
         return Ok(BodyKind::UntilClose);
     }
     // Step 4: chunked only if it is the final coding; else until close.
+    // Chunked applied twice is refused (RFC 9112 §6.1: a sender MUST NOT
+    // apply it more than once): the head would go on as it came, and a
+    // client or a downstream proxy may frame `chunked, chunked` otherwise.
     if has_te {
-        let last = headers
-            .get_all_known(Known::TransferEncoding)
-            .flat_map(list_elements)
-            .last();
-        return Ok(match last {
+        let codings = || {
+            headers
+                .get_all_known(Known::TransferEncoding)
+                .flat_map(list_elements)
+        };
+        if codings()
+            .filter(|coding| coding.eq_ignore_ascii_case(b"chunked"))
+            .nth(1)
+            .is_some()
+        {
+            return Err(ParseError::Framing("chunked applied more than once"));
+        }
+        return Ok(match codings().last() {
             Some(coding) if coding.eq_ignore_ascii_case(b"chunked") => BodyKind::Chunked,
             _ => BodyKind::UntilClose,
         });

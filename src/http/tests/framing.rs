@@ -389,6 +389,34 @@ fn design_5_response_transfer_encoding() {
             Ok(BodyKind::UntilClose),
             "empty TE",
         ),
+        (
+            "GET",
+            200,
+            &[(TE, "chunked, chunked")],
+            framing_error("chunked applied more than once"),
+            "chunked twice in one field (RFC 9112 §6.1)",
+        ),
+        (
+            "GET",
+            200,
+            &[(TE, "chunked"), (TE, "Chunked")],
+            framing_error("chunked applied more than once"),
+            "chunked twice across fields",
+        ),
+        (
+            "GET",
+            200,
+            &[(TE, "chunked, gzip, chunked")],
+            framing_error("chunked applied more than once"),
+            "chunked twice, last one final",
+        ),
+        (
+            "HEAD",
+            200,
+            &[(TE, "chunked, chunked")],
+            Ok(BodyKind::Empty),
+            "no body follows a HEAD answer: nothing to frame",
+        ),
     ]);
 }
 
