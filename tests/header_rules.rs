@@ -132,6 +132,8 @@ fn check_config_refuses_framing_and_hop_by_hop_names() {
         // file's), and a request without Host (RFC 9112 §3.2).
         "set_request_headers = { \"X-A\" = \"1\", \"x-a\" = \"2\" }",
         "remove_request_headers = [\"host\"]",
+        // A second Host line, which a server must answer with 400.
+        "add_request_headers = { \"Host\" = \"internal.example\" }",
         // A control character other than a tab (RFC 9110 §5.5), a tab
         // at either end of a value or in a Host.
         "set_response_headers = { \"X-A\" = \"a\\u0001b\" }",

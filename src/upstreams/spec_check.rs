@@ -98,7 +98,9 @@ fn check_answer(r: &RouteSpec) -> Result<(), (&'static str, String)> {
                 }
             }
         }
-        // A request must keep its Host (RFC 9112 §3.2); `set` may change it.
+        // A request must keep its Host, exactly one (RFC 9112 §3.2); `set`
+        // may change it. `add` appends a second Host line, which a server
+        // must answer with 400 (and a lenient one may read either).
         if remove == "remove_request_headers"
             && rules.remove.iter().any(|n| n.eq_ignore_ascii_case("host"))
         {
@@ -106,6 +108,15 @@ fn check_answer(r: &RouteSpec) -> Result<(), (&'static str, String)> {
                 remove,
                 "header rule: \"Host\" may not be removed (RFC 9112 §3.2: a request \
                  has one; set_request_headers may change it)"
+                    .into(),
+            ));
+        }
+        if add == "add_request_headers" && rules.add.keys().any(|n| n.eq_ignore_ascii_case("host"))
+        {
+            return Err((
+                add,
+                "header rule: \"Host\" may not be added (RFC 9112 §3.2: a request \
+                 has exactly one; set_request_headers may change it)"
                     .into(),
             ));
         }
