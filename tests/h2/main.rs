@@ -11,6 +11,7 @@ mod util;
 mod answered;
 mod attacks;
 mod cut;
+mod drain;
 mod streams;
 
 use std::collections::HashMap;

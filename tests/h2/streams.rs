@@ -307,36 +307,6 @@ fn without_http2_cleartext_the_preface_gets_505() {
 }
 
 #[test]
-fn rfc9113_6_8_a_drain_sends_goaway_twice_and_finishes_the_stream_in_flight() {
-    let up = Upstream::start(|mut conn: UpConn| {
-        if conn.read_request().is_some() {
-            std::thread::sleep(Duration::from_millis(300));
-            conn.send(ok_response("late"));
-            conn.hold_until_closed();
-        }
-    });
-    let (proxy, _log) = h2_proxy(up.addr, |c| c.drain_timeout = Duration::from_secs(5));
-    let mut c = H2Client::connect(proxy.addr);
-    let id = c.send_get("/in-flight");
-    assert_eventually("the upstream got the request", || up.requests().len() == 1);
-    proxy.handle.drain();
-    // A first GOAWAY with the largest id, a PING (answered by the
-    // client), then the real last stream id.
-    let first = c
-        .read_until(Duration::from_secs(3), |f| f.kind == kind::GOAWAY)
-        .expect("a first GOAWAY");
-    assert_eq!(&first.payload[..4], &0x7fff_ffffu32.to_be_bytes());
-    assert_eq!(first.error_code(), Some(NO_ERROR));
-    let last = c
-        .read_until(Duration::from_secs(3), |f| f.kind == kind::GOAWAY)
-        .expect("the final GOAWAY");
-    assert_eq!(&last.payload[..4], &id.to_be_bytes());
-    let r = c.responses(&[id], Duration::from_secs(5));
-    assert_eq!(r[&id].status, 200);
-    assert_eq!(r[&id].body, b"late");
-}
-
-#[test]
 fn rfc9113_3_2_tls_offers_h2_first_and_no_http2_offers_http_1_1() {
     use std::io::{Read, Write};
     let up = answering("over tls");

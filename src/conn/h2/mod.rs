@@ -110,15 +110,21 @@ enum State {
 enum Goaway {
     /// None sent.
     None,
-    /// A first GOAWAY with the largest stream id went, with a PING: the
-    /// final one follows its acknowledgement (one round trip).
-    Announced,
+    /// A first GOAWAY with the largest stream id went, with a PING, at
+    /// `since`: the final one follows its acknowledgement (one round
+    /// trip), or [`DRAIN_PING_WAIT`] when none comes.
+    Announced { since: Instant },
     /// The final GOAWAY went: streams above `last` are not served.
     Sent { last: u32 },
 }
 
 /// The opaque data of the PING that follows the first GOAWAY of a drain.
 const DRAIN_PING: [u8; 8] = *b"sluice-d";
+
+/// How long a drain waits for its PING's acknowledgement before the final
+/// GOAWAY goes anyway: a client that never answers would otherwise open
+/// streams, each served, until `drain_timeout`.
+const DRAIN_PING_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What the machine was made from: an HTTP/1 connection that found the
 /// HTTP/2 preface (h2c) or whose TLS handshake chose `h2`.
@@ -340,7 +346,8 @@ impl H2Conn {
     /// A graceful drain began (ARCHITECTURE.md §12, RFC 9113 §6.8): a
     /// first GOAWAY with the largest stream id and a PING; the final
     /// GOAWAY with the real last stream id after the PING's answer (one
-    /// round trip, so streams the client opened meanwhile are served).
+    /// round trip, so streams the client opened meanwhile are served), or
+    /// after `DRAIN_PING_WAIT` without one.
     /// Streams in flight finish; the connection closes when none is left.
     pub(crate) fn begin_drain(&mut self, sh: &mut Shared) {
         if self.draining {
@@ -351,7 +358,7 @@ impl H2Conn {
             let mut bytes = Vec::with_capacity(40);
             frame::encode_goaway(&mut bytes, 0x7fff_ffff, ErrorCode::NoError, b"");
             frame::encode_ping(&mut bytes, DRAIN_PING, false);
-            self.goaway = Goaway::Announced;
+            self.goaway = Goaway::Announced { since: sh.now };
             Stats::add(&sh.stats.h2_goaways_no_error, 1);
             self.queue(sh, &bytes);
         }

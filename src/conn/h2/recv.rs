@@ -228,7 +228,7 @@ impl H2Conn {
                 Ok(())
             }
             Frame::Ping { ack: true, data } => {
-                if data == super::DRAIN_PING && self.goaway == Goaway::Announced {
+                if data == super::DRAIN_PING && matches!(self.goaway, Goaway::Announced { .. }) {
                     self.final_goaway(sh);
                 }
                 Ok(())

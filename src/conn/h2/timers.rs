@@ -35,6 +35,14 @@ impl H2Conn {
         {
             best = Some((at, Timeout::ClientBody));
         }
+        if let Goaway::Announced { since } = self.goaway
+            && self.state == State::Open
+        {
+            let at = since + super::DRAIN_PING_WAIT;
+            if best.is_none_or(|b| at < b.0) {
+                best = Some((at, Timeout::DrainIdle));
+            }
+        }
         if self.state == State::Open {
             for d in self
                 .streams
@@ -110,6 +118,15 @@ impl H2Conn {
             self.fail_stream(i, err, sh);
         }
         self.expire_answered(sh);
+        if let Goaway::Announced { since } = self.goaway
+            && since + super::DRAIN_PING_WAIT <= now
+        {
+            debug!(
+                "h2 client {}: drain PING not answered: final GOAWAY",
+                self.addr
+            );
+            self.final_goaway(sh);
+        }
         if let Some((at, which)) = self.conn_deadline(sh)
             && at <= now
         {
