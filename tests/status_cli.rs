@@ -107,4 +107,18 @@ fn sluice_status_refuses_two_state_flags_and_an_answer_that_is_not_a_sluice_stat
         "{}",
         wrong.stderr
     );
+    // A proxy port given for the admin one: its redirect said only
+    // "301: 301 Moved Permanently" (found by a new-user pass).
+    let proxy_port = Upstream::start(respond_forever(
+        b"HTTP/1.1 301 Moved Permanently\r\nLocation: https://x/status\r\nContent-Length: 0\r\n\r\n"
+            .to_vec(),
+    ));
+    let redirected = run_sluice(&["status", "--admin", &proxy_port.addr.to_string()]);
+    assert_eq!(redirected.status.code(), Some(1), "{}", redirected.stderr);
+    assert!(
+        redirected.stderr.contains("answered GET /status with 301")
+            && redirected.stderr.contains("is it the `admin` address"),
+        "{}",
+        redirected.stderr
+    );
 }

@@ -153,10 +153,28 @@ pub fn run(args: Vec<std::ffi::OsString>) -> ExitCode {
                     "{admin} answered JSON that is not a sluice /status (is it the admin address?)"
                 ),
             ),
-            Err(e) => fail(1, &format!("/status is not JSON: {e}")),
+            Err(e) => fail(
+                1,
+                &format!("{admin} answered /status with no JSON ({e}): is it the admin address?"),
+            ),
         },
-        Ok((code, body)) => fail(1, &format!("{code}: {}", body.trim_end())),
+        Ok((code, body)) => fail(1, &not_status(admin, code, &body)),
         Err(e) => fail(1, &format!("{admin}: {}", said(&e))),
+    }
+}
+
+/// A `GET /status` answered `code` (not 200) with `body`: the code and the
+/// body's first line; sluice's admin listener answers /status with 200
+/// unless its token is wanted (401, 403), so any other code is another
+/// listener (a proxy port's redirect or 404: an address mistyped).
+fn not_status(admin: SocketAddr, code: u16, body: &str) -> String {
+    let first = body.lines().next().unwrap_or("").trim();
+    if code == 401 || code == 403 {
+        format!("{code}: {first}")
+    } else {
+        format!(
+            "{admin} answered GET /status with {code} ({first}), where sluice's admin listener answers 200: is it the `admin` address of the configuration?"
+        )
     }
 }
 
