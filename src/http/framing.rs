@@ -143,8 +143,10 @@ pub fn response_framing(
                 .get_all_known(Known::TransferEncoding)
                 .flat_map(list_elements)
         };
+        // By coding name: `chunked;x=1, chunked` is chunked twice as well
+        // (a parameter does not make it another coding; curl refuses it).
         if codings()
-            .filter(|coding| coding.eq_ignore_ascii_case(b"chunked"))
+            .filter(|coding| coding_name(coding).eq_ignore_ascii_case(b"chunked"))
             .nth(1)
             .is_some()
         {

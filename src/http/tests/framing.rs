@@ -411,6 +411,20 @@ fn design_5_response_transfer_encoding() {
             "chunked twice, last one final",
         ),
         (
+            "GET",
+            200,
+            &[(TE, "chunked;x=1, chunked")],
+            framing_error("chunked applied more than once"),
+            "chunked twice, the first with a parameter",
+        ),
+        (
+            "GET",
+            200,
+            &[(TE, "chunked ;x=1"), (TE, "chunked")],
+            framing_error("chunked applied more than once"),
+            "chunked twice across fields, the first with a parameter",
+        ),
+        (
             "HEAD",
             200,
             &[(TE, "chunked, chunked")],
