@@ -140,6 +140,11 @@ fn check_config_refuses_framing_and_hop_by_hop_names() {
         "set_response_headers = { \"X-A\" = \"\\tb\" }",
         "add_request_headers = { \"X-A\" = \"a\\t\" }",
         "set_request_headers = { \"Host\" = \"a\\tb\" }",
+        // A Host that is not a host: empty, or with a space (it went
+        // upstream as it was, which a server must answer with 400).
+        "set_request_headers = { \"Host\" = \"\" }",
+        "set_request_headers = { \"Host\" = \"a b\" }",
+        "set_request_headers = { \"host\" = \"$host, other.example\" }",
     ];
     for keys in rows {
         let f = TempFile::new(&format!(

@@ -135,6 +135,21 @@ fn check_answer(r: &RouteSpec) -> Result<(), (&'static str, String)> {
                         ),
                     ));
                 }
+                // A Host is uri-host [":" port] (RFC 9110 §7.2): never
+                // empty for an http(s) target, and never with a space,
+                // which a server must answer with 400 (RFC 9112 §3.2).
+                if key == "set_request_headers"
+                    && name.eq_ignore_ascii_case("host")
+                    && (value.trim().is_empty() || value.contains(' '))
+                {
+                    return Err((
+                        key,
+                        format!(
+                            "header rule value {value:?} of {name:?}: a host (and port) \
+                             is not empty and has no space (RFC 9110 §7.2)"
+                        ),
+                    ));
+                }
                 crate::template::check(&value.replace('\t', " "))
                     .map_err(|e| (key, format!("header rule value {e}")))?;
             }
