@@ -124,6 +124,20 @@ fn an_nginx_directive_written_as_a_key_names_the_key_it_is_here() {
 }
 
 #[test]
+fn a_table_key_given_an_array_says_it_is_one_table() {
+    // serde reads an array as a struct's fields in order: this file was
+    // valid and turned health checks on with every default.
+    rejected_at(
+        "listen = \"127.0.0.1:1\"\n[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:2\"]\nhealth_check = []\n",
+        5,
+        "upstream[0].health_check",
+        &["is one table ([upstream.health_check]), not an array"],
+    );
+    let text = format!("{GROUP}\n[[route]]\nupstream = \"app\"\nrate_limit = [10, 20]\n");
+    rejected_at(&text, 7, "route[0].rate_limit", &["not an array"]);
+}
+
+#[test]
 fn a_key_of_another_table_names_that_table() {
     let text = format!("{GROUP}rise = 2\n");
     rejected_at(

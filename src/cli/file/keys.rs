@@ -19,6 +19,10 @@
 //! - a key of another table (`rise` directly in `[[upstream]]`): the table
 //!   it belongs to.
 //!
+//! A key that holds one table (`health_check`, `respond`, `rate_limit`)
+//! given an array is reported here too: serde would read the array as
+//! the table's fields in order.
+//!
 //! What it must not know: what the keys mean beyond their names, values.
 
 use serde::Deserialize;
@@ -86,6 +90,11 @@ struct Found {
     /// The table it is in: its shape and where that table starts.
     table: Table,
     table_at: usize,
+    /// The key is known but holds one table (`health_check`, `respond`,
+    /// `rate_limit`) and the file gives it an array: serde would read the
+    /// array as the table's fields in order (`health_check = []` turned
+    /// checks on with every default).
+    array_for: Option<Table>,
 }
 
 /// The tables of the file whose keys are fixed.
@@ -175,6 +184,22 @@ fn walk<'a>(t: &'a DeTable<'a>, steps: &mut Vec<Step<'a>>, found: &mut Vec<Found
                 key: key.to_string(),
                 table,
                 table_at,
+                array_for: None,
+            });
+            continue;
+        }
+        if let Some(table) = table
+            && let DeValue::Array(_) = v.get_ref()
+            && let Some(one) = Table::at(&[shape.as_slice(), &[Some(key)]].concat())
+            && matches!(one, Table::HealthCheck | Table::Respond | Table::RateLimit)
+        {
+            found.push(Found {
+                path: path_of(steps, key),
+                at: k.span().start,
+                key: key.to_string(),
+                table,
+                table_at,
+                array_for: Some(one),
             });
             continue;
         }
@@ -277,6 +302,12 @@ const NGINX: [(&str, &str); 22] = [
 fn hint(f: &Found, doc: &Doc<'_>) -> String {
     let key = f.key.as_str();
     let table = f.table.name();
+    if let Some(one) = f.array_for {
+        return format!(
+            "`{key}` is one table ({}), not an array: write `{key} = {{ … }}` or leave it out",
+            one.name()
+        );
+    }
     if f.table == Table::Upstream && key == "upstream" {
         return format!("`upstream = …` inside an [[upstream]] table: {UPSTREAM_FORMS}");
     }
@@ -449,6 +480,23 @@ mod tests {
                 "[[upstream]]\nname = \"a\"\nservers = [{ address = \"127.0.0.1:1\", wieght = 2 }]\n",
                 "upstream[0].servers[0].wieght",
                 "did you mean `weight`?",
+            ),
+            // A key that holds one table, given an array (serde read it as
+            // the fields in order: `health_check = []` was checks on).
+            (
+                "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:1\"]\nhealth_check = []\n",
+                "upstream[0].health_check",
+                "is one table ([upstream.health_check]), not an array",
+            ),
+            (
+                "[[route]]\nupstream = \"a\"\nrate_limit = [10, 20]\n",
+                "route[0].rate_limit",
+                "not an array",
+            ),
+            (
+                "[[route]]\nupstream = \"a\"\n[[route.respond]]\nstatus = 200\n",
+                "route[0].respond",
+                "not an array",
             ),
             (
                 "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:1\"]\nexpect_status = 200\n",
