@@ -114,3 +114,41 @@ fn an_answered_stream_ended_by_trailers_or_reset_by_the_client_is_forgotten() {
     assert_eq!((r[&x].reset, r[&y].reset), (None, None));
     assert_eq!(c.get("/z").status, 200);
 }
+
+#[test]
+fn the_last_request_of_a_connection_answered_early_gets_no_reset_with_its_answer() {
+    // max_requests_per_connection = 1: the final GOAWAY goes with the
+    // first request, and the early 413 was followed by RST_STREAM in the
+    // same write (curl 7.88 over TLS: '(92) Stream error', 4/10 for 3 KB,
+    // 10/10 for 200 KB). The stream is among those the GOAWAY serves: its
+    // body is dropped as on any connection, then the connection closes.
+    let up = answering("never");
+    let (proxy, _log) = h2_proxy(up.addr, |c| {
+        c.max_body_size = 100;
+        c.max_requests_per_connection = 1;
+    });
+    let mut c = H2Client::connect(proxy.addr);
+    let id = post_head(&mut c, 3000);
+    let r = c.responses(&[id], Duration::from_secs(5));
+    assert_eq!(r[&id].status, 413);
+    assert_eq!(r[&id].reset, None, "no reset with the answer");
+    c.send_data(id, &patterned(3000), true);
+    let after = frames_for(&mut c, Duration::from_millis(2500));
+    assert!(
+        !after.iter().any(|f| f.kind == kind::RST_STREAM),
+        "the stream ended cleanly: {after:?}"
+    );
+    // A body the window cannot hold: the reset comes, after the answer.
+    let mut c = H2Client::connect(proxy.addr);
+    let id = post_head(&mut c, 1 << 20);
+    let r = c.responses(&[id], Duration::from_secs(5));
+    assert_eq!(r[&id].status, 413);
+    assert_eq!(r[&id].reset, None, "no reset with the answer");
+    let reset = c
+        .read_until(Duration::from_secs(3), |f| {
+            f.kind == kind::RST_STREAM && f.stream == id
+        })
+        .and_then(|f| f.error_code());
+    assert_eq!(reset, Some(NO_ERROR));
+    assert!(up.requests().is_empty(), "nothing went upstream");
+}

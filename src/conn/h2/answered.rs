@@ -45,7 +45,10 @@ impl H2Conn {
     /// `left` what its `content-length` still declares. Waits for the
     /// rest when it can come without a WINDOW_UPDATE; else resets the
     /// stream with NO_ERROR (RFC 9113 §8.1) on the next turn, once the
-    /// answer went (at once during a drain or with no room in the list).
+    /// answer went (at once with no room in the list). After a GOAWAY
+    /// too: the stream is one it serves, and a reset in the answer's
+    /// write is what curl drops the answer for; the connection closes
+    /// once the list is empty (`maybe_close`).
     pub(super) fn answered_early(
         &mut self,
         id: u32,
@@ -54,7 +57,7 @@ impl H2Conn {
         sh: &mut Shared,
     ) {
         let room = self.answered.len() < self.local.max_concurrent_streams as usize;
-        if !room || self.goaway != super::Goaway::None {
+        if !room {
             self.reset_answered(id, sh);
             return;
         }

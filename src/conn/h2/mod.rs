@@ -389,6 +389,12 @@ impl H2Conn {
         if !self.streams.is_empty() {
             return false;
         }
+        // A stream answered early still has its body dropped, or its reset
+        // is due on the next turn (`answered.rs`): closing now would put
+        // the reset, or nothing, right behind the answer.
+        if !self.answered.is_empty() && !self.read_eof {
+            return false;
+        }
         let done = self.read_eof || self.peer_goaway || matches!(self.goaway, Goaway::Sent { .. });
         if !done {
             return false;
