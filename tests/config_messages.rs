@@ -124,6 +124,24 @@ fn an_nginx_directive_written_as_a_key_names_the_key_it_is_here() {
 }
 
 #[test]
+fn an_address_without_quotes_says_to_quote_it() {
+    // toml's words were "invalid float, expected nothing" and "unexpected
+    // key or value", which name neither quotes nor the address.
+    rejected_at(
+        "listen = 127.0.0.1:8080\n",
+        1,
+        "listen",
+        &["(an address is a string in quotes: \"127.0.0.1:8080\")"],
+    );
+    rejected_at(
+        "listen = \"127.0.0.1:1\"\nupstream = [::1]:8000   # the app\n",
+        2,
+        "upstream",
+        &["(an address is a string in quotes: \"[::1]:8000\")"],
+    );
+}
+
+#[test]
 fn a_table_key_given_an_array_says_it_is_one_table() {
     // serde reads an array as a struct's fields in order: this file was
     // valid and turned health checks on with every default.

@@ -109,6 +109,21 @@ fn describe_syntax(text: &str, e: &toml::de::Error) -> String {
         .split_once('=')
         .map(|(k, _)| k.trim().trim_matches('"'))
         .filter(|k| !k.is_empty() && !k.starts_with('#') && !k.starts_with('['));
+    // An address without quotes (`listen = 127.0.0.1:8080`, `[::1]:8080`)
+    // reads to TOML as a float or an array that goes wrong midway.
+    let bare = line
+        .split_once('=')
+        .map(|(_, v)| v.split(" #").next().unwrap_or("").trim())
+        .filter(|v| {
+            v.contains(':')
+                && (v.starts_with('[')
+                    || v.starts_with(|c: char| c.is_ascii_digit()) && v.contains('.'))
+                && !v.contains(['"', '\''])
+        });
+    let msg = match bare {
+        Some(v) => format!("{msg} (an address is a string in quotes: \"{v}\")"),
+        None => msg.to_string(),
+    };
     match key {
         Some(k) => format!(":{line_no}: {k}: {msg}"),
         None => format!(":{line_no}: {msg}"),
