@@ -152,3 +152,19 @@ fn the_last_request_of_a_connection_answered_early_gets_no_reset_with_its_answer
     assert_eq!(reset, Some(NO_ERROR));
     assert!(up.requests().is_empty(), "nothing went upstream");
 }
+
+#[test]
+fn rfc9113_6_9_1_data_past_an_answered_streams_window_is_a_flow_control_error() {
+    let (_up, _proxy, _log, mut c, id) = answered_413(200_000);
+    // Five frames of 16,000 bytes: 80,000 past the stream's 65,535.
+    for _ in 0..5 {
+        c.send_frame(kind::DATA, 0, id, &patterned(16_000));
+    }
+    let reset = c
+        .read_until(Duration::from_secs(3), |f| {
+            f.kind == kind::RST_STREAM && f.stream == id
+        })
+        .expect("a reset of the stream");
+    assert_eq!(reset.error_code(), Some(0x3), "FLOW_CONTROL_ERROR");
+    assert_eq!(c.get("/next").status, 200);
+}

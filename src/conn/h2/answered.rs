@@ -11,10 +11,11 @@
 //! before closing the stream. Here the rest is dropped as it arrives when
 //! it fits what the stream's receive window still allows, for at most
 //! [`ANSWERED_LINGER`]; a client that does not finish in time gets the
-//! reset. A body larger than the window gets it on the loop's next turn,
-//! after the answer was written: under TLS it then travels in a record of
-//! its own, and a client that reads one record at a time (curl with
-//! OpenSSL) sees the answer before the reset, as it does from nginx.
+//! reset. A body larger than the window gets it [`ANSWERED_RESET_DELAY`]
+//! after the answer (or after the window was spent): the answer was
+//! written by then, so the client reads it before the reset, over TLS
+//! (where curl with OpenSSL reads one record at a time) and over h2c
+//! (where it reads what one `recv` returns) alike, as it does from nginx.
 //!
 //! What it must not know: the exchange (already ended), the upstream.
 
@@ -27,6 +28,11 @@ use crate::h2::{ErrorCode, frame};
 /// How long an answered stream's remaining request body is waited for
 /// before RST_STREAM(NO_ERROR) (the HTTP/1 lingering close's 2 s).
 pub(super) const ANSWERED_LINGER: Duration = Duration::from_secs(2);
+
+/// How long after the answer a stream whose body cannot fit its window
+/// is reset: enough for the answer to leave and be read on its own, too
+/// short to matter to the client (it can send nothing more meanwhile).
+pub(super) const ANSWERED_RESET_DELAY: Duration = Duration::from_millis(100);
 
 /// A stream answered in full whose client still sends.
 #[derive(Debug, Clone, Copy)]
@@ -44,8 +50,8 @@ impl H2Conn {
     /// ended: `window` bytes are what its receive window still allows,
     /// `left` what its `content-length` still declares. Waits for the
     /// rest when it can come without a WINDOW_UPDATE; else resets the
-    /// stream with NO_ERROR (RFC 9113 §8.1) on the next turn, once the
-    /// answer went (at once with no room in the list). After a GOAWAY
+    /// stream with NO_ERROR (RFC 9113 §8.1) [`ANSWERED_RESET_DELAY`]
+    /// later, once the answer went (at once with no room in the list). After a GOAWAY
     /// too: the stream is one it serves, and a reset in the answer's
     /// write is what curl drops the answer for; the connection closes
     /// once the list is empty (`maybe_close`).
@@ -62,11 +68,12 @@ impl H2Conn {
             return;
         }
         let fits = window > 0 && left.is_none_or(|l| i64::try_from(l).is_ok_and(|l| l <= window));
-        let (until, window) = if fits {
-            (sh.now + ANSWERED_LINGER, window)
-        } else {
-            (sh.now, 0)
-        };
+        let until = sh.now
+            + if fits {
+                ANSWERED_LINGER
+            } else {
+                ANSWERED_RESET_DELAY
+            };
         self.answered.push_back(Answered { id, until, window });
     }
 
@@ -77,20 +84,26 @@ impl H2Conn {
 
     /// A DATA frame of `flow_len` bytes on answered stream `id` (its
     /// connection window was already counted): dropped; the stream is
-    /// done at END_STREAM, and reset when the window is spent without it.
+    /// done at END_STREAM, reset [`ANSWERED_RESET_DELAY`] later when the
+    /// window is spent without it, and at once with FLOW_CONTROL_ERROR
+    /// when the frame went past the window (RFC 9113 §6.9.1).
     pub(super) fn answered_data(&mut self, id: u32, flow_len: u32, end: bool, sh: &mut Shared) {
         let Some(pos) = self.answered.iter().position(|a| a.id == id) else {
             return;
         };
-        let spent = self.answered.get_mut(pos).map_or(0, |a| {
+        let soon = sh.now + ANSWERED_RESET_DELAY;
+        let left = self.answered.get_mut(pos).map_or(0, |a| {
             a.window -= i64::from(flow_len);
+            if a.window <= 0 {
+                a.until = a.until.min(soon);
+            }
             a.window
         });
-        if end {
+        if left < 0 {
             self.answered.remove(pos);
-        } else if spent <= 0 {
+            self.reset_stream(id, ErrorCode::FlowControlError, sh);
+        } else if end {
             self.answered.remove(pos);
-            self.reset_answered(id, sh);
         }
     }
 
