@@ -48,6 +48,33 @@ pub fn load(path: &Path) -> Result<(Config, String), String> {
 ///
 /// `listen_tls` without `listen`: no plain listener (`listen` is empty).
 pub fn parse(text: &str) -> Result<Config, String> {
+    parse_unescaped(text).map_err(|e| printable(&e))
+}
+
+/// Longest message [`parse`] gives, in characters: a key or value of
+/// 100 KB is not echoed whole.
+const MESSAGE_MAX: usize = 1000;
+
+/// `msg` on one line a terminal shows as it is: control characters
+/// (from a quoted key or value, `"a\nb"`, an ESC sequence) escaped as
+/// Rust writes them, and cut at [`MESSAGE_MAX`] characters.
+fn printable(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len().min(MESSAGE_MAX + 4));
+    for (n, c) in msg.chars().enumerate() {
+        if n == MESSAGE_MAX {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn parse_unescaped(text: &str) -> Result<Config, String> {
     let doc = Doc::parse(text).map_err(|e| single_table_hint(text, describe_syntax(text, &e)))?;
     if let Some(u) = keys::first_unknown(&doc) {
         return Err(format!(":{}: {}: {}", doc.line_at(u.at), u.path, u.reason));
