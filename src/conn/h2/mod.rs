@@ -126,6 +126,13 @@ const DRAIN_PING: [u8; 8] = *b"sluice-d";
 /// streams, each served, until `drain_timeout`.
 const DRAIN_PING_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How long a drain holds its first GOAWAY on a connection whose streams
+/// are open: Chromium fails (ERR_FAILED, no retry) a request it had
+/// already given a connection when a GOAWAY arrives before the stream is
+/// opened, so a reload in the middle of a page load lost assets; sent once
+/// no stream is open, it comes between page loads.
+const DRAIN_HOLD_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What the machine was made from: an HTTP/1 connection that found the
 /// HTTP/2 preface (h2c) or whose TLS handshake chose `h2`.
 pub(crate) struct Handover {
@@ -212,6 +219,9 @@ pub(crate) struct H2Conn {
     idle_counted: bool,
     conn_counted: bool,
     draining: bool,
+    /// A drain began while streams were open, at this time: its first
+    /// GOAWAY waits until none is, or `DRAIN_HOLD_MAX`.
+    drain_held: Option<Instant>,
     /// Requests served (streams started).
     requests: u64,
     linger_queued: usize,
@@ -268,6 +278,7 @@ impl H2Conn {
             idle_counted: h.idle_counted,
             conn_counted: h.conn_counted,
             draining: false,
+            drain_held: None,
             requests: 0,
             linger_queued: usize::MAX,
         };
@@ -344,16 +355,28 @@ impl H2Conn {
     }
 
     /// A graceful drain began (ARCHITECTURE.md §12, RFC 9113 §6.8): a
-    /// first GOAWAY with the largest stream id and a PING; the final
-    /// GOAWAY with the real last stream id after the PING's answer (one
-    /// round trip, so streams the client opened meanwhile are served), or
-    /// after `DRAIN_PING_WAIT` without one.
+    /// first GOAWAY with the largest stream id and a PING, once no stream
+    /// is open (or after `DRAIN_HOLD_MAX`); the final GOAWAY with the real
+    /// last stream id after the PING's answer (one round trip, so streams
+    /// the client opened meanwhile are served), or after
+    /// `DRAIN_PING_WAIT` without one.
     /// Streams in flight finish; the connection closes when none is left.
     pub(crate) fn begin_drain(&mut self, sh: &mut Shared) {
         if self.draining {
             return;
         }
         self.draining = true;
+        self.io.readable = true;
+        if self.streams.is_empty() {
+            self.announce_drain(sh);
+        } else {
+            self.drain_held = Some(sh.now);
+        }
+    }
+
+    /// The drain's first GOAWAY (the largest stream id) and its PING.
+    fn announce_drain(&mut self, sh: &mut Shared) {
+        self.drain_held = None;
         if self.goaway == Goaway::None && self.state == State::Open {
             let mut bytes = Vec::with_capacity(40);
             frame::encode_goaway(&mut bytes, 0x7fff_ffff, ErrorCode::NoError, b"");
@@ -362,7 +385,6 @@ impl H2Conn {
             Stats::add(&sh.stats.h2_goaways_no_error, 1);
             self.queue(sh, &bytes);
         }
-        self.io.readable = true;
     }
 
     /// The final GOAWAY of a drain (or of a keep-alive timeout, or of
@@ -389,9 +411,13 @@ impl H2Conn {
         if !self.streams.is_empty() {
             return false;
         }
+        if self.drain_held.is_some() {
+            self.announce_drain(sh);
+            return true;
+        }
         // A stream answered early still has its body dropped, or its reset
-        // is due on the next turn (`answered.rs`): closing now would put
-        // the reset, or nothing, right behind the answer.
+        // is due shortly (`answered.rs`): closing now would put the reset,
+        // or nothing, right behind the answer.
         if !self.answered.is_empty() && !self.read_eof {
             return false;
         }

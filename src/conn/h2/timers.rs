@@ -35,6 +35,14 @@ impl H2Conn {
         {
             best = Some((at, Timeout::ClientBody));
         }
+        if let Some(since) = self.drain_held
+            && self.state == State::Open
+        {
+            let at = since + super::DRAIN_HOLD_MAX;
+            if best.is_none_or(|b| at < b.0) {
+                best = Some((at, Timeout::DrainIdle));
+            }
+        }
         if let Goaway::Announced { since } = self.goaway
             && self.state == State::Open
         {
@@ -118,6 +126,13 @@ impl H2Conn {
             self.fail_stream(i, err, sh);
         }
         self.expire_answered(sh);
+        if self
+            .drain_held
+            .is_some_and(|since| since + super::DRAIN_HOLD_MAX <= now)
+        {
+            debug!("h2 client {}: streams still open: drain GOAWAY", self.addr);
+            self.announce_drain(sh);
+        }
         if let Goaway::Announced { since } = self.goaway
             && since + super::DRAIN_PING_WAIT <= now
         {
