@@ -82,6 +82,15 @@ impl Reply {
             body: body.into(),
         }
     }
+
+    /// A reply with `status`, `Content-Type: text/plain` and `body`: the
+    /// proxy's own answers, whose body is a line of text (RFC 9110 §8.3:
+    /// a sender of content should say its type).
+    pub fn text(status: u16, body: impl Into<Vec<u8>>) -> Self {
+        let mut reply = Reply::new(status, body);
+        reply.headers.append("Content-Type", b"text/plain");
+        reply
+    }
 }
 
 /// The three hooks of a request's path (ARCHITECTURE.md §1, §10).

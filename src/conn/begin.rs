@@ -223,7 +223,7 @@ pub(crate) fn begin(sh: &mut Shared, mut ex: Box<Exchange>, o: &Origin<'_>) -> B
             // logged as its own error answer, not as a filter's reply.
             let body = "404 Not Found: no route for this host and path\n";
             count_status(&sh.stats, 404);
-            let reply = Reply::new(404, body);
+            let reply = Reply::text(404, body);
             return done(own(ex, reply, Termination::ProxyError), keep_alive);
         }
         Dest::Unavailable { group, retry_after } => {

@@ -41,7 +41,7 @@ fn own_answer(
     if let Some(to) = &r.redirect {
         if let Some(missing) = unbuildable(to, req) {
             log::debug!("redirect refused: {missing}");
-            let reply = Reply::new(400, format!("400 Bad Request: {missing}\n"));
+            let reply = Reply::text(400, format!("400 Bad Request: {missing}\n"));
             return Some((reply, Termination::ProxyError));
         }
         let mut addr = [0u8; 64];
@@ -52,9 +52,8 @@ fn own_answer(
         // 301, 302, 303, 307, 308.
         let status = r.redirect_status.unwrap_or(301);
         let body = format!("{status} {}\n", reason_phrase(status));
-        let mut reply = Reply::new(status, body);
+        let mut reply = Reply::text(status, body);
         reply.headers.append("Location", &location);
-        reply.headers.append("Content-Type", b"text/plain");
         return Some((reply, Termination::Redirect));
     }
     let resp = r.respond.as_ref()?;
@@ -137,7 +136,7 @@ fn decide(
         // anything else is denied (nginx's order of `deny`/`allow`
         // lines written deny first).
         if any_contains(&r.deny, ip) || (!r.allow.is_empty() && !any_contains(&r.allow, ip)) {
-            let reply = Reply::new(403, "403 Forbidden\n");
+            let reply = Reply::text(403, "403 Forbidden\n");
             return Verdict {
                 answer: Some((reply, Termination::Denied)),
                 max_body,
@@ -151,7 +150,7 @@ fn decide(
             if let Err(wait) = l.check(ip, u64::try_from(now).unwrap_or(u64::MAX)) {
                 let secs = retry_after_secs(wait);
                 let mut reply =
-                    Reply::new(429, "429 Too Many Requests: over this route's rate_limit\n");
+                    Reply::text(429, "429 Too Many Requests: over this route's rate_limit\n");
                 reply
                     .headers
                     .append("Retry-After", secs.to_string().as_bytes());
@@ -170,7 +169,7 @@ fn decide(
     }
     let answer = match framing {
         BodyKind::Length(n) if max_body > 0 && n > max_body => Some((
-            Reply::new(
+            Reply::text(
                 413,
                 "413 Content Too Large: the body is over max_body_size\n",
             ),

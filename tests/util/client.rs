@@ -214,6 +214,14 @@ pub fn assert_proxy_error(resp: &Response, status: u16) {
         Some(resp.body.len()),
         "Content-Length vs body"
     );
+    if !resp.body.is_empty() {
+        assert_eq!(
+            resp.header("content-type"),
+            Some("text/plain"),
+            "the type of the body in {}",
+            preview(&resp.head)
+        );
+    }
 }
 
 /// A plain GET of `target` with a Host field.

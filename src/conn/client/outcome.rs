@@ -267,6 +267,7 @@ impl ClientConn {
                     format!("{} {}\n", code, reason_phrase(code))
                 };
                 let mut fields = Headers::new();
+                fields.append("Content-Type", b"text/plain");
                 if code == 503 {
                     fields.append("Retry-After", err.retry_after().to_string().as_bytes());
                 }
