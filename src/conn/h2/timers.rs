@@ -1,7 +1,9 @@
 //! An HTTP/2 connection's timeouts: the connection's own (the preface
 //! within the request head timeout, the keep-alive timeout with no
-//! stream, the send timeout of queued frames, the drain's grace, the
-//! linger) and every stream's, folded into the one deadline the loop arms
+//! stream, the send timeout of queued frames, the drain's grace, its
+//! hold of the first GOAWAY and its wait for the PING's answer, the
+//! linger), the answered streams' (`answered.rs`) and every stream's,
+//! folded into the one deadline the loop arms
 //! for the connection. A stream's are its exchange's (`Exchange::deadline`,
 //! as for HTTP/1) plus the send timeout of a response the client's window
 //! holds back (a client that never opens its window: cut per stream, and
