@@ -168,3 +168,30 @@ fn rfc9113_6_9_1_data_past_an_answered_streams_window_is_a_flow_control_error() 
     assert_eq!(reset.error_code(), Some(0x3), "FLOW_CONTROL_ERROR");
     assert_eq!(c.get("/next").status, 200);
 }
+
+#[test]
+fn a_drain_keeps_an_answered_stream_until_its_linger_ends() {
+    // A drain begins while the 413's body still comes (it fits the
+    // window): the connection's idle grace (1 s) must not cut the 2 s
+    // linger short. The stream still ends with RST_STREAM(NO_ERROR) once
+    // the linger is over, then the connection closes; before, it closed
+    // 1 s after the answer with no reset, while the client was sending.
+    let (_up, proxy, _log, mut c, id) = answered_413(3000);
+    let answered = std::time::Instant::now();
+    c.send_data(id, &patterned(1000), false);
+    proxy.handle.drain();
+    let frames = c.read_to_close(Duration::from_secs(6));
+    let reset = frames
+        .iter()
+        .find(|f| f.kind == kind::RST_STREAM && f.stream == id);
+    assert_eq!(
+        reset.and_then(|f| f.error_code()),
+        Some(NO_ERROR),
+        "the linger ran out before the close: {frames:?}"
+    );
+    assert!(
+        answered.elapsed() >= Duration::from_millis(1800),
+        "closed {:?} after the answer",
+        answered.elapsed()
+    );
+}

@@ -191,6 +191,9 @@ impl H2Conn {
         let own = match self.state {
             State::Closed => return None,
             State::Closing { linger_until } => linger_until.map(|at| (at, Timeout::Linger)),
+            // A stream answered early still lingers (`answered.rs`): its
+            // own deadline ends it, then the connection closes or idles.
+            State::Open if !self.answered.is_empty() => None,
             State::Open if self.streams.is_empty() => Some(if self.requests == 0 {
                 (
                     self.accepted_at + cfg.request_head_timeout.min(cfg.keepalive_timeout),
