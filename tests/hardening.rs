@@ -487,3 +487,41 @@ fn absolute_form_with_another_host_is_refused() {
     let got = up.single_request();
     assert_eq!(got.header_all("host"), vec!["a.example".to_string()]);
 }
+
+/// An upstream that would take the h2c upgrade (Tomcat, Jetty, Apache
+/// with `Protocols h2c`).
+const SWITCH_TO_H2C: &[u8] =
+    b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
+
+#[test]
+fn an_h2c_upgrade_is_not_offered_to_the_upstream() {
+    // h2c smuggling: through a tunnel to an h2c upstream the client would
+    // send HTTP/2 requests the proxy never sees (routes, allow/deny,
+    // header rules, access log). RFC 9113 §3.1 deprecates the upgrade;
+    // HTTP2-Settings is connection-specific (RFC 7540 §3.2.1).
+    for connection in ["Upgrade", "Upgrade, HTTP2-Settings"] {
+        let up = Upstream::start(send_raw_and_hold(SWITCH_TO_H2C.to_vec()));
+        let request = format!(
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: {connection}\r\nUpgrade: h2c\r\n\
+             HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"
+        );
+        let resp = one_exchange(&up, request.as_bytes());
+        assert_proxy_error(&resp, 502);
+        let req = up.single_request();
+        assert!(
+            !req.has("upgrade"),
+            "{connection}: Upgrade: h2c went upstream"
+        );
+        assert!(!req.has("http2-settings"), "{connection}");
+        assert_ne!(req.header("connection"), Some("upgrade"), "{connection}");
+    }
+    // Offered beside another protocol, h2c (and h2, RFC 9113 §3.2) alone
+    // is dropped.
+    let up = Upstream::start(send_raw_and_hold(SWITCH_TO_H2C.to_vec()));
+    let resp = one_exchange(
+        &up,
+        b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: H2C, h2, websocket\r\n\r\n",
+    );
+    assert_proxy_error(&resp, 502);
+    assert_eq!(up.single_request().header("upgrade"), Some("websocket"));
+}

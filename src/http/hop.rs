@@ -70,6 +70,47 @@ pub fn is_upgrade_request(headers: &Headers) -> bool {
     connection_has(headers, "upgrade") && headers.has_known(Known::Upgrade)
 }
 
+/// Takes `h2c` and `h2` out of a request's `Upgrade` offer, and
+/// `HTTP2-Settings` with them (RFC 7540 §3.2.1: a connection-specific
+/// field): the upstream is never offered the switch to HTTP/2 (`h2` over
+/// a TLS upstream, which RFC 9113 §3.2 forbids in `Upgrade` but a server
+/// may take, as Apache's `H2Upgrade on` does). Through such a tunnel
+/// the client's later requests would go to the upstream as HTTP/2 frames
+/// the proxy never reads, past its routes, allow/deny rules, header rules
+/// and access log ("h2c smuggling"); RFC 9113 §3.1 deprecates the
+/// upgrade, and sluice never offers it itself. Other protocols in the
+/// offer stay (one `Upgrade` field listing them, in order); with none
+/// left the field goes, so the request is no upgrade request. A request
+/// without `Upgrade` costs one bit test.
+pub fn drop_h2c_offer(headers: &mut Headers) {
+    if !headers.has_known(Known::Upgrade) {
+        return;
+    }
+    let is_h2c = |p: &[u8]| {
+        p.split(|&b| b == b'/').next().is_some_and(|name| {
+            name.eq_ignore_ascii_case(b"h2c") || name.eq_ignore_ascii_case(b"h2")
+        })
+    };
+    let offers_h2c = headers
+        .get_all_known(Known::Upgrade)
+        .flat_map(list_elements)
+        .any(is_h2c);
+    if !offers_h2c {
+        return;
+    }
+    let rest: Vec<Vec<u8>> = headers
+        .get_all_known(Known::Upgrade)
+        .flat_map(list_elements)
+        .filter(|p| !is_h2c(p))
+        .map(<[u8]>::to_vec)
+        .collect();
+    headers.remove_known(Known::Upgrade);
+    headers.remove_all("http2-settings");
+    if !rest.is_empty() {
+        headers.append_known(Known::Upgrade, &rest.join(&b", "[..]));
+    }
+}
+
 /// Removes the hop-by-hop fields (RFC 9110 §7.6.1): `Connection`,
 /// `Keep-Alive`, `Proxy-Connection`, `TE`, `Upgrade`, and every field that
 /// `Connection` names, except `Transfer-Encoding`, `Content-Length`,

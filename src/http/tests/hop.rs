@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use crate::http::Headers;
 use crate::http::hop::{
-    add_forwarding_fields, connection_has, is_upgrade_request, remove_hop_by_hop,
+    add_forwarding_fields, connection_has, drop_h2c_offer, is_upgrade_request, remove_hop_by_hop,
     request_keep_alive, response_keep_alive,
 };
 
@@ -112,6 +112,33 @@ fn keep_upgrade_keeps_upgrade_and_one_connection_upgrade() {
         "Host: h\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k\r\nConnection: upgrade\r\n"
     );
     assert!(is_upgrade_request(&h));
+}
+
+#[test]
+fn an_h2c_offer_is_dropped_with_http2_settings() {
+    let mut h = headers(&[
+        ("Host", "h"),
+        ("Connection", "Upgrade"),
+        ("Upgrade", "h2c"),
+        ("HTTP2-Settings", "AAMAAABkAAQCAAAAAAIAAAAA"),
+    ]);
+    drop_h2c_offer(&mut h);
+    assert!(!is_upgrade_request(&h));
+    assert_eq!(encoded(&h), "Host: h\r\nConnection: Upgrade\r\n");
+    let mut h = headers(&[
+        ("Connection", "upgrade"),
+        ("Upgrade", "websocket, H2C/1, h2"),
+        ("Upgrade", "foo"),
+    ]);
+    drop_h2c_offer(&mut h);
+    assert!(is_upgrade_request(&h));
+    assert_eq!(
+        encoded(&h),
+        "Connection: upgrade\r\nUpgrade: websocket, foo\r\n"
+    );
+    let mut h = headers(&[("Upgrade", "websocket"), ("HTTP2-Settings", "x")]);
+    drop_h2c_offer(&mut h);
+    assert_eq!(encoded(&h), "Upgrade: websocket\r\nHTTP2-Settings: x\r\n");
 }
 
 #[test]
