@@ -257,3 +257,28 @@ fn rfc9113_8_2_malformed_requests_are_reset_and_reach_no_upstream() {
     assert_eq!(c.get("/ok").status, 200);
     assert!(up.requests().iter().all(|r| r.target == "/ok"));
 }
+
+#[test]
+fn rfc9110_8_6_repeated_content_length_fields_get_400_as_a_list_does() {
+    // As for HTTP/1.1 (ARCHITECTURE.md §5, as nginx): several
+    // `content-length` values, even equal ones, are refused, whether they
+    // come as a list or as separate fields.
+    let up = answering("x");
+    let (proxy, _log) = h2_proxy(up.addr, |_| {});
+    let mut c = H2Client::connect(proxy.addr);
+    let cases: [&[(&str, &str)]; 2] = [
+        &[("content-length", "5"), ("content-length", "5")],
+        &[("content-length", "5, 5")],
+    ];
+    for cl in cases {
+        let id = c.send_headers(
+            &[request_fields("POST", "/cl"), cl.to_vec()].concat(),
+            false,
+        );
+        c.send_data(id, b"12345", true);
+        let r = c.responses(&[id], Duration::from_secs(3));
+        assert_eq!(r[&id].status, 400, "{cl:?}");
+    }
+    assert_eq!(c.get("/ok").status, 200);
+    assert!(up.requests().iter().all(|r| r.target == "/ok"));
+}

@@ -95,7 +95,9 @@ struct Pseudo<'f> {
 /// Answered by the proxy ([`Refusal::Status`]): 400 for `Host` and
 /// `:authority` naming different hosts, several `Host` fields, a scheme
 /// other than http(s), a target or authority HTTP/1.1 refuses too; 405
-/// for extended CONNECT; 501 for CONNECT.
+/// for extended CONNECT; 501 for CONNECT. Equal `content-length` values
+/// in several fields all go into the head, where `plan_request` refuses
+/// them with 400 (as a list of them).
 pub fn map_request<'f>(
     fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
     end_stream: bool,
@@ -199,9 +201,10 @@ pub fn map_request_into<'f>(
                         "content-length values differ (RFC 9110 §8.6)",
                     ));
                 }
-                if content_length.is_none() {
-                    headers.append_known(Known::ContentLength, value);
-                }
+                // Every field goes on: `plan_request` refuses several
+                // values, even equal ones, with 400 as for HTTP/1.1 (a
+                // list, `5, 5`, is refused there too).
+                headers.append_known(Known::ContentLength, value);
                 content_length = Some(n);
             }
             _ if name == b"cookie" => {
