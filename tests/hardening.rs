@@ -525,3 +525,29 @@ fn an_h2c_upgrade_is_not_offered_to_the_upstream() {
     assert_proxy_error(&resp, 502);
     assert_eq!(up.single_request().header("upgrade"), Some("websocket"));
 }
+
+#[test]
+fn underscore_spellings_of_the_forwarding_fields_do_not_reach_the_upstream() {
+    // CGI-style servers (WSGI, Rack, PHP) read `X_Forwarded_Proto` and
+    // `X-Forwarded-Proto` as one variable: a client's underscore spelling
+    // would stand in for the field the proxy set (Puma CVE-2024-45614).
+    let up = Upstream::start(respond_forever(ok_response("ok")));
+    let resp = one_exchange(
+        &up,
+        b"GET / HTTP/1.1\r\nHost: h\r\nX_Forwarded_Proto: https\r\n\
+          X-Forwarded_For: 6.6.6.6\r\nx-forwarded-client_cert: Hash=evil\r\n\
+          X_Custom: kept\r\n\r\n",
+    );
+    assert_eq!(resp.status, 200);
+    let req = up.single_request();
+    for name in [
+        "X_Forwarded_Proto",
+        "X-Forwarded_For",
+        "x-forwarded-client_cert",
+    ] {
+        assert!(!req.has(name), "{name} went upstream");
+    }
+    assert_eq!(req.header("x-forwarded-proto"), Some("http"));
+    assert_eq!(req.header("x-forwarded-for"), Some("127.0.0.1"));
+    assert_eq!(req.header("x_custom"), Some("kept"));
+}

@@ -111,6 +111,44 @@ pub fn drop_h2c_offer(headers: &mut Headers) {
     }
 }
 
+/// The fields the proxy sets or extends for the upstream to trust, which
+/// a client must not be able to stand in for.
+const MANAGED: [&str; 3] = [
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-client-cert",
+];
+
+/// Removes a request's fields whose names spell one of the proxy's own
+/// forwarding fields (`X-Forwarded-For`, `X-Forwarded-Proto`,
+/// `X-Forwarded-Client-Cert`) with `_` for `-` (`X-Forwarded_For`,
+/// `X_Forwarded_Proto`). CGI-style servers (WSGI, Rack, PHP) map `-` and
+/// `_` to the same variable (`HTTP_X_FORWARDED_PROTO`), so such a field
+/// stands in for the one the proxy set, replaced or extended: the client
+/// chooses the scheme, address or certificate the application reads
+/// (Puma CVE-2024-45614; nginx drops every name with `_` by default).
+/// Other names with `_` pass. A request without `_` in a name costs one
+/// scan of its names.
+pub fn drop_managed_lookalikes(headers: &mut Headers) {
+    if !headers
+        .iter()
+        .any(|(name, _)| name.as_bytes().contains(&b'_'))
+    {
+        return;
+    }
+    headers.retain(|name, _| !(name.contains('_') && MANAGED.iter().any(|m| spells(name, m))));
+}
+
+/// `name` is `managed` (lower case, with `-`) but for ASCII case and `_`
+/// in place of `-`.
+fn spells(name: &str, managed: &str) -> bool {
+    name.len() == managed.len()
+        && name
+            .bytes()
+            .zip(managed.bytes())
+            .all(|(n, m)| n.eq_ignore_ascii_case(&m) || (n == b'_' && m == b'-'))
+}
+
 /// Removes the hop-by-hop fields (RFC 9110 §7.6.1): `Connection`,
 /// `Keep-Alive`, `Proxy-Connection`, `TE`, `Upgrade`, and every field that
 /// `Connection` names, except `Transfer-Encoding`, `Content-Length`,

@@ -21,8 +21,8 @@ use super::framing::BodyKind;
 use super::head::RequestHead;
 use super::headers::Headers;
 use super::hop::{
-    add_forwarding_fields, drop_h2c_offer, is_upgrade_request, remove_hop_by_hop,
-    request_keep_alive, via_names,
+    add_forwarding_fields, drop_h2c_offer, drop_managed_lookalikes, is_upgrade_request,
+    remove_hop_by_hop, request_keep_alive, via_names,
 };
 use super::syntax::list_elements;
 use super::target::{check_authority, check_origin_form, normalize_absolute_form};
@@ -195,6 +195,7 @@ pub fn plan_request(
     // RFC 9110 §7.8: a server MUST ignore Upgrade in an HTTP/1.0 request.
     let upgrade = req.version >= 1 && is_upgrade_request(&req.headers);
     remove_hop_by_hop(&mut req.headers, upgrade);
+    drop_managed_lookalikes(&mut req.headers);
     add_forwarding_fields(
         &mut req.headers,
         client_ip,

@@ -5,8 +5,8 @@ use std::net::IpAddr;
 
 use crate::http::Headers;
 use crate::http::hop::{
-    add_forwarding_fields, connection_has, drop_h2c_offer, is_upgrade_request, remove_hop_by_hop,
-    request_keep_alive, response_keep_alive,
+    add_forwarding_fields, connection_has, drop_h2c_offer, drop_managed_lookalikes,
+    is_upgrade_request, remove_hop_by_hop, request_keep_alive, response_keep_alive,
 };
 
 fn headers(fields: &[(&str, &str)]) -> Headers {
@@ -278,4 +278,22 @@ fn x_forwarded_for_writes_every_ipv4_octet_as_std_does() {
             );
         }
     }
+}
+
+#[test]
+fn underscore_spellings_of_the_managed_fields_are_dropped() {
+    let mut h = headers(&[
+        ("Host", "h"),
+        ("X_Forwarded_Proto", "https"),
+        ("x-forwarded_for", "1.2.3.4"),
+        ("X-Forwarded-Client_Cert", "evil"),
+        ("X-Forwarded-For", "5.6.7.8"),
+        ("X_Custom", "kept"),
+        ("X-Forwarded_Fo", "kept"),
+    ]);
+    drop_managed_lookalikes(&mut h);
+    assert_eq!(
+        encoded(&h),
+        "Host: h\r\nX-Forwarded-For: 5.6.7.8\r\nX_Custom: kept\r\nX-Forwarded_Fo: kept\r\n"
+    );
 }
