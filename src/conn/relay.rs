@@ -231,6 +231,7 @@ pub(crate) fn read_response(
                         ranges: &mut ex.ranges,
                         pieces: &mut ex.pieces,
                         trailers: ex.keep_trailers.then_some(&mut ex.trailers),
+                        held: &mut ex.held,
                     };
                     let body = keep_body(out, n, decoder, recode, scratch)?;
                     if body < n {

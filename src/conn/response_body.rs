@@ -35,6 +35,9 @@ pub(crate) struct BodyScratch<'a> {
     pub pieces: &'a mut Vec<(std::ops::Range<usize>, bool)>,
     /// Where trailer field lines go, if kept (an HTTP/2 client).
     pub trailers: Option<&'a mut Vec<u8>>,
+    /// The start of a chunked body's last chunk held back from the
+    /// client until the body is whole ([`hold_last_chunk`]).
+    pub held: &'a mut Vec<u8>,
 }
 
 /// Measures the `n` bytes just read into `out` with `decoder`: bytes past
@@ -63,6 +66,7 @@ pub(crate) fn keep_body(
         ranges,
         pieces,
         trailers,
+        held,
     } = scratch;
     let body = match scan(fresh, decoder, dechunk, ranges, pieces) {
         Ok(body) => body,
@@ -99,8 +103,10 @@ pub(crate) fn keep_body(
         body - removed
     };
     out.unfill(n - kept);
-    if recode == Recode::Enchunk {
-        frame_tail_as_chunk(out, kept);
+    match recode {
+        Recode::Enchunk => frame_tail_as_chunk(out, kept),
+        Recode::Keep => hold_last_chunk(out, kept, decoder.last_chunk_bytes(), held),
+        Recode::Dechunk => {}
     }
     Ok(body)
 }
@@ -126,6 +132,7 @@ pub(crate) fn move_body_after_head(
         ranges,
         pieces,
         trailers,
+        held,
     } = scratch;
     let body = scan(avail, decoder, dechunk, ranges, pieces)?;
     if dechunk {
@@ -145,11 +152,42 @@ pub(crate) fn move_body_after_head(
         for part in kept_parts(avail.get(..body).unwrap_or(&[]), ranges) {
             out.extend_from_slice(part);
         }
-        if recode == Recode::Enchunk {
-            frame_tail_as_chunk(out, out.pending().saturating_sub(start));
+        let kept = out.pending().saturating_sub(start);
+        match recode {
+            Recode::Enchunk => frame_tail_as_chunk(out, kept),
+            Recode::Keep => hold_last_chunk(out, kept, decoder.last_chunk_bytes(), held),
+            Recode::Dechunk => {}
         }
     }
     Ok(body)
+}
+
+/// A chunked body forwarded as it came: of the `kept` newest pending
+/// bytes of `out` (this read's), with the bytes `held` back before them,
+/// the last `tail` (the ones that may start the last chunk,
+/// [`BodyDecoder::last_chunk_bytes`]: a zero chunk-size line, the
+/// last-chunk line, the trailer section) move to `held`, and the rest goes
+/// on in order. The last chunk reaches the client only once the body is
+/// whole (its final CRLF came): cut before that, the client gets no `0`
+/// line, so even a lenient one (Python's `http.client` takes `0\r\n` and a
+/// close for the end) sees the cut (DESIGN.md §8). Costs nothing while
+/// nothing is held and the read does not end in a zero size line.
+pub(crate) fn hold_last_chunk(
+    out: &mut WatermarkBuffer,
+    kept: usize,
+    tail: usize,
+    held: &mut Vec<u8>,
+) {
+    if tail == 0 && held.is_empty() {
+        return;
+    }
+    let kept = kept.min(out.pending());
+    let from = out.pending() - kept;
+    held.extend_from_slice(out.as_slice().get(from..).unwrap_or(&[]));
+    out.unfill(kept);
+    let go = held.len().saturating_sub(tail);
+    out.extend_from_slice(held.get(..go).unwrap_or(&[]));
+    held.drain(..go);
 }
 
 /// Scans `bytes` with `decoder`: with `dechunk` its pieces (chunk data,
@@ -208,11 +246,16 @@ mod tests {
     type Pieces = Vec<(std::ops::Range<usize>, bool)>;
 
     /// Scratch over `ranges` and `pieces`, keeping no trailers.
-    fn scratch<'a>(ranges: &'a mut Ranges, pieces: &'a mut Pieces) -> BodyScratch<'a> {
+    fn scratch<'a>(
+        ranges: &'a mut Ranges,
+        pieces: &'a mut Pieces,
+        held: &'a mut Vec<u8>,
+    ) -> BodyScratch<'a> {
         BodyScratch {
             ranges,
             pieces,
             trailers: None,
+            held,
         }
     }
 
@@ -239,7 +282,7 @@ mod tests {
             for split in behind_head..=body.len() {
                 let mut out = WatermarkBuffer::new(vec![0; 64], 1 << 20, 1 << 19);
                 let mut d = BodyDecoder::new(BodyKind::UntilClose);
-                let (mut ranges, mut pieces) = (Vec::new(), Vec::new());
+                let (mut ranges, mut pieces, mut held) = (Vec::new(), Vec::new(), Vec::new());
                 // The bytes that came behind the head, then two reads.
                 let first = &body[..behind_head];
                 let n = move_body_after_head(
@@ -247,7 +290,7 @@ mod tests {
                     &mut out,
                     &mut d,
                     Recode::Enchunk,
-                    scratch(&mut ranges, &mut pieces),
+                    scratch(&mut ranges, &mut pieces, &mut held),
                 )
                 .unwrap();
                 assert_eq!(n, first.len());
@@ -258,7 +301,7 @@ mod tests {
                         read.len(),
                         &mut d,
                         Recode::Enchunk,
-                        scratch(&mut ranges, &mut pieces),
+                        scratch(&mut ranges, &mut pieces, &mut held),
                     )
                     .unwrap();
                     assert_eq!(n, read.len());
@@ -274,16 +317,67 @@ mod tests {
     fn kept_as_it_came_without_recoding() {
         let mut out = WatermarkBuffer::new(vec![0; 64], 1 << 20, 1 << 19);
         let mut d = BodyDecoder::new(BodyKind::UntilClose);
-        let (mut ranges, mut pieces) = (Vec::new(), Vec::new());
+        let (mut ranges, mut pieces, mut held) = (Vec::new(), Vec::new(), Vec::new());
         out.extend_from_slice(b"plain bytes");
         let n = keep_body(
             &mut out,
             11,
             &mut d,
             Recode::Keep,
-            scratch(&mut ranges, &mut pieces),
+            scratch(&mut ranges, &mut pieces, &mut held),
         )
         .unwrap();
         assert_eq!((n, out.as_slice()), (11, &b"plain bytes"[..]));
+    }
+
+    #[test]
+    fn the_last_chunk_goes_on_only_once_the_body_is_whole_split_at_every_byte() {
+        // What an HTTP/1.1 client gets of a chunked body kept as it came,
+        // whatever the reads: the whole body (a size's leading zeros as one
+        // zero) once it is whole, and before that never a `0` size line.
+        let wire = b"5\r\nhello\r\n000a;x=1\r\n0123456789\r\n00;e\r\nX-Sum: 4\r\n\r\n";
+        let forwarded = b"5\r\nhello\r\n0a;x=1\r\n0123456789\r\n0;e\r\nX-Sum: 4\r\n\r\n";
+        let whole_before_last = b"5\r\nhello\r\n0a;x=1\r\n0123456789\r\n";
+        for behind_head in [0, 3, 20, wire.len()] {
+            for split in behind_head..=wire.len() {
+                let mut out = WatermarkBuffer::new(vec![0; 64], 1 << 20, 1 << 19);
+                let mut d = BodyDecoder::new(BodyKind::Chunked);
+                let (mut ranges, mut pieces, mut held) = (Vec::new(), Vec::new(), Vec::new());
+                move_body_after_head(
+                    &wire[..behind_head],
+                    &mut out,
+                    &mut d,
+                    Recode::Keep,
+                    scratch(&mut ranges, &mut pieces, &mut held),
+                )
+                .unwrap();
+                for (i, read) in [&wire[behind_head..split], &wire[split..]]
+                    .iter()
+                    .enumerate()
+                {
+                    out.extend_from_slice(read);
+                    keep_body(
+                        &mut out,
+                        read.len(),
+                        &mut d,
+                        Recode::Keep,
+                        scratch(&mut ranges, &mut pieces, &mut held),
+                    )
+                    .unwrap();
+                    let sent = out.as_slice();
+                    if i == 0 && split < wire.len() {
+                        // Cut here: what went is a prefix of the body that
+                        // never reaches its last chunk.
+                        assert!(forwarded.starts_with(sent), "{behind_head} {split}");
+                        assert!(
+                            sent.len() <= whole_before_last.len(),
+                            "{behind_head} {split}"
+                        );
+                    }
+                }
+                assert_eq!(out.as_slice(), &forwarded[..], "{behind_head} {split}");
+                assert!(held.is_empty() && d.is_done());
+            }
+        }
     }
 }

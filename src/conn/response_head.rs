@@ -9,7 +9,7 @@ use super::KeepAlive;
 use super::client::ClientSide;
 use super::exchange::{Exchange, Resp};
 use super::relay::Env;
-use super::response_body::{BodyScratch, move_body_after_head};
+use super::response_body::{BodyScratch, hold_last_chunk, move_body_after_head};
 use crate::error::{ErrorKind, ProxyError};
 use crate::filter::Filter;
 use crate::http::chunked::remove_runs;
@@ -260,6 +260,7 @@ pub(crate) fn move_body_after_taken_head(
             ranges: &mut ex.ranges,
             pieces: &mut ex.pieces,
             trailers: ex.keep_trailers.then_some(&mut ex.trailers),
+            held: &mut ex.held,
         };
         let body = move_body_after_head(upin.as_slice(), out, decoder, recode, scratch)?;
         ex.resp_body_bytes += decoder.data_bytes().saturating_sub(before);
@@ -306,6 +307,7 @@ fn lend_to_client(
         return Ok(false);
     }
     ex.ranges.clear();
+    let mut tail = 0;
     let scanned = match &mut ex.resp {
         Resp::Body(decoder) => {
             let before = decoder.data_bytes();
@@ -315,6 +317,7 @@ fn lend_to_client(
                 // A refused read goes nowhere, so it is not counted.
                 ex.resp_body_bytes += decoder.data_bytes().saturating_sub(before);
             }
+            tail = decoder.last_chunk_bytes();
             if decoder.is_done() {
                 ex.resp = Resp::Done;
             }
@@ -338,6 +341,10 @@ fn lend_to_client(
     }
     if body < avail || removed > 0 {
         buf.unfill(avail - body + removed);
+    }
+    if scanned.is_ok() {
+        // The start of a last chunk waits for the body's end.
+        hold_last_chunk(buf, body.saturating_sub(removed), tail, &mut ex.held);
     }
     let Some(mut buf) = ex.upin.take() else {
         return Ok(false);

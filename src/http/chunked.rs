@@ -195,6 +195,9 @@ enum State {
 #[derive(Debug, Clone)]
 pub struct ChunkedScanner {
     state: State,
+    /// Bytes forwarded (a size's redundant zeros left out) since the
+    /// current chunk-size line began; [`ChunkedScanner::last_chunk_bytes`].
+    line_bytes: usize,
 }
 
 impl Default for ChunkedScanner {
@@ -208,6 +211,7 @@ impl ChunkedScanner {
     pub fn new() -> Self {
         ChunkedScanner {
             state: State::SizeStart,
+            line_bytes: 0,
         }
     }
 
@@ -319,11 +323,17 @@ impl ChunkedScanner {
                                 ..
                             }
                         );
+                    if state == State::SizeStart {
+                        self.line_bytes = 0;
+                    }
                     if leading_zero {
                         let r = zeros.get_or_insert(used..used);
                         r.end = used + 1;
-                    } else if let Some(r) = zeros.take() {
-                        runs(Run::Redundant(r));
+                    } else {
+                        self.line_bytes = self.line_bytes.saturating_add(1);
+                        if let Some(r) = zeros.take() {
+                            runs(Run::Redundant(r));
+                        }
                     }
                     used = used.saturating_add(1);
                     match step(state, b) {
@@ -365,6 +375,26 @@ impl ChunkedScanner {
     /// True once the final CRLF of the trailer section was scanned.
     pub fn is_done(&self) -> bool {
         self.state == State::Done
+    }
+
+    /// The forwarded bytes (a size's redundant zeros left out) at the end
+    /// of the stream so far that may be the start of the last chunk: the
+    /// chunk-size line while its value is still zero, then the last-chunk
+    /// line and the trailer section until the final CRLF; 0 elsewhere
+    /// (and once the body ended). A proxy holds them back until the body
+    /// is whole: a client that got `0` (or `0\r\n`) and then a close would
+    /// take a cut body for a whole one.
+    pub fn last_chunk_bytes(&self) -> usize {
+        match self.state {
+            State::Line { size: 0, .. }
+            | State::LineLf { size: 0, .. }
+            | State::TrailerStart { .. }
+            | State::TrailerName { .. }
+            | State::TrailerValue { .. }
+            | State::TrailerLf { .. }
+            | State::FinalLf { .. } => self.line_bytes,
+            _ => 0,
+        }
     }
 
     /// Data bytes of the current chunk announced but not yet scanned:

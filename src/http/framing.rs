@@ -460,6 +460,16 @@ impl BodyDecoder {
         }
     }
 
+    /// For a chunked body, the forwarded bytes at the end of the stream
+    /// so far that may be the start of its last chunk
+    /// ([`ChunkedScanner::last_chunk_bytes`]); 0 for the other kinds.
+    pub fn last_chunk_bytes(&self) -> usize {
+        match &self.decoding {
+            Decoding::Chunked(scanner) => scanner.last_chunk_bytes(),
+            _ => 0,
+        }
+    }
+
     /// For a chunked body, the data bytes of the current chunk announced
     /// but not yet scanned ([`ChunkedScanner::chunk_left`]); 0 for the
     /// other kinds.

@@ -161,6 +161,11 @@ pub(crate) struct Exchange {
     /// The trailer section's field lines, each with its CRLF
     /// (`keep_trailers`; at most `http::chunked::MAX_TRAILER_SECTION`).
     pub trailers: Vec<u8>,
+    /// The start of a chunked body's last chunk, held back from an
+    /// HTTP/1 client until the body is whole
+    /// (`response_body::hold_last_chunk`; at most one chunk-size line and
+    /// the trailer section).
+    pub held: Vec<u8>,
     /// Last read from the upstream, or when the whole request was written
     /// (the wait for the response head starts there).
     pub up_read_at: Instant,
@@ -226,6 +231,7 @@ impl Exchange {
             pieces: Vec::new(),
             keep_trailers: false,
             trailers: Vec::new(),
+            held: Vec::new(),
             up_read_at: now,
             up_write_at: now,
             down_read_at: now,
@@ -252,6 +258,7 @@ impl Exchange {
             ranges: std::mem::take(&mut self.ranges),
             pieces: std::mem::take(&mut self.pieces),
             trailers: std::mem::take(&mut self.trailers),
+            held: std::mem::take(&mut self.held),
             tried: std::mem::take(&mut self.tried),
             attempts: std::mem::take(&mut self.attempts),
             peer,
@@ -264,6 +271,7 @@ impl Exchange {
         self.ranges.clear();
         self.pieces.clear();
         self.trailers.clear();
+        self.held.clear();
         self.tried.clear();
         self.attempts.clear();
         self.head_bytes.clear();
