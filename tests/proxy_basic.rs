@@ -433,6 +433,18 @@ fn http10_client_never_sees_transfer_encoding_and_gzip_chunked_gets_502() {
         .client()
         .round_trip(b"GET / HTTP/1.0\r\nHost: a\r\n\r\n");
     assert_eq!(resp.status, 502);
+    // Nor can chunked that is not the final coding (`chunked, identity`:
+    // the body runs until close, still chunk-coded); it went on as if the
+    // chunk framing were the content.
+    let upstream = Upstream::start(send_raw_and_close(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, identity\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+            .to_vec(),
+    ));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(b"GET / HTTP/1.0\r\nHost: a\r\n\r\n");
+    let got = client.read_until_closed(CLIENT_TIMEOUT);
+    assert!(got.starts_with(b"HTTP/1.1 502 "), "{}", preview(&got));
 }
 
 #[test]

@@ -127,8 +127,9 @@ pub struct FinalPlan {
 ///   `Content-Length` too (RFC 9112 §6.1, RFC 9110 §8.6); identical
 ///   `Content-Length` values go on as one field (RFC 9112 §6.3 rule 5);
 ///   a chunked body to an HTTP/1.0 client is de-chunked (and `Trailer`
-///   dropped). A transfer coding besides chunked (and identity) cannot be
-///   given to an HTTP/1.0 or an HTTP/2 client: 502, as nginx.
+///   dropped). A transfer coding besides chunked (and identity), or a
+///   chunked that is not the final coding, cannot be given to an HTTP/1.0
+///   or an HTTP/2 client: 502, as nginx.
 /// - a body delimited by the upstream's close, with no `Transfer-Encoding`,
 ///   goes to an HTTP/1.1 client (over HTTP/1) chunk-encoded, so its
 ///   connection stays open (nginx's `chunked_transfer_encoding`, HAProxy
@@ -266,20 +267,23 @@ pub fn finish_response_head(
 }
 
 /// The response's transfer codings are `identity` and at most one
-/// `chunked` (RFC 9112 §6.1; none at all is fine too): what the proxy can
-/// undo for an HTTP/1.0 client.
+/// `chunked`, which then comes last (RFC 9112 §6.1; none at all is fine
+/// too): what the proxy can undo for an HTTP/1.0 or HTTP/2 client. A
+/// `chunked` followed by any coding (`chunked, identity`) leaves the body
+/// delimited by close and still chunk-coded (RFC 9112 §6.3 step 4), which
+/// nothing undoes: sent on, the chunk framing would be taken for content.
 fn only_chunked_or_identity(headers: &Headers) -> bool {
-    let mut chunked = 0;
+    let mut chunked = false;
     headers
         .get_all_known(Known::TransferEncoding)
         .flat_map(list_elements)
         .all(|c| {
-            if c.eq_ignore_ascii_case(b"chunked") {
-                chunked += 1;
-                chunked == 1
-            } else {
-                c.eq_ignore_ascii_case(b"identity")
+            if chunked {
+                // A coding after chunked: chunked twice, or not last.
+                return false;
             }
+            chunked = c.eq_ignore_ascii_case(b"chunked");
+            chunked || c.eq_ignore_ascii_case(b"identity")
         })
 }
 

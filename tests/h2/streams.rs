@@ -174,6 +174,40 @@ fn rfc9113_8_1_a_chunked_response_becomes_data_and_its_trailers_a_final_headers(
 }
 
 #[test]
+fn a_body_chunked_then_coded_again_is_refused_with_502_not_sent_as_its_content() {
+    // `chunked, identity` (or `chunked` and `identity` in two fields):
+    // chunked is not the final coding, so the body runs until close
+    // (RFC 9112 §6.3 step 4) and is still chunk-coded. HTTP/2 cannot
+    // announce the coding; sent as DATA, the chunk framing became the
+    // content (`5\r\nhello\r\n0\r\n\r\n`). As for `chunked, gzip`: 502.
+    for te in [
+        "Transfer-Encoding: chunked, identity\r\n",
+        "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n",
+    ] {
+        let up = Upstream::start(send_raw_and_close(
+            format!("HTTP/1.1 200 OK\r\n{te}\r\n5\r\nhello\r\n0\r\n\r\n").into_bytes(),
+        ));
+        let (proxy, _log) = h2_proxy(up.addr, |_| {});
+        let mut c = H2Client::connect(proxy.addr);
+        let r = c.get("/coded");
+        assert_eq!(
+            r.status,
+            502,
+            "{te:?}: {:?}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    // `identity, chunked` ends in chunked: the body is de-chunked.
+    let up = Upstream::start(send_raw_and_close(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+            .to_vec(),
+    ));
+    let (proxy, _log) = h2_proxy(up.addr, |_| {});
+    let r = H2Client::connect(proxy.addr).get("/plain");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"hello"[..]));
+}
+
+#[test]
 fn head_and_204_end_with_their_headers_and_a_100_goes_first() {
     let up = Upstream::start(|mut conn: UpConn| {
         while let Some(req) = conn.read_request_head() {

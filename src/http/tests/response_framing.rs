@@ -392,7 +392,7 @@ fn a_transfer_coding_besides_chunked_to_an_http2_client_gets_502() {
         http1_client: false,
         ..cx()
     };
-    for te in ["gzip", "gzip, chunked", "x-foo"] {
+    for te in ["gzip", "gzip, chunked", "x-foo", "chunked, identity"] {
         let r = refused(
             &["HTTP/1.1 200 OK", &format!("Transfer-Encoding: {te}")],
             &h2,
