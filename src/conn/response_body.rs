@@ -172,15 +172,20 @@ pub(crate) fn move_body_after_head(
 /// line, so even a lenient one (Python's `http.client` takes `0\r\n` and a
 /// close for the end) sees the cut (DESIGN.md §8). Costs nothing while
 /// nothing is held and the read does not end in a zero size line.
+#[inline]
 pub(crate) fn hold_last_chunk(
     out: &mut WatermarkBuffer,
     kept: usize,
     tail: usize,
     held: &mut Vec<u8>,
 ) {
-    if tail == 0 && held.is_empty() {
-        return;
+    if tail != 0 || !held.is_empty() {
+        move_last_chunk_bytes(out, kept, tail, held);
     }
+}
+
+/// [`hold_last_chunk`] when something is held or to be held.
+fn move_last_chunk_bytes(out: &mut WatermarkBuffer, kept: usize, tail: usize, held: &mut Vec<u8>) {
     let kept = kept.min(out.pending());
     let from = out.pending() - kept;
     held.extend_from_slice(out.as_slice().get(from..).unwrap_or(&[]));

@@ -319,6 +319,19 @@ impl Headers {
         self.present & known.bit() != 0
     }
 
+    /// True if `f` holds for the name bytes (as they arrived) of a field
+    /// whose name is not one of the [`Known`] names: a scan that neither
+    /// checks UTF-8 nor looks at the known fields.
+    pub(crate) fn any_other_name(&self, f: impl Fn(&[u8]) -> bool) -> bool {
+        self.fields.iter().any(|field| {
+            field.known == Known::Other
+                && f(self
+                    .bytes
+                    .get(field.name_start..field.name_end)
+                    .unwrap_or_default())
+        })
+    }
+
     /// Removes every field whose tag's bit is in `mask` (an OR of
     /// [`Known::bit`]s); the others keep their order.
     pub(crate) fn remove_known_set(&mut self, mask: u32) {

@@ -82,10 +82,15 @@ pub fn is_upgrade_request(headers: &Headers) -> bool {
 /// offer stay (one `Upgrade` field listing them, in order); with none
 /// left the field goes, so the request is no upgrade request. A request
 /// without `Upgrade` costs one bit test.
+#[inline(always)]
 pub fn drop_h2c_offer(headers: &mut Headers) {
-    if !headers.has_known(Known::Upgrade) {
-        return;
+    if headers.has_known(Known::Upgrade) {
+        drop_h2c_from_upgrade(headers);
     }
+}
+
+/// [`drop_h2c_offer`] for a request with `Upgrade`.
+fn drop_h2c_from_upgrade(headers: &mut Headers) {
     let is_h2c = |p: &[u8]| {
         p.split(|&b| b == b'/').next().is_some_and(|name| {
             name.eq_ignore_ascii_case(b"h2c") || name.eq_ignore_ascii_case(b"h2")
@@ -128,15 +133,12 @@ const MANAGED: [&str; 3] = [
 /// chooses the scheme, address or certificate the application reads
 /// (Puma CVE-2024-45614; nginx drops every name with `_` by default).
 /// Other names with `_` pass. A request without `_` in a name costs one
-/// scan of its names.
+/// scan of the names the codec does not know (those it knows have none).
+#[inline]
 pub fn drop_managed_lookalikes(headers: &mut Headers) {
-    if !headers
-        .iter()
-        .any(|(name, _)| name.as_bytes().contains(&b'_'))
-    {
-        return;
+    if headers.any_other_name(|name| name.contains(&b'_')) {
+        headers.retain(|name, _| !(name.contains('_') && MANAGED.iter().any(|m| spells(name, m))));
     }
-    headers.retain(|name, _| !(name.contains('_') && MANAGED.iter().any(|m| spells(name, m))));
 }
 
 /// `name` is `managed` (lower case, with `-`) but for ASCII case and `_`
