@@ -4,8 +4,9 @@
 
 mod util;
 
+use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use util::*;
 
@@ -604,4 +605,71 @@ fn a_last_chunk_and_trailers_split_across_reads_arrive_byte_for_byte() {
         let again = client.round_trip(get("/split"));
         assert_eq!(String::from_utf8_lossy(&again.body), expected, "split {i}");
     }
+}
+
+#[test]
+fn a_request_body_cut_inside_its_last_chunk_never_gives_the_upstream_the_last_chunk() {
+    // The request side of the hold above: a client that closes after the
+    // start of its last chunk (`0`, `0\r\n`, trailers without the final
+    // CRLF) must not hand the upstream a `0` line, which a lenient server
+    // takes, with the close, for a whole body (DESIGN.md §8). Whether the
+    // cut bytes came with the head (one read) or later.
+    let cuts: [&[u8]; 5] = [b"0", b"00", b"0;ext=1", b"0\r\n", b"0\r\nX-Sum: 42\r\n\r"];
+    for (i, cut) in cuts.iter().enumerate() {
+        for with_head in [false, true] {
+            let got: Arc<Mutex<Option<Vec<u8>>>> = Arc::new(Mutex::new(None));
+            let sink = Arc::clone(&got);
+            let upstream = Upstream::start(move |mut conn: UpConn| {
+                if conn.read_request_head().is_some() {
+                    let body = conn.wire.read_to_eof().unwrap_or_default();
+                    *sink.lock().unwrap() = Some(body);
+                }
+            });
+            let proxy = start_forward_proxy(upstream.addr, |_| {});
+            let mut client = proxy.client();
+            let head = b"POST /cut HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+            if with_head {
+                client.send([&head[..], b"5\r\nhello\r\n", cut].concat());
+            } else {
+                client.send([&head[..], b"5\r\nhello\r\n"].concat());
+                thread::sleep(Duration::from_millis(60));
+                client.send(cut);
+            }
+            thread::sleep(Duration::from_millis(60));
+            client.shutdown_write();
+            let _ = client.read_until_closed(CLIENT_TIMEOUT);
+            // The upstream's view once the proxy closed its connection.
+            let deadline = Instant::now() + CLIENT_TIMEOUT;
+            while got.lock().unwrap().is_none() && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(10));
+            }
+            let body = got.lock().unwrap().clone().unwrap_or_default();
+            assert_eq!(
+                String::from_utf8_lossy(&body),
+                "5\r\nhello\r\n",
+                "cut {i} (with the head: {with_head})"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_request_last_chunk_split_across_reads_reaches_the_upstream_byte_for_byte() {
+    // What the cut above holds back goes upstream once the body is whole.
+    let pieces: [&[u8]; 5] = [b"5\r\nhello\r\n0", b"0", b"\r\n", b"X-Sum: 42\r\n", b"\r\n"];
+    let upstream = Upstream::start(respond_forever(ok_response("done")));
+    let proxy = start_forward_proxy(upstream.addr, |_| {});
+    let mut client = proxy.client();
+    client.send(b"POST /split HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for p in pieces {
+        thread::sleep(Duration::from_millis(40));
+        client.send(p);
+    }
+    let resp = client.read_response();
+    assert_eq!(resp.status, 200);
+    let req = upstream.single_request();
+    assert_eq!(
+        String::from_utf8_lossy(&req.body),
+        "5\r\nhello\r\n0\r\nX-Sum: 42\r\n\r\n"
+    );
 }

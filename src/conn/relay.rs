@@ -34,7 +34,7 @@ use std::time::Instant;
 use super::client::ClientSide;
 use super::exchange::{Exchange, Resp};
 use super::io::Read1;
-use super::response_body::{BodyScratch, keep_body};
+use super::response_body::{BodyScratch, hold_last_chunk, keep_body};
 use super::upstream::{Connect, UpstreamConn};
 use crate::buffer::{BufferPool, RESPONSE_READ, WatermarkBuffer};
 use crate::config::Config;
@@ -383,6 +383,9 @@ pub(crate) fn read_request(
             if body < n || removed > 0 {
                 buf.unfill(n - body + removed);
             }
+            // The start of a last chunk waits for the body's end.
+            let tail = ex.req_half.last_chunk_bytes();
+            hold_last_chunk(buf, body.saturating_sub(removed), tail, &mut ex.req_held);
             // Over `max_body_size`: the bytes just read never go upstream.
             ex.check_body_limit()
                 .map_err(|e| ProxyError::downstream(ErrorKind::Parse(e)))?;
@@ -429,9 +432,14 @@ pub(crate) fn feed_request(
     }
     if let Some(to_up) = ex.to_upstream.as_mut() {
         // Without a chunk size's leading zeros (`scan_request`'s ranges).
+        let start = to_up.pending();
         for part in kept_parts(bytes, &ex.ranges) {
             to_up.extend_from_slice(part);
         }
+        // The start of a last chunk waits for the body's end.
+        let kept = to_up.pending().saturating_sub(start);
+        let tail = ex.req_half.last_chunk_bytes();
+        hold_last_chunk(to_up, kept, tail, &mut ex.req_held);
     }
     inbuf.consume(body);
     Ok(body > 0 || ex.request_taken())

@@ -166,6 +166,9 @@ pub(crate) struct Exchange {
     /// (`response_body::hold_last_chunk`; at most one chunk-size line and
     /// the trailer section).
     pub held: Vec<u8>,
+    /// The same for a chunked request body on its way to the upstream: a
+    /// client cut inside its last chunk gives the upstream no `0` line.
+    pub req_held: Vec<u8>,
     /// Last read from the upstream, or when the whole request was written
     /// (the wait for the response head starts there).
     pub up_read_at: Instant,
@@ -232,6 +235,7 @@ impl Exchange {
             keep_trailers: false,
             trailers: Vec::new(),
             held: Vec::new(),
+            req_held: Vec::new(),
             up_read_at: now,
             up_write_at: now,
             down_read_at: now,
@@ -259,6 +263,7 @@ impl Exchange {
             pieces: std::mem::take(&mut self.pieces),
             trailers: std::mem::take(&mut self.trailers),
             held: std::mem::take(&mut self.held),
+            req_held: std::mem::take(&mut self.req_held),
             tried: std::mem::take(&mut self.tried),
             attempts: std::mem::take(&mut self.attempts),
             peer,
@@ -272,6 +277,7 @@ impl Exchange {
         self.pieces.clear();
         self.trailers.clear();
         self.held.clear();
+        self.req_held.clear();
         self.tried.clear();
         self.attempts.clear();
         self.head_bytes.clear();

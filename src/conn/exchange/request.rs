@@ -25,6 +25,15 @@ pub(crate) enum ReqHalf {
 }
 
 impl ReqHalf {
+    /// The forwarded bytes at the end of the body so far that may start
+    /// its last chunk ([`BodyDecoder::last_chunk_bytes`]); 0 once taken.
+    pub(crate) fn last_chunk_bytes(&self) -> usize {
+        match self {
+            ReqHalf::Body(decoder) => decoder.last_chunk_bytes(),
+            _ => 0,
+        }
+    }
+
     /// Finds where the body ends in `bytes`: returns how many of them are
     /// body; becomes `Taken` at the body's end. Nothing is taken unless
     /// the half is `Body`. `redundant` gets the ranges of those bytes the
