@@ -44,6 +44,7 @@ pub(crate) mod known;
 pub mod path;
 pub mod request;
 pub mod response;
+pub mod runs;
 pub mod scanner;
 pub mod sniff;
 pub(crate) mod syntax;

@@ -175,31 +175,26 @@ fn walk<'a>(t: &'a DeTable<'a>, steps: &mut Vec<Step<'a>>, found: &mut Vec<Found
     let table_at = steps.last().map_or(0, |s| s.at);
     for (k, v) in t.iter() {
         let key: &str = k.get_ref();
-        if let Some(table) = table
-            && !table.keys().contains(&key)
-        {
+        // An unknown key (None), or a one-table key given an array.
+        let wrong = table.and_then(|table| {
+            if !table.keys().contains(&key) {
+                return Some((table, None));
+            }
+            let DeValue::Array(_) = v.get_ref() else {
+                return None;
+            };
+            Table::at(&[shape.as_slice(), &[Some(key)]].concat())
+                .filter(|one| matches!(one, Table::HealthCheck | Table::Respond | Table::RateLimit))
+                .map(|one| (table, Some(one)))
+        });
+        if let Some((table, array_for)) = wrong {
             found.push(Found {
                 path: path_of(steps, key),
                 at: k.span().start,
                 key: key.to_string(),
                 table,
                 table_at,
-                array_for: None,
-            });
-            continue;
-        }
-        if let Some(table) = table
-            && let DeValue::Array(_) = v.get_ref()
-            && let Some(one) = Table::at(&[shape.as_slice(), &[Some(key)]].concat())
-            && matches!(one, Table::HealthCheck | Table::Respond | Table::RateLimit)
-        {
-            found.push(Found {
-                path: path_of(steps, key),
-                at: k.span().start,
-                key: key.to_string(),
-                table,
-                table_at,
-                array_for: Some(one),
+                array_for,
             });
             continue;
         }
